@@ -1,0 +1,85 @@
+package zone
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const (
+	// DefaultZoneLabel is the well-known topology label that groups nodes into
+	// zones unless --zone-label says otherwise.
+	DefaultZoneLabel = "topology.kubernetes.io/zone"
+	// AnnotationKey is the Node annotation carrying the zone's verdict; the
+	// webhook reads it, only the zone leader writes it.
+	AnnotationKey = "edgequorum.io/verdict"
+	// DefaultLeaseNamespace is where zone and genesis Leases live.
+	DefaultLeaseNamespace = "edgequorum-system"
+)
+
+// Annotation is the JSON stored under AnnotationKey. Field names are an API: the
+// webhook and operators' tooling parse them.
+type Annotation struct {
+	State   State     `json:"state"`
+	Zone    string    `json:"zone"`
+	Term    uint64    `json:"term"`
+	Leader  string    `json:"leader"`
+	At      time.Time `json:"at"`
+	Pros    int       `json:"pros"`
+	Cons    int       `json:"cons"`
+	Members int       `json:"members"`
+}
+
+// AnnotationFor renders a committed verdict for the Node object of v.Node.
+func AnnotationFor(zoneName string, v Verdict) Annotation {
+	return Annotation{State: v.State, Zone: zoneName, Term: v.Term, Leader: v.Leader,
+		At: v.DecidedAt.UTC(), Pros: v.Pros, Cons: v.Cons, Members: v.Members}
+}
+
+// ParseAnnotation decodes an annotation value, rejecting unknown states so that a
+// hand-edited or foreign annotation never vouches for a node.
+func ParseAnnotation(s string) (Annotation, error) {
+	var a Annotation
+	if err := json.Unmarshal([]byte(s), &a); err != nil {
+		return Annotation{}, fmt.Errorf("parse %s annotation: %w", AnnotationKey, err)
+	}
+	if !a.State.Valid() || a.State == "" {
+		return Annotation{}, fmt.Errorf("parse %s annotation: unknown state %q", AnnotationKey, a.State)
+	}
+	return a, nil
+}
+
+// LeaseName is the zone Lease the leader renews: the webhook's proof that the
+// zone's quorum is alive and reaches the cloud.
+func LeaseName(zoneName string) string { return objectName("edgequorum-", zoneName) }
+
+// GenesisLeaseName is the object whose atomic Create decides which member may
+// bootstrap the zone's Raft cluster.
+func GenesisLeaseName(zoneName string) string { return objectName("edgequorum-genesis-", zoneName) }
+
+// objectName turns a label value (which may hold upper case, '_' and up to 63
+// characters) into a valid object name. Values that had to change get a short hash
+// suffix so two zones never share a Lease.
+func objectName(prefix, zoneName string) string {
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, zoneName)
+	clean = strings.Trim(clean, "-.")
+	if clean == zoneName && clean != "" {
+		return prefix + clean
+	}
+	sum := sha256.Sum256([]byte(zoneName))
+	if clean == "" {
+		return prefix + hex.EncodeToString(sum[:5])
+	}
+	return prefix + clean + "-" + hex.EncodeToString(sum[:5])
+}
