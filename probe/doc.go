@@ -1,0 +1,23 @@
+// Package probe is how an edge node agent judges its zone peers: kubelet-style
+// probes (TCP connect, HTTP/HTTPS GET, gRPC health, the peer's kubelet port and the
+// peer agent's own /healthz), run periodically with kubelet's worker semantics, and
+// combined per peer into a weighted score that is compared with a score line.
+//
+// It owns:
+//   - the probe spec format operators write on the command line (ParseSpec,
+//     SpecList) and its defaults;
+//   - the probers, one per kind, and the Prober interface a caller can implement;
+//   - the worker rule that a probe's state flips only after SuccessThreshold or
+//     FailureThreshold consecutive identical results, and stays Unknown until one
+//     of them is first met;
+//   - the Checker that turns per-probe states into a score and an OK/not-OK
+//     judgement, and refuses weights that do not add up;
+//   - the Manager that runs one worker per (peer, probe), lets peers come and go,
+//     and signals the agent when a peer's judgement changes.
+//
+// It must not import Kubernetes or Raft code, nor decide anything about the zone:
+// it says what this node sees, and raftzone decides what the zone believes. Probe
+// timeouts are real time because the kernel enforces them; everything else that
+// depends on time (scheduling, latency) reads the injected clock so tests can
+// drive it.
+package probe

@@ -1,0 +1,405 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// Config configures a Manager. Zero fields take the defaults documented on them.
+type Config struct {
+	// Specs are the probes run against every target. Empty means one kubelet
+	// probe (TCP to port 10250), the check every edge node can answer.
+	Specs []Spec
+	// ScoreLine is the score in (0, 100] a target needs to be OK. Zero means
+	// DefaultScoreLine (100: every probe must pass).
+	ScoreLine float64
+	// AgentClient reaches peers' agents over the authenticated peer
+	// connection; agent probes GET https://<host>[:<port>]<path> with it, and
+	// its Transport decides how that connection is made. Required (or
+	// AgentProber) when a spec has kind agent.
+	AgentClient *http.Client
+	// AgentProber, if set, runs agent probes instead of an HTTP GET through
+	// AgentClient; set one of the two, not both.
+	AgentProber Prober
+	// Registerer receives the probe metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Clock schedules probes and measures their latency. Nil means the real
+	// clock; tests inject a fake one.
+	Clock clock.Clock
+	// Rand returns a number in [0, 1) that places a new worker's first probe
+	// within its first period. Nil means math/rand/v2's Float64; tests inject
+	// a fixed value.
+	Rand func() float64
+	// Logger receives state changes and probe errors. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// defaultSpecs is what an agent probes when nothing is configured.
+func defaultSpecs() []Spec { return []Spec{{Kind: KindKubelet}} }
+
+func (c Config) withDefaults() Config {
+	if len(c.Specs) == 0 {
+		c.Specs = defaultSpecs()
+	}
+	if c.ScoreLine == 0 {
+		c.ScoreLine = DefaultScoreLine
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first problem with c, naming the field. It applies the
+// defaults first, so the zero Config is valid.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	for i, s := range c.Specs {
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("probe: Config.Specs[%d]: %w", i, err)
+		}
+	}
+	if !(c.ScoreLine > 0 && c.ScoreLine <= 100) {
+		return fmt.Errorf("probe: Config.ScoreLine: %v is outside (0, 100]", c.ScoreLine)
+	}
+	if _, err := resolveWeights(c.Specs); err != nil {
+		return fmt.Errorf("probe: Config.Specs: %w", err)
+	}
+	if c.AgentClient != nil && c.AgentProber != nil {
+		return errors.New("probe: Config.AgentClient and Config.AgentProber are both set; set one")
+	}
+	if c.AgentClient == nil && c.AgentProber == nil {
+		for i, s := range c.Specs {
+			if s.Kind == KindAgent {
+				return fmt.Errorf("probe: Config.AgentClient: Specs[%d] %q has kind agent but neither AgentClient nor AgentProber is set: %w",
+					i, s.String(), ErrNoAgentTransport)
+			}
+		}
+	}
+	return nil
+}
+
+// ErrRunning is returned by a second call to Run: a Manager's workers have one
+// owner.
+var ErrRunning = errors.New("probe: Manager.Run called more than once")
+
+// Manager runs one worker per (target, probe spec), keeps every target's status,
+// and signals when a target's judgement changes. Its methods are safe for
+// concurrent use.
+//
+// Targets may be added and removed at any time, before or while Run runs; their
+// workers run only while Run does.
+type Manager struct {
+	cfg     Config // with defaults applied
+	specs   []Spec // cfg.Specs with defaults applied, for the workers
+	names   []string
+	checker *Checker
+	probers []Prober
+	metrics *metrics
+	log     *slog.Logger
+	changes chan struct{}
+
+	mu      sync.Mutex
+	targets map[string]*target
+	runCtx  context.Context // set while Run runs, nil before and after
+	ran     bool
+	wg      sync.WaitGroup // every worker goroutine
+}
+
+// target is one peer under probe. A replaced or removed target is dropped from
+// the map; its workers may still report for a moment, and their reports are
+// ignored because the map no longer points at them.
+type target struct {
+	name, host string
+	cancel     context.CancelFunc // nil until its workers start
+	wg         sync.WaitGroup     // this target's worker goroutines
+	probes     []ProbeStatus
+	eval       Evaluation
+}
+
+// TargetStatus is what this node currently thinks of one target.
+type TargetStatus struct {
+	Host string
+	// Known is true once every probe has a thresholded state; until then OK
+	// is false and the target should not be reported as failed.
+	Known bool
+	// OK is Known and Score ≥ the score line.
+	OK bool
+	// Score is the weighted score, 0..100.
+	Score float64
+	// Latency is how long the latest probe round took: probes run
+	// concurrently, so it is the slowest of each probe's latest latency.
+	Latency time.Duration
+	// Probes holds one entry per spec, in Config.Specs order.
+	Probes []ProbeStatus
+}
+
+// ProbeStatus is the state of one probe of one target.
+type ProbeStatus struct {
+	// Spec is the probe's spec as configured (Spec.String form).
+	Spec   string
+	Kind   Kind
+	Weight float64
+	// State is the thresholded state; Unknown until a threshold is first met.
+	State Result
+	// Last is the latest raw result, and Err why it was not Success.
+	Last Result
+	Err  error
+	// At is when the latest probe started and Latency how long it took; zero
+	// before the first probe.
+	At      time.Time
+	Latency time.Duration
+}
+
+// New validates cfg and builds a Manager. It starts nothing; call Run.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	checker, err := NewChecker(cfg.Specs, cfg.ScoreLine)
+	if err != nil {
+		return nil, fmt.Errorf("probe: Config.Specs: %w", err)
+	}
+	m := &Manager{
+		cfg:     cfg,
+		checker: checker,
+		log:     cfg.Logger,
+		changes: make(chan struct{}, 1),
+		targets: make(map[string]*target),
+	}
+	for i, s := range cfg.Specs {
+		var p Prober
+		if s.Kind == KindAgent && cfg.AgentProber != nil {
+			p = cfg.AgentProber
+		} else if p, err = NewProber(s, cfg.AgentClient); err != nil {
+			return nil, fmt.Errorf("probe: Config.Specs[%d]: %w", i, err)
+		}
+		m.probers = append(m.probers, p)
+		m.specs = append(m.specs, s.withDefaults())
+		m.names = append(m.names, s.String())
+	}
+	if m.metrics, err = newMetrics(cfg.Registerer, cfg.Specs); err != nil {
+		return nil, fmt.Errorf("probe: Config.Registerer: %w", err)
+	}
+	return m, nil
+}
+
+// Checker returns the Checker the Manager judges targets with, for callers that
+// want its resolved weights or score line.
+func (m *Manager) Checker() *Checker { return m.checker }
+
+// Run starts the workers of every target and blocks until ctx is done. It then
+// stops every worker and returns once all of their goroutines have exited.
+// It returns nil after a shutdown, or ErrRunning if Run was called before.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.ran {
+		m.mu.Unlock()
+		return ErrRunning
+	}
+	m.ran = true
+	m.runCtx = ctx
+	for _, t := range m.targets {
+		m.startLocked(t)
+	}
+	m.mu.Unlock()
+
+	<-ctx.Done()
+
+	m.mu.Lock()
+	// From here on no worker starts, so wg.Wait cannot race with wg.Add.
+	m.runCtx = nil
+	for _, t := range m.targets {
+		if t.cancel != nil {
+			t.cancel()
+		}
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+// AddTarget starts probing host under name. Adding a name that exists with the
+// same host changes nothing; with another host it replaces the target (a peer
+// whose address changed): its old workers stop and its status starts over from
+// Unknown. AddTarget returns once the old workers have exited, so it must not be
+// called from a Prober.
+func (m *Manager) AddTarget(name, host string) {
+	m.mu.Lock()
+	old := m.targets[name]
+	if old != nil && old.host == host {
+		m.mu.Unlock()
+		return
+	}
+	t := m.newTarget(name, host)
+	m.targets[name] = t
+	if old != nil && old.cancel != nil {
+		old.cancel()
+	}
+	if m.runCtx != nil {
+		m.startLocked(t)
+	}
+	m.mu.Unlock()
+
+	m.log.Info("probe target added", "peer", name, "host", host, "replaced", old != nil)
+	m.notify()
+	if old != nil {
+		old.wg.Wait()
+	}
+}
+
+// RemoveTarget stops probing name and forgets its status. It returns once the
+// target's workers have exited; a probe in flight is cancelled, not awaited. Like
+// AddTarget, it must not be called from a Prober.
+func (m *Manager) RemoveTarget(name string) {
+	m.mu.Lock()
+	t := m.targets[name]
+	if t != nil {
+		delete(m.targets, name)
+		if t.cancel != nil {
+			t.cancel()
+		}
+	}
+	m.mu.Unlock()
+	if t == nil {
+		return
+	}
+	m.log.Info("probe target removed", "peer", name, "host", t.host)
+	m.notify()
+	t.wg.Wait()
+}
+
+// Status returns the status of the target name, and whether it exists.
+func (m *Manager) Status(name string) (TargetStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.targets[name]
+	if !ok {
+		return TargetStatus{}, false
+	}
+	return t.status(), true
+}
+
+// Statuses returns the status of every target, keyed by name.
+func (m *Manager) Statuses() map[string]TargetStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]TargetStatus, len(m.targets))
+	for name, t := range m.targets {
+		out[name] = t.status()
+	}
+	return out
+}
+
+// Changes returns a channel that receives a value after any target's Known, OK
+// or Score changes, and after a target is added, replaced or removed. Signals
+// coalesce: one pending value stands for any number of changes, so a receiver
+// re-reads Statuses rather than expecting one signal per change. Latency alone
+// does not signal; it changes every round.
+func (m *Manager) Changes() <-chan struct{} { return m.changes }
+
+func (m *Manager) notify() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) newTarget(name, host string) *target {
+	t := &target{name: name, host: host, probes: make([]ProbeStatus, len(m.specs))}
+	weights := m.checker.Weights()
+	for i, s := range m.specs {
+		t.probes[i] = ProbeStatus{Spec: m.names[i], Kind: s.Kind, Weight: weights[i]}
+	}
+	t.eval = m.checker.Evaluate(t.states())
+	return t
+}
+
+// startLocked starts t's workers under the running Manager. m.mu must be held
+// and m.runCtx set.
+func (m *Manager) startLocked(t *target) {
+	ctx, cancel := context.WithCancel(m.runCtx)
+	t.cancel = cancel
+	for i, s := range m.specs {
+		w := newWorker(i, s, t.host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
+			func(u probeUpdate) { m.record(t, u) })
+		m.wg.Add(1)
+		t.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer t.wg.Done()
+			w.run(ctx)
+		}()
+	}
+}
+
+// record stores a worker's update and signals if the target's judgement changed.
+func (m *Manager) record(t *target, u probeUpdate) {
+	m.mu.Lock()
+	if m.targets[t.name] != t {
+		m.mu.Unlock()
+		return
+	}
+	p := &t.probes[u.index]
+	prevState := p.State
+	p.State, p.Last, p.Err, p.At, p.Latency = u.state, u.raw, u.err, u.at, u.latency
+	prev := t.eval
+	t.eval = m.checker.Evaluate(t.states())
+	eval := t.eval
+	m.mu.Unlock()
+
+	if u.raw != Success {
+		m.log.Debug("probe did not succeed", "peer", t.name, "host", t.host, "probe", m.names[u.index],
+			"result", u.raw, "err", u.err)
+	}
+	if u.state != prevState {
+		m.log.Info("probe state changed", "peer", t.name, "host", t.host, "probe", m.names[u.index],
+			"from", prevState, "to", u.state, "err", u.err)
+	}
+	if eval != prev {
+		if eval.Known != prev.Known || eval.OK != prev.OK {
+			m.log.Info("peer judgement changed", "peer", t.name, "host", t.host,
+				"known", eval.Known, "ok", eval.OK, "score", eval.Score)
+		}
+		m.notify()
+	}
+}
+
+func (t *target) states() []Result {
+	s := make([]Result, len(t.probes))
+	for i, p := range t.probes {
+		s[i] = p.State
+	}
+	return s
+}
+
+// status copies t for a caller; m.mu must be held.
+func (t *target) status() TargetStatus {
+	st := TargetStatus{
+		Host:   t.host,
+		Known:  t.eval.Known,
+		OK:     t.eval.OK,
+		Score:  t.eval.Score,
+		Probes: append([]ProbeStatus(nil), t.probes...),
+	}
+	for _, p := range t.probes {
+		st.Latency = max(st.Latency, p.Latency)
+	}
+	return st
+}

@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Manager's Prometheus collectors. Each Manager builds its own;
+// when a registry already holds collectors of the same name (two Managers in one
+// process, as in tests) the Manager adopts the registered ones instead of failing,
+// so both count into the same series.
+type metrics struct {
+	results  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer, specs []Spec) (*metrics, error) {
+	m := &metrics{
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum",
+			Subsystem: "probe",
+			Name:      "results_total",
+			Help:      "Raw probe results by probe kind and outcome (success, failure, unknown), before thresholds.",
+		}, []string{"kind", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "edgequorum",
+			Subsystem: "probe",
+			Name:      "duration_seconds",
+			Help:      "Time one probe took, by probe kind, including probes that failed or timed out.",
+			Buckets:   prometheus.DefBuckets,
+		}, []string{"kind"}),
+	}
+	if reg != nil {
+		var err error
+		if m.results, err = register(reg, m.results); err != nil {
+			return nil, err
+		}
+		if m.duration, err = register(reg, m.duration); err != nil {
+			return nil, err
+		}
+	}
+	// Create the series of every configured kind up front, so that a
+	// dashboard shows zero failures rather than no data.
+	for _, s := range specs {
+		for _, r := range []Result{Success, Failure, Unknown} {
+			m.results.WithLabelValues(string(s.Kind), r.String())
+		}
+		m.duration.WithLabelValues(string(s.Kind))
+	}
+	return m, nil
+}
+
+// register registers c, or returns the equivalent collector already registered.
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register probe metrics: %w", err)
+}
+
+func (m *metrics) observe(kind Kind, r Result, took time.Duration) {
+	m.results.WithLabelValues(string(kind), r.String()).Inc()
+	m.duration.WithLabelValues(string(kind)).Observe(took.Seconds())
+}

@@ -1,0 +1,87 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+)
+
+// Prober runs one probe of one kind against a host.
+//
+// Probe is called by many workers at once (one per target) and must be safe for
+// concurrent use. ctx carries the spec's timeout as its deadline and is cancelled
+// when the target is removed; Probe must return promptly once ctx is done.
+//
+// The Result says what the probe saw: Success, Failure when the target did not
+// answer in time or answered unhealthy, Unknown when the prober itself could not
+// do its job (for example it could not build a request). The error explains any
+// result other than Success and is nil for Success; it is logged and shown in
+// status, never used for decisions.
+type Prober interface {
+	Probe(ctx context.Context, host string) (Result, error)
+}
+
+// ProberFunc adapts a function to the Prober interface.
+type ProberFunc func(ctx context.Context, host string) (Result, error)
+
+// Probe calls f.
+func (f ProberFunc) Probe(ctx context.Context, host string) (Result, error) { return f(ctx, host) }
+
+// ErrNoAgentTransport is returned when a spec of kind agent has no transport to
+// run over. The agent probe must go over the authenticated peer connection, which
+// only the caller can build, so there is deliberately no fallback to plain HTTP.
+var ErrNoAgentTransport = errors.New("agent probes need the agent's peer transport (an *http.Client or a Prober)")
+
+// errBadHost is the Unknown outcome for a host that is not an IP address or a DNS
+// name (empty, a host:port, a URL): a caller bug, not evidence about any peer, and
+// not something to send packets to.
+var errBadHost = errors.New("bad host to probe")
+
+// checkHost accepts an IP address (with an optional IPv6 zone) or a DNS name.
+func checkHost(host string) error {
+	if host == "" {
+		return fmt.Errorf("%w: empty", errBadHost)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_':
+		default:
+			return fmt.Errorf("%w: %q is neither an IP address nor a DNS name", errBadHost, host)
+		}
+	}
+	return nil
+}
+
+// NewProber returns the Prober for s. agentClient is the HTTP client whose
+// Transport reaches peers' agents over their authenticated connection; it is
+// needed only for KindAgent and ignored otherwise.
+func NewProber(s Spec, agentClient *http.Client) (Prober, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	s = s.withDefaults()
+	switch s.Kind {
+	case KindTCP, KindKubelet:
+		return newTCPProber(s), nil
+	case KindHTTP, KindHTTPS:
+		return newHTTPProber(s, &http.Client{Transport: newHTTPTransport(s.InsecureSkipVerify)}), nil
+	case KindGRPC:
+		return newGRPCProber(s), nil
+	case KindAgent:
+		if agentClient == nil {
+			return nil, fmt.Errorf("probe %s: %w", s, ErrNoAgentTransport)
+		}
+		// Copy the client so our redirect policy does not leak into the
+		// caller's other uses of it.
+		c := *agentClient
+		return newHTTPProber(s, &c), nil
+	}
+	// Validate has rejected every other kind.
+	return nil, fmt.Errorf("probe %s: %w", s, ErrUnknownKind)
+}

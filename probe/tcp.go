@@ -1,0 +1,35 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// tcpProber succeeds when a TCP connection opens, like the kubelet's TCP probe:
+// it proves the peer's kernel and the listening process are alive, nothing more.
+type tcpProber struct {
+	port   string
+	dialer net.Dialer
+}
+
+func newTCPProber(s Spec) *tcpProber {
+	return &tcpProber{port: strconv.Itoa(s.Port)}
+}
+
+func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
+	if err := checkHost(host); err != nil {
+		return Unknown, err
+	}
+	conn, err := p.dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, p.port))
+	if err != nil {
+		// Refused, unreachable and timed out all mean the same to a
+		// health probe.
+		return Failure, fmt.Errorf("tcp probe: %w", err)
+	}
+	// The connection's only purpose was to open; a close error says nothing
+	// about the peer.
+	_ = conn.Close()
+	return Success, nil
+}

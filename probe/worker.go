@@ -1,0 +1,158 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// threshold applies the kubelet's worker rule to a stream of raw results: the
+// state becomes Success after SuccessThreshold consecutive successes and Failure
+// after FailureThreshold consecutive failures, and is Unknown until one of them
+// first happens. A raw Unknown is no evidence either way: it neither counts nor
+// breaks a run, so a prober hiccup cannot reset a peer's failure count.
+type threshold struct {
+	success, failure int
+	last             Result // last counted raw result, Success or Failure
+	run              int    // how many times in a row last was seen
+	state            Result
+}
+
+// observe counts r and returns the resulting state.
+func (t *threshold) observe(r Result) Result {
+	if r != Success && r != Failure {
+		return t.state
+	}
+	if r == t.last {
+		t.run++
+	} else {
+		t.last, t.run = r, 1
+	}
+	need := t.failure
+	if r == Success {
+		need = t.success
+	}
+	if t.run >= need {
+		t.state = r
+	}
+	return t.state
+}
+
+// probeUpdate is what a worker reports after each probe.
+type probeUpdate struct {
+	index   int // the probe's position in the Manager's specs
+	raw     Result
+	state   Result
+	err     error
+	at      time.Time
+	latency time.Duration
+}
+
+// worker probes one target with one spec until its context is cancelled. It owns
+// its threshold state; the Manager only sees the updates it reports.
+type worker struct {
+	index   int
+	spec    Spec // with defaults applied
+	host    string
+	prober  Prober
+	clock   clock.Clock
+	rand    func() float64
+	metrics *metrics
+	report  func(probeUpdate)
+	th      threshold
+}
+
+func newWorker(index int, spec Spec, host string, p Prober, clk clock.Clock, rand func() float64,
+	m *metrics, report func(probeUpdate)) *worker {
+	return &worker{
+		index: index, spec: spec, host: host, prober: p, clock: clk, rand: rand, metrics: m, report: report,
+		th: threshold{success: spec.SuccessThreshold, failure: spec.FailureThreshold},
+	}
+}
+
+// firstDelay is when a new worker probes first: after the initial delay plus a
+// random fraction of one period, so that the workers of many targets added
+// together (an agent start, a zone re-listing) do not probe in lockstep. rand
+// values outside [0, 1) are treated as 0.
+func firstDelay(s Spec, rand func() float64) time.Duration {
+	f := rand()
+	if !(f >= 0 && f < 1) {
+		f = 0
+	}
+	return s.InitialDelay + time.Duration(f*float64(s.Period))
+}
+
+// nextStart returns the first period boundary after now, counting from the
+// previous scheduled start. Like a ticker, it drops the boundaries a slow probe
+// or a stalled process missed instead of probing in a burst to catch up.
+func nextStart(prev, now time.Time, period time.Duration) time.Time {
+	next := prev.Add(period)
+	if next.After(now) {
+		return next
+	}
+	missed := now.Sub(next)/period + 1
+	return next.Add(missed * period)
+}
+
+// run probes on schedule until ctx is done. It uses one timer rather than a
+// ticker because a timer can be stopped on every clock implementation, which
+// keeps removed targets from leaving anything behind.
+func (w *worker) run(ctx context.Context) {
+	delay := firstDelay(w.spec, w.rand)
+	scheduled := w.clock.Now().Add(delay)
+	timer := w.clock.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		u, ok := w.probeOnce(ctx)
+		if !ok {
+			return
+		}
+		w.report(u)
+		now := w.clock.Now()
+		scheduled = nextStart(scheduled, now, w.spec.Period)
+		timer.Reset(scheduled.Sub(now))
+	}
+}
+
+// probeOnce runs one probe and applies the thresholds. It returns false when ctx
+// was cancelled during the probe: the outcome then reflects our shutdown, not the
+// target, and must not count.
+func (w *worker) probeOnce(ctx context.Context) (probeUpdate, bool) {
+	start := w.clock.Now()
+	pctx, cancel := context.WithTimeout(ctx, w.spec.Timeout)
+	raw, err := w.call(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return probeUpdate{}, false
+	}
+	took := w.clock.Since(start)
+	switch {
+	case !raw.valid():
+		err = fmt.Errorf("prober returned invalid result %d (error: %v)", int(raw), err)
+		raw = Unknown
+	case raw == Success:
+		err = nil
+	case err == nil:
+		err = fmt.Errorf("probe %s", raw)
+	}
+	w.metrics.observe(w.spec.Kind, raw, took)
+	return probeUpdate{index: w.index, raw: raw, state: w.th.observe(raw), err: err, at: start, latency: took}, true
+}
+
+// call runs the prober, turning a panic into Unknown: a buggy injected Prober
+// should make one probe inconclusive, not take the agent down with it.
+func (w *worker) call(ctx context.Context) (r Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = Unknown, fmt.Errorf("prober panicked: %v", p)
+		}
+	}()
+	return w.prober.Probe(ctx, w.host)
+}

@@ -1,0 +1,270 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestThreshold(t *testing.T) {
+	S, F, U := Success, Failure, Unknown
+	tests := []struct {
+		name             string
+		success, failure int
+		raw              []Result
+		want             []Result // state after each raw result
+	}{
+		{"two failures then success never fail under threshold 3", 1, 3,
+			[]Result{F, F, S, F, F, S}, []Result{U, U, S, S, S, S}},
+		{"flips to failure and back", 1, 3,
+			[]Result{S, F, F, F, S}, []Result{S, S, S, F, S}},
+		{"success threshold 2", 2, 1,
+			[]Result{F, S, S, F, S, F, S, S}, []Result{F, F, S, F, F, F, F, S}},
+		{"unknown until a threshold is first met", 3, 3,
+			[]Result{S, S, F, F, S, S, S}, []Result{U, U, U, U, U, U, S}},
+		{"raw unknown neither counts nor breaks a run", 1, 3,
+			[]Result{F, U, F, U, U, F}, []Result{U, U, U, U, U, F}},
+		{"raw unknown leaves a state unchanged", 1, 1,
+			[]Result{S, U, U, F, U}, []Result{S, S, S, F, F}},
+		{"threshold 1 follows every result", 1, 1,
+			[]Result{S, F, S}, []Result{S, F, S}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := threshold{success: tt.success, failure: tt.failure}
+			for i, r := range tt.raw {
+				if got := th.observe(r); got != tt.want[i] {
+					t.Fatalf("after %v: state %v, want %v", tt.raw[:i+1], got, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestFirstDelay(t *testing.T) {
+	spec := Spec{Period: 4 * time.Second, InitialDelay: 10 * time.Second}
+	tests := []struct {
+		rand float64
+		want time.Duration
+	}{
+		{0, 10 * time.Second},
+		{0.25, 11 * time.Second},
+		{0.75, 13 * time.Second},
+		{0.5, 12 * time.Second},
+		{1, 10 * time.Second},  // out of range: no jitter rather than a full period
+		{-1, 10 * time.Second}, // likewise
+	}
+	for _, tt := range tests {
+		got := firstDelay(spec, func() float64 { return tt.rand })
+		if got != tt.want {
+			t.Errorf("firstDelay(rand=%v) = %v, want %v", tt.rand, got, tt.want)
+		}
+		if got < spec.InitialDelay || got >= spec.InitialDelay+spec.Period {
+			t.Errorf("firstDelay(rand=%v) = %v, outside [initial delay, initial delay + period)", tt.rand, got)
+		}
+	}
+}
+
+func TestNextStart(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := 2 * time.Second
+	tests := []struct {
+		name string
+		now  time.Duration // since t0, the previous scheduled start
+		want time.Duration
+	}{
+		{"probe took no time", 0, 2 * time.Second},
+		{"probe took a while", 1500 * time.Millisecond, 2 * time.Second},
+		{"probe ended on the boundary", 2 * time.Second, 4 * time.Second},
+		{"missed boundaries are dropped", 7 * time.Second, 8 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextStart(t0, t0.Add(tt.now), p).Sub(t0); got != tt.want {
+				t.Fatalf("nextStart = t0+%v, want t0+%v", got, tt.want)
+			}
+		})
+	}
+}
+
+// gateProber hands every probe to the test and blocks until the test answers,
+// so the test knows exactly which probes ran and when.
+type gateProber struct {
+	clk   *clocktesting.FakeClock
+	calls chan gateCall
+}
+
+type gateCall struct {
+	at    time.Time
+	reply chan Result
+}
+
+func (p *gateProber) Probe(ctx context.Context, _ string) (Result, error) {
+	c := gateCall{at: p.clk.Now(), reply: make(chan Result)}
+	select {
+	case p.calls <- c:
+	case <-ctx.Done():
+		return Failure, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r, nil
+	case <-ctx.Done():
+		return Failure, ctx.Err()
+	}
+}
+
+// startWorker runs a worker on a fake clock and stops it at cleanup.
+func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock, *gateProber, *[]probeUpdate, context.CancelFunc) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	p := &gateProber{clk: clk, calls: make(chan gateCall)}
+	var (
+		mu      sync.Mutex
+		updates []probeUpdate
+	)
+	m, err := newMetrics(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(0, spec.withDefaults(), "peer", p, clk, func() float64 { return rand }, m,
+		func(u probeUpdate) {
+			mu.Lock()
+			defer mu.Unlock()
+			updates = append(updates, u)
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return clk, p, &updates, cancel
+}
+
+func expectCall(t *testing.T, p *gateProber) gateCall {
+	t.Helper()
+	select {
+	case c := <-p.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no probe came")
+		return gateCall{}
+	}
+}
+
+// TestWorkerSchedule drives a worker through its first two probes on a fake
+// clock: the first after the initial delay plus the injected jitter, the next one
+// period later, and none a moment early.
+func TestWorkerSchedule(t *testing.T) {
+	tests := []struct {
+		name         string
+		period       time.Duration
+		initialDelay time.Duration
+		rand         float64
+		wantFirst    time.Duration
+	}{
+		{"no delay, no jitter", 2 * time.Second, 0, 0, 0},
+		{"jitter a quarter period", 4 * time.Second, 0, 0.25, time.Second},
+		{"jitter three quarters", 4 * time.Second, 0, 0.75, 3 * time.Second},
+		{"initial delay", 2 * time.Second, 10 * time.Second, 0, 10 * time.Second},
+		{"initial delay plus jitter", 2 * time.Second, 10 * time.Second, 0.5, 11 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The timeout is real time; make it long enough never to
+			// interfere with the test answering the probe.
+			spec := Spec{Kind: KindTCP, Port: 1, Period: tt.period, Timeout: tt.period, InitialDelay: tt.initialDelay}
+			clk, p, _, _ := startWorker(t, spec, tt.rand)
+			start := clk.Now()
+			armed := func() bool { return clk.Waiters() == 1 }
+			waitFor(t, "worker armed", armed)
+
+			// stepTo moves the clock to start+d. While the worker is
+			// armed and no probe is pending, a timer that fired leaves
+			// the clock without waiters until the test answers, so
+			// Waiters() tells at once whether it fired.
+			stepTo := func(d time.Duration) { clk.Step(start.Add(d).Sub(clk.Now())) }
+			if tt.wantFirst > 0 {
+				stepTo(tt.wantFirst - time.Millisecond)
+				if !armed() {
+					t.Fatalf("probe ran before %v", tt.wantFirst)
+				}
+			}
+			stepTo(tt.wantFirst)
+			c := expectCall(t, p)
+			if got := c.at.Sub(start); got != tt.wantFirst {
+				t.Fatalf("first probe at +%v, want +%v", got, tt.wantFirst)
+			}
+			c.reply <- Success
+			waitFor(t, "worker re-armed", armed)
+
+			stepTo(tt.wantFirst + tt.period - time.Millisecond)
+			if !armed() {
+				t.Fatalf("second probe ran before one period had passed")
+			}
+			stepTo(tt.wantFirst + tt.period)
+			c = expectCall(t, p)
+			if got := c.at.Sub(start); got != tt.wantFirst+tt.period {
+				t.Fatalf("second probe at +%v, want +%v", got, tt.wantFirst+tt.period)
+			}
+			c.reply <- Success
+		})
+	}
+}
+
+// TestWorkerDiscardsOutcomeOnStop checks that a probe cut short because the
+// target is being removed is not reported as a failure of the target.
+func TestWorkerDiscardsOutcomeOnStop(t *testing.T) {
+	clk, p, updates, cancel := startWorker(t, Spec{Kind: KindTCP, Port: 1, Timeout: time.Minute, Period: time.Minute}, 0)
+	waitFor(t, "worker armed", func() bool { return clk.Waiters() == 1 })
+	clk.Step(0)
+	expectCall(t, p) // never answered: the probe is in flight
+	cancel()
+	waitFor(t, "worker stopped", func() bool { return !clk.HasWaiters() })
+	if len(*updates) != 0 {
+		t.Fatalf("worker reported %+v for a probe cancelled by shutdown", *updates)
+	}
+}
+
+func TestWorkerProbeOnce(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		prober  ProberFunc
+		wantRaw Result
+		wantErr bool
+	}{
+		{"success clears a stray error", func(context.Context, string) (Result, error) { return Success, errBoom }, Success, false},
+		{"failure keeps its error", func(context.Context, string) (Result, error) { return Failure, errBoom }, Failure, true},
+		{"failure without error gets one", func(context.Context, string) (Result, error) { return Failure, nil }, Failure, true},
+		{"invalid result is unknown", func(context.Context, string) (Result, error) { return Result(42), nil }, Unknown, true},
+		{"panic is unknown", func(context.Context, string) (Result, error) { panic("prober bug") }, Unknown, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := newMetrics(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+			spec := Spec{Kind: KindTCP, Port: 1}.withDefaults()
+			w := newWorker(3, spec, "peer", tt.prober, clk, func() float64 { return 0 }, m, nil)
+			u, ok := w.probeOnce(context.Background())
+			if !ok {
+				t.Fatal("probeOnce reported a shutdown")
+			}
+			if u.index != 3 || u.raw != tt.wantRaw || (u.err != nil) != tt.wantErr {
+				t.Fatalf("probeOnce = %+v, want raw %v with error %v", u, tt.wantRaw, tt.wantErr)
+			}
+		})
+	}
+}
