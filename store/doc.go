@@ -1,0 +1,46 @@
+// Package store owns a zone's replicated state as one bbolt file per agent: the
+// member list, the latest report of every sender, the checker × checked matrix of
+// probe results, and the committed verdicts. It is the Raft FSM of the zone's
+// group (Apply, ApplyBatch, Snapshot, Restore), the encoding of the commands the
+// leader appends (ReportBatch, VerdictBatch, MemberSet), and a typed read API.
+//
+// It must not import Kubernetes or Raft transport code, and it must not decide
+// anything: verdicts are computed by the leader (raftzone) and only stored here.
+// Apply is deterministic — it reads no clock and no local configuration — so that
+// every replica holding the same log holds the same state.
+//
+// # Durability and replay
+//
+// The file is persistent across restarts, while raft replays its log into the FSM
+// after one. Each commit therefore stores the index and term of the last applied
+// log in the same transaction, and Apply skips logs at or below it. The store
+// fsyncs every commit unless Options.NoSync is set.
+//
+// The agent should set raft.Config.NoSnapshotRestoreOnStart: the file already
+// holds at least the latest snapshot's state, and restoring it on every start
+// would only rewrite the file. With that setting, the agent should restore the
+// latest snapshot itself if AppliedIndex is below its index: a crash between raft
+// saving an installed snapshot and Restore renaming it into place leaves the file
+// behind raft. (Rejected commands do not advance AppliedIndex either; restoring
+// is then redundant but harmless.) The applied index only means something within
+// one Raft cluster: an agent that starts with empty raft stores must remove the
+// store file too, or its replica would skip the new cluster's first logs.
+//
+// # Concurrency contract
+//
+// The read methods are safe for concurrent use with each other, with Apply and
+// with Restore. Each read runs in one bbolt read transaction, so it sees the state
+// between two commits, never part of one; two separate reads may see different
+// states.
+//
+// Apply, ApplyBatch, Snapshot and Restore follow raft's contract: raft calls them
+// from one goroutine, and the store serialises them anyway. FSMSnapshot.Persist
+// runs concurrently with Apply: Snapshot opens a read transaction and Persist
+// streams it, while later commits stay invisible to it. An unreleased snapshot
+// pins that transaction, so Close and Restore wait until it is persisted or
+// released; never call them while holding one.
+//
+// Restore replaces the state atomically: it receives the stream into a temporary
+// file beside the store, checks it, then swaps files under an exclusive lock. A
+// damaged snapshot returns an error and leaves the current state in place.
+package store

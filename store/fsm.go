@@ -1,0 +1,322 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+var _ raft.BatchingFSM = (*Store)(nil)
+
+// ApplyResult is what Apply returns for a command log (raft hands it to the
+// leader as ApplyFuture.Response). A command that could not be decoded yields
+// an error instead, wrapping ErrUnknownVersion, ErrUnknownType or
+// ErrBadCommand; a storage failure yields one wrapping ErrFailed.
+type ApplyResult struct {
+	// Index is the raft index of the log.
+	Index uint64
+	// Applied counts reports, verdicts or members that changed the state.
+	Applied int
+	// Skipped counts items the rules dropped: reports from non-members or
+	// with a seq not above the sender's last, verdicts for non-members.
+	Skipped int
+	// AlreadyApplied is set when the log's index was at or below the applied
+	// index, as when raft replays its log after a restart; nothing was done.
+	AlreadyApplied bool
+}
+
+// Apply implements raft.FSM.
+func (s *Store) Apply(l *raft.Log) any {
+	return s.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: the whole batch commits in one bbolt
+// transaction together with the new applied index, so a crash leaves either all
+// of it or none, and the replay that follows a restart skips exactly what was
+// committed.
+func (s *Store) ApplyBatch(logs []*raft.Log) []any {
+	resp := make([]any, len(logs))
+	if len(logs) == 0 {
+		return resp
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if err := s.Err(); err != nil {
+		fillErr(resp, err)
+		return resp
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
+		fillErr(resp, fmt.Errorf("%w: %w", ErrFailed, ErrClosed))
+		return resp
+	}
+	if err := s.applyLogs(logs, resp); err != nil {
+		err = fmt.Errorf("%w: apply logs %d..%d: %w", ErrFailed, logs[0].Index, logs[len(logs)-1].Index, err)
+		s.failed.Store(&err)
+		fillErr(resp, err)
+	}
+	return resp
+}
+
+func fillErr(resp []any, err error) {
+	for i := range resp {
+		resp[i] = err
+	}
+}
+
+// applyLogs fills resp and commits only if something changed: a batch of
+// replayed or rejected logs leaves the file exactly as it was.
+func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	index, term := appliedPos(tx)
+	dirty := false
+	for i, l := range logs {
+		if l.Index <= index {
+			resp[i] = &ApplyResult{Index: l.Index, AlreadyApplied: true}
+			continue
+		}
+		if l.Type != raft.LogCommand {
+			// Configuration changes are raft's business, but their index
+			// still counts as applied.
+			index, term, dirty = l.Index, l.Term, true
+			continue
+		}
+		cmd, err := DecodeCommand(l.Data)
+		if err != nil {
+			resp[i] = fmt.Errorf("store: log %d: %w", l.Index, err)
+			continue
+		}
+		res, err := applyCommand(tx, cmd)
+		if err != nil {
+			return fmt.Errorf("log %d (%v): %w", l.Index, cmd.Type(), err)
+		}
+		res.Index = l.Index
+		resp[i] = res
+		index, term, dirty = l.Index, l.Term, true
+	}
+	if !dirty {
+		return nil
+	}
+	if err := putApplied(tx, index, term); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// applyCommand changes state within tx. Decoding already validated cmd, so an
+// error here is the storage's, never the command's.
+func applyCommand(tx *bbolt.Tx, cmd Command) (*ApplyResult, error) {
+	switch c := cmd.(type) {
+	case ReportBatch:
+		return applyReports(tx, c)
+	case VerdictBatch:
+		return applyVerdicts(tx, c)
+	case MemberSet:
+		return applyMembers(tx, c)
+	}
+	return nil, fmt.Errorf("%w: %T", ErrUnknownType, cmd)
+}
+
+// memberSet loads the current member names once per command; a full batch
+// checks membership thousands of times.
+func memberSet(tx *bbolt.Tx) (map[string]struct{}, error) {
+	set := make(map[string]struct{})
+	err := tx.Bucket(bucketMembers).ForEach(func(k, _ []byte) error {
+		set[string(k)] = struct{}{}
+		return nil
+	})
+	return set, err
+}
+
+func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
+	members, err := memberSet(tx)
+	if err != nil {
+		return nil, err
+	}
+	reports, matrix := tx.Bucket(bucketReports), tx.Bucket(bucketMatrix)
+	res := &ApplyResult{}
+	var key []byte
+	for i := range b.Reports {
+		r := &b.Reports[i]
+		from := []byte(r.From)
+		if _, ok := members[r.From]; !ok {
+			res.Skipped++
+			continue
+		}
+		// A sender without a report has last seq 0, so seqs start at 1.
+		var last LastReport
+		if prev := reports.Get(from); prev != nil {
+			if last, err = decodeLastReport(prev); err != nil {
+				return nil, err
+			}
+		}
+		if r.Seq <= last.Seq {
+			res.Skipped++
+			continue
+		}
+		err = reports.Put(from, encodeLastReport(LastReport{
+			Seq: r.Seq, SentAt: r.SentAt, ReceivedAt: b.At, APIReachable: r.APIReachable, KeyID: r.KeyID,
+		}))
+		if err != nil {
+			return nil, err
+		}
+		res.Applied++
+		if len(r.Results) == 0 {
+			continue
+		}
+		row, err := matrix.CreateBucketIfNotExists(from)
+		if err != nil {
+			return nil, err
+		}
+		// bbolt copies keys but keeps references to values until commit, so
+		// the key buffer is reused and each cell gets its own bytes, all from
+		// one allocation per report.
+		slab := make([]byte, 0, cellLen*len(r.Results))
+		for _, rr := range r.Results {
+			if _, ok := members[rr.Peer]; !ok || rr.Peer == r.From {
+				continue
+			}
+			start := len(slab)
+			slab = encodeCell(slab, Cell{OK: rr.OK, Score: rr.Score, Latency: rr.Latency, At: b.At})
+			key = append(key[:0], rr.Peer...)
+			if err := row.Put(key, slab[start:len(slab):len(slab)]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+func applyVerdicts(tx *bbolt.Tx, b VerdictBatch) (*ApplyResult, error) {
+	members, verdicts := tx.Bucket(bucketMembers), tx.Bucket(bucketVerdicts)
+	res := &ApplyResult{}
+	for _, v := range b.Verdicts {
+		node := []byte(v.Node)
+		if members.Get(node) == nil {
+			res.Skipped++
+			continue
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if err := verdicts.Put(node, val); err != nil {
+			return nil, err
+		}
+		res.Applied++
+	}
+	return res, nil
+}
+
+// applyMembers replaces the member list. A node that left takes everything
+// about it along, so a later node of the same name starts clean. A node that
+// came back with a new server ID (its data dir was wiped) restarts its seq and
+// its own row, but what others observed about it stays valid.
+func applyMembers(tx *bbolt.Tx, m MemberSet) (*ApplyResult, error) {
+	membersB, reports, matrix, verdicts :=
+		tx.Bucket(bucketMembers), tx.Bucket(bucketReports), tx.Bucket(bucketMatrix), tx.Bucket(bucketVerdicts)
+
+	next := make(map[string]zone.Member, len(m.Members))
+	for _, mem := range m.Members {
+		next[mem.Node] = mem
+	}
+	prevIDs := make(map[string]string)
+	err := membersB.ForEach(func(k, v []byte) error {
+		old, err := decodeMember(v)
+		if err != nil {
+			return err
+		}
+		prevIDs[string(k)] = old.ServerID
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	var removed []string
+	for _, node := range sortedKeys(prevIDs) {
+		mem, stays := next[node]
+		switch {
+		case !stays:
+			removed = append(removed, node)
+			if err := forget(membersB, reports, matrix, verdicts, node); err != nil {
+				return nil, err
+			}
+		case mem.ServerID != prevIDs[node]:
+			if err := reports.Delete([]byte(node)); err != nil {
+				return nil, err
+			}
+			if err := deleteBucket(matrix, []byte(node)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(removed) > 0 {
+		if err := dropColumns(matrix, removed); err != nil {
+			return nil, err
+		}
+	}
+	for _, node := range sortedKeys(next) {
+		val, err := json.Marshal(next[node])
+		if err != nil {
+			return nil, err
+		}
+		if err := membersB.Put([]byte(node), val); err != nil {
+			return nil, err
+		}
+	}
+	return &ApplyResult{Applied: len(next)}, nil
+}
+
+// forget deletes every record keyed by node; dropColumns handles the cells
+// others hold about it.
+func forget(members, reports, matrix, verdicts *bbolt.Bucket, node string) error {
+	key := []byte(node)
+	for _, b := range []*bbolt.Bucket{members, reports, verdicts} {
+		if err := b.Delete(key); err != nil {
+			return err
+		}
+	}
+	return deleteBucket(matrix, key)
+}
+
+func deleteBucket(parent *bbolt.Bucket, name []byte) error {
+	err := parent.DeleteBucket(name)
+	if errors.Is(err, bolterrors.ErrBucketNotFound) {
+		return nil
+	}
+	return err
+}
+
+// dropColumns removes the cells about nodes from every remaining row. Rows are
+// collected first because bbolt forbids changing a bucket while iterating it.
+func dropColumns(matrix *bbolt.Bucket, nodes []string) error {
+	var rows [][]byte
+	err := matrix.ForEachBucket(func(k []byte) error {
+		rows = append(rows, append([]byte(nil), k...))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range rows {
+		row := matrix.Bucket(name)
+		for _, node := range nodes {
+			if err := row.Delete([]byte(node)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
