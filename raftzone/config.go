@@ -1,0 +1,186 @@
+package raftzone
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// Config is one member's view of its zone's Raft group. Every duration is an
+// agent flag; the flag name is given in brackets on each field and in every
+// validation error, so an operator can map a complaint to the flag at once.
+type Config struct {
+	// Node is this member's Kubernetes node name [--node-name].
+	Node string
+	// Zone is the value of the zone label this member belongs to.
+	Zone string
+	// AdvertiseAddress is the IP peers reach this member at; outgoing zone
+	// connections leave from it too [--advertise-address].
+	AdvertiseAddress string
+	// PeerPort is the zone port carrying Raft and the peer API, the same on
+	// every member [--peer-port].
+	PeerPort int
+	// BindAddress is the IP the zone port listens on; empty means
+	// AdvertiseAddress [--bind-address].
+	BindAddress string
+	// DataDir holds the Raft log, snapshots, the replicated state, the server
+	// ID and the report sequence; it must survive restarts [--data-dir].
+	DataDir string
+	// Keys are the zone keys; without them nothing is signed or accepted
+	// [--key-file].
+	Keys *Keyring
+
+	// Voters is the most Raft voters the leader keeps; odd [--voters].
+	Voters int
+	// ReportPeriod is how often a member reports even when nothing changed
+	// [--report-period].
+	ReportPeriod time.Duration
+	// VotePeriod is how often the leader recomputes verdicts [--vote-period].
+	VotePeriod time.Duration
+	// VoteTimeout is how fresh a member's last report must be for its
+	// opinions to count [--vote-timeout].
+	VoteTimeout time.Duration
+	// MaxClockSkew bounds |sent-at − leader clock| for accepted reports
+	// [--max-clock-skew].
+	MaxClockSkew time.Duration
+	// DeadVoterTimeout is how long a voter may look dead before a healthy
+	// nonvoter replaces it [--dead-voter-timeout].
+	DeadVoterTimeout time.Duration
+	// APIServerFailTimeout is how long the leader may lose the apiserver before
+	// it hands leadership to a voter that reaches it [--apiserver-fail-timeout].
+	APIServerFailTimeout time.Duration
+	// ReconcilePeriod is how often the leader reconciles membership and voters
+	// [--reconcile-period].
+	ReconcilePeriod time.Duration
+	// JoinRetry is the pause between join rounds of a member without a cluster
+	// [--join-retry].
+	JoinRetry time.Duration
+	// BatchWindow is how long the leader gathers reports into one raft.Apply
+	// [--report-batch-window].
+	BatchWindow time.Duration
+	// HandshakeTimeout bounds TLS and zone-key authentication on the zone port
+	// [--handshake-timeout].
+	HandshakeTimeout time.Duration
+	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout are
+	// hashicorp/raft's timers [--raft-heartbeat-timeout,
+	// --raft-election-timeout, --raft-leader-lease-timeout].
+	RaftHeartbeatTimeout   time.Duration
+	RaftElectionTimeout    time.Duration
+	RaftLeaderLeaseTimeout time.Duration
+	// SnapshotInterval and SnapshotThreshold control log compaction
+	// [--snapshot-interval, --snapshot-threshold].
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+
+	// Clock drives reports, votes and timeouts; tests inject a fake one.
+	Clock clock.WithTicker
+	// Logger receives structured logs; raft's hclog output is adapted into it.
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil keeps them private.
+	Registerer prometheus.Registerer
+	// Network is the wire; nil dials from AdvertiseAddress over real sockets.
+	Network Network
+}
+
+// DefaultConfig returns the defaults. With them a dead peer is judged within
+// about probe period × failure threshold + VotePeriod, far inside the node
+// lifecycle controller's 50 s grace period.
+func DefaultConfig() Config {
+	return Config{
+		PeerPort:               9470,
+		Voters:                 5,
+		ReportPeriod:           2 * time.Second,
+		VotePeriod:             time.Second,
+		VoteTimeout:            10 * time.Second,
+		MaxClockSkew:           30 * time.Second,
+		DeadVoterTimeout:       time.Minute,
+		APIServerFailTimeout:   20 * time.Second,
+		ReconcilePeriod:        5 * time.Second,
+		JoinRetry:              time.Second,
+		BatchWindow:            20 * time.Millisecond,
+		HandshakeTimeout:       5 * time.Second,
+		RaftHeartbeatTimeout:   time.Second,
+		RaftElectionTimeout:    time.Second,
+		RaftLeaderLeaseTimeout: 500 * time.Millisecond,
+		SnapshotInterval:       2 * time.Minute,
+		SnapshotThreshold:      4096,
+	}
+}
+
+// Validate checks the configuration and names the flag of every problem.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Node == "" {
+		bad("--node-name is required")
+	}
+	if c.Zone == "" {
+		bad("zone is empty: the node needs a value for the zone label")
+	}
+	if net.ParseIP(c.AdvertiseAddress) == nil {
+		bad("--advertise-address %q is not an IP address", c.AdvertiseAddress)
+	}
+	if c.BindAddress != "" && net.ParseIP(c.BindAddress) == nil {
+		bad("--bind-address %q is not an IP address", c.BindAddress)
+	}
+	if c.PeerPort < 1 || c.PeerPort > 65535 {
+		bad("--peer-port %d is out of range 1-65535", c.PeerPort)
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("--data-dir is required")
+	}
+	if c.Keys == nil {
+		bad("--key-file is required: there is no built-in zone key")
+	}
+	if c.Voters < 1 || c.Voters%2 == 0 {
+		bad("--voters must be a positive odd number, got %d", c.Voters)
+	}
+	positive := []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"--report-period", c.ReportPeriod}, {"--vote-period", c.VotePeriod},
+		{"--vote-timeout", c.VoteTimeout}, {"--max-clock-skew", c.MaxClockSkew},
+		{"--dead-voter-timeout", c.DeadVoterTimeout}, {"--apiserver-fail-timeout", c.APIServerFailTimeout},
+		{"--reconcile-period", c.ReconcilePeriod}, {"--join-retry", c.JoinRetry},
+		{"--report-batch-window", c.BatchWindow}, {"--handshake-timeout", c.HandshakeTimeout},
+		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
+		{"--raft-leader-lease-timeout", c.RaftLeaderLeaseTimeout}, {"--snapshot-interval", c.SnapshotInterval},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			bad("%s must be positive, got %s", p.flag, p.d)
+		}
+	}
+	if c.VoteTimeout > 0 && c.ReportPeriod > 0 && c.VoteTimeout < 2*c.ReportPeriod {
+		bad("--vote-timeout %s must be at least twice --report-period %s, or one lost report makes a member's votes stale", c.VoteTimeout, c.ReportPeriod)
+	}
+	if c.BatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
+		bad("--report-batch-window %s must be shorter than --report-period %s", c.BatchWindow, c.ReportPeriod)
+	}
+	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
+		bad("--raft-leader-lease-timeout %s must not exceed --raft-heartbeat-timeout %s", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		bad("--snapshot-threshold must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) raftAddress() string {
+	return net.JoinHostPort(c.AdvertiseAddress, fmt.Sprint(c.PeerPort))
+}
+
+func (c *Config) bindAddress() string {
+	ip := c.BindAddress
+	if ip == "" {
+		ip = c.AdvertiseAddress
+	}
+	return net.JoinHostPort(ip, fmt.Sprint(c.PeerPort))
+}

@@ -1,0 +1,88 @@
+package raftzone
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// The interfaces below are how raftzone sees the world outside the zone. cmd
+// implements them with client-go and the probe package; tests with plain structs.
+// Keeping them this small is what keeps raftzone free of Kubernetes code.
+
+// Candidate is a node the cluster's member list places in this zone.
+type Candidate struct {
+	Node string
+	// ProbeAddress is the node's InternalIP, which peers probe.
+	ProbeAddress string
+	// RaftAddress is host:port of the node's zone port.
+	RaftAddress string
+}
+
+// MemberSource is the zone's member list as the cluster defines it (Nodes with
+// the zone label, minus control-plane nodes).
+type MemberSource interface {
+	// Candidates returns the zone's nodes. ok is false while the source cannot
+	// vouch for the list (cache not synced yet); the leader then changes no
+	// membership, so a cloud outage never shrinks the zone.
+	Candidates() (cs []Candidate, ok bool)
+}
+
+// GenesisRecord is what the zone's genesis object holds.
+type GenesisRecord struct {
+	// ClusterID is a UUID naming the Raft cluster the founder created.
+	ClusterID string
+	// Founder and FounderID name the one member allowed to bootstrap.
+	Founder   string
+	FounderID string
+	CreatedAt time.Time
+}
+
+// ErrGenesisUnavailable means the genesis object could not be read or created
+// (apiserver unreachable); a member without state then waits.
+var ErrGenesisUnavailable = errors.New("zone genesis object unavailable")
+
+// Genesis decides, once per zone, which member may bootstrap the Raft cluster.
+type Genesis interface {
+	// Claim atomically creates the zone's genesis object holding rec. It returns
+	// the record that exists after the call and whether this call created it.
+	// Exactly one Claim per zone may ever return created = true.
+	Claim(ctx context.Context, zoneName string, rec GenesisRecord) (GenesisRecord, bool, error)
+}
+
+// APIHealth tells whether this member reaches the Kubernetes API. Reports carry
+// it and the leader uses its own to decide whether to hand leadership on.
+type APIHealth interface {
+	Reachable() bool
+}
+
+// Observations are this member's current opinions of its peers.
+type Observations interface {
+	// Results returns one result per peer the member has evidence about; peers
+	// it has not judged yet are left out rather than reported as failed.
+	Results() []zone.Result
+	// Changes is signalled when a result's OK or score changes, so a flip is
+	// reported at once instead of at the next heartbeat.
+	Changes() <-chan struct{}
+}
+
+// VerdictSink receives committed verdicts on the leader, stamped with the term
+// that committed them. It must not block: apiwriter queues and coalesces.
+type VerdictSink interface {
+	// Verdicts delivers changes committed in term. When resync is true, vs is
+	// every committed verdict, sent once after gaining leadership so the sink
+	// converges even if the previous leader died before writing.
+	Verdicts(term uint64, vs []zone.Verdict, resync bool)
+}
+
+// alwaysReachable stands in when no APIHealth is wired (tests, benchmarks).
+type alwaysReachable struct{}
+
+func (alwaysReachable) Reachable() bool { return true }
+
+type noObservations struct{}
+
+func (noObservations) Results() []zone.Result   { return nil }
+func (noObservations) Changes() <-chan struct{} { return nil }

@@ -1,0 +1,63 @@
+// Package raftzone runs a zone's Raft group: the authenticated transport between
+// members, genesis and join, membership and voter placement, signed report intake
+// and the leader's verdicts.
+//
+// # Data flow
+//
+// Every member probes its peers (package probe, wired by cmd) and, every report
+// period or at once when an observation flips, signs a report carrying only the
+// results that differ from what the zone has committed for it. The report goes to
+// the leader's POST /v1/reports over the peer API. The leader verifies it (key id,
+// MAC, membership, seq, clock skew), gathers the reports of a short window into one
+// raft.Apply, and the store FSM on every member applies the batch to bbolt. Every
+// vote period the leader tallies verdicts from that committed evidence (Tally),
+// commits the changes, and only then hands them, stamped with its term, to the
+// VerdictSink (apiwriter) that writes them to the Kubernetes API.
+//
+// # Genesis: exactly one cluster per zone
+//
+// A member decides how to enter the zone's cluster by this rule:
+//
+//  1. A member with Raft state never bootstraps. It rejoins with its state; if it
+//     is missing from the configuration it asks to be admitted like a new member.
+//  2. A member without state first asks every member it can reach (from the
+//     cluster's member list and from the cached replicated member list) to admit
+//     it. Any member that belongs to a cluster forwards it to the leader, which
+//     adds it as a nonvoter.
+//  3. Only if no reachable member has a cluster does it try the atomic Create of
+//     the zone's genesis object (the Lease edgequorum-genesis-<zone>), holding a
+//     cluster UUID and the founder's node name and server ID. The one member whose
+//     Create succeeds bootstraps a cluster of itself alone; every other member
+//     finds the object exists and keeps asking to join until the founder's cluster
+//     admits it. A founder that crashed between Create and bootstrap finds its own
+//     record on restart and finishes.
+//  4. With the apiserver unreachable and no cluster found, a stateless member
+//     waits: it can neither found nor join, and guessing could split the zone.
+//
+// Because Create succeeds once per zone and only its winner bootstraps, two
+// clusters can never form, whatever order members start in or how the network
+// splits. A member whose data dir was wiped comes back with a new server ID (never
+// the node name); the leader replaces its member entry and removes the stale
+// server from the configuration.
+//
+// # Membership and voters
+//
+// The leader reconciles the replicated member list with the cluster's (Nodes with
+// the zone label): members that left are removed, changed addresses followed.
+// While the cluster's list is unavailable nothing is removed. At most --voters
+// members vote (all of them in a zone no larger than that, so an evenly split
+// small zone stalls instead of one half condemning the other); the leader promotes healthy nonvoters that reach the apiserver,
+// replaces a voter that looked dead for --dead-voter-timeout, and promotes before
+// it demotes.
+//
+// # Security
+//
+// The zone port speaks TLS 1.3 with throwaway self-signed certificates; right
+// after the handshake each side proves knowledge of the zone key with an HMAC over
+// the TLS exported keying material and its role. Raft and the peer API are
+// channels on that one port; nothing is reachable before the proof. Reports carry
+// their own MAC and a per-sender seq that is persisted on both ends.
+//
+// raftzone must not import client-go or any Kubernetes package: it sees the
+// cluster only through MemberSource, Genesis and APIHealth.
+package raftzone

@@ -1,0 +1,252 @@
+package raftzone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Rejection reasons, the label values of edgequorum_reports_rejected_total.
+const (
+	RejectMalformed   = "malformed"
+	RejectWrongZone   = "wrong_zone"
+	RejectUnknownKey  = "unknown_key"
+	RejectBadMAC      = "bad_mac"
+	RejectNotMember   = "not_member"
+	RejectClockSkew   = "clock_skew"
+	RejectReplay      = "replay"
+	RejectNotLeader   = "not_leader"
+	RejectOverloaded  = "overloaded"
+	RejectCommitError = "commit_failed"
+)
+
+// Sentinel errors for report rejections; a *RejectError wraps one of them.
+var (
+	ErrBadMAC    = errors.New("report MAC does not verify")
+	ErrReplay    = errors.New("report sequence not greater than the last accepted")
+	ErrNotMember = errors.New("report sender is not a zone member")
+)
+
+// RejectError is why the leader refused a report.
+type RejectError struct {
+	Reason string
+	Status int
+	Err    error
+}
+
+func (e *RejectError) Error() string { return fmt.Sprintf("report rejected (%s): %v", e.Reason, e.Err) }
+func (e *RejectError) Unwrap() error { return e.Err }
+
+func reject(reason string, status int, err error) *RejectError {
+	return &RejectError{Reason: reason, Status: status, Err: err}
+}
+
+// maxPending bounds reports waiting for one batch; beyond it the leader sheds
+// load rather than queueing without limit.
+const maxPending = 4096
+
+// intake verifies reports on the leader and commits them in batches: every
+// report that arrives within BatchWindow goes into one raft.Apply, so a zone of
+// N members costs about one log entry per period instead of N.
+type intake struct {
+	s       *Server
+	mu      sync.Mutex
+	pending []pendingReport
+	seqs    map[string]uint64 // highest pending seq per sender
+	kick    chan struct{}
+}
+
+type pendingReport struct {
+	r    zone.Report
+	done chan *RejectError // nil when committed
+}
+
+func newIntake(s *Server) *intake {
+	return &intake{s: s, seqs: map[string]uint64{}, kick: make(chan struct{}, 1)}
+}
+
+// verify runs every check that does not need the batch: well-formed, right zone,
+// known key, valid MAC, sender is a member, sent-at within the skew window, and
+// seq beyond everything committed or pending from that sender.
+func (in *intake) verify(r *zone.Report) *RejectError {
+	s := in.s
+	if r.From == "" || r.Seq == 0 || r.SentAt.IsZero() || len(r.Results) > 10000 {
+		return reject(RejectMalformed, http.StatusBadRequest, errors.New("report needs from, seq and sentAt"))
+	}
+	if r.Zone != s.cfg.Zone {
+		return reject(RejectWrongZone, http.StatusForbidden, fmt.Errorf("report for zone %q sent to zone %q", r.Zone, s.cfg.Zone))
+	}
+	key, err := s.cfg.Keys.Key(r.KeyID)
+	if err != nil {
+		return reject(RejectUnknownKey, http.StatusUnauthorized, err)
+	}
+	if _, err := r.SigningBytes(); err != nil {
+		return reject(RejectMalformed, http.StatusBadRequest, err)
+	}
+	if !r.VerifyMAC(key) {
+		return reject(RejectBadMAC, http.StatusUnauthorized, ErrBadMAC)
+	}
+	if _, err := s.store.Member(r.From); err != nil {
+		return reject(RejectNotMember, http.StatusForbidden, fmt.Errorf("%w: %s", ErrNotMember, r.From))
+	}
+	if skew := s.clock.Since(r.SentAt); skew > s.cfg.MaxClockSkew || skew < -s.cfg.MaxClockSkew {
+		return reject(RejectClockSkew, http.StatusBadRequest, fmt.Errorf("sent-at is %s off the leader's clock (limit %s)", skew.Round(time.Millisecond), s.cfg.MaxClockSkew))
+	}
+	if last := s.store.LastSeq(r.From); r.Seq <= last {
+		return reject(RejectReplay, http.StatusConflict, fmt.Errorf("%w: seq %d, last %d", ErrReplay, r.Seq, last))
+	}
+	return nil
+}
+
+// submit verifies r and waits until it is committed or refused.
+func (in *intake) submit(ctx context.Context, r zone.Report) error {
+	if in.s.Term() == 0 {
+		return in.count(reject(RejectNotLeader, http.StatusMisdirectedRequest, ErrNotLeader))
+	}
+	if rj := in.verify(&r); rj != nil {
+		return in.count(rj)
+	}
+	done := make(chan *RejectError, 1)
+	in.mu.Lock()
+	if r.Seq <= in.seqs[r.From] {
+		in.mu.Unlock()
+		return in.count(reject(RejectReplay, http.StatusConflict, fmt.Errorf("%w: seq %d already pending", ErrReplay, r.Seq)))
+	}
+	if len(in.pending) >= maxPending {
+		in.mu.Unlock()
+		return in.count(reject(RejectOverloaded, http.StatusServiceUnavailable, errors.New("too many reports pending")))
+	}
+	in.seqs[r.From] = r.Seq
+	in.pending = append(in.pending, pendingReport{r: r, done: done})
+	in.mu.Unlock()
+	select {
+	case in.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case rj := <-done:
+		if rj != nil {
+			return in.count(rj)
+		}
+		in.s.metrics.reportsAccepted.Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (in *intake) count(rj *RejectError) error {
+	in.s.metrics.reportsRejected.WithLabelValues(rj.Reason).Inc()
+	return rj
+}
+
+// run commits pending reports, one batch per BatchWindow.
+func (in *intake) run(ctx context.Context) {
+	defer in.flush(reject(RejectNotLeader, http.StatusMisdirectedRequest, errors.New("member shutting down")))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.kick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.s.clock.After(in.s.cfg.BatchWindow):
+		}
+		in.commit(ctx)
+	}
+}
+
+func (in *intake) commit(ctx context.Context) {
+	in.mu.Lock()
+	batch := in.pending
+	in.pending = nil
+	in.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	reports := make([]zone.Report, len(batch))
+	for i, p := range batch {
+		reports[i] = p.r
+	}
+	var result *RejectError
+	cmd, err := store.EncodeReportBatch(store.ReportBatch{At: in.s.clock.Now().UTC(), Reports: reports})
+	if err == nil {
+		_, err = in.s.apply(ctx, "reports", cmd)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		result = reject(RejectNotLeader, http.StatusMisdirectedRequest, err)
+	default:
+		result = reject(RejectCommitError, http.StatusServiceUnavailable, err)
+	}
+	in.mu.Lock()
+	for _, p := range batch {
+		// Committed seqs now live in the store; forget the pending marks
+		// unless a newer report from the same sender is already queued.
+		if in.seqs[p.r.From] == p.r.Seq {
+			delete(in.seqs, p.r.From)
+		}
+	}
+	in.mu.Unlock()
+	for _, p := range batch {
+		p.done <- result
+	}
+}
+
+func (in *intake) flush(err *RejectError) {
+	in.mu.Lock()
+	batch := in.pending
+	in.pending = nil
+	in.seqs = map[string]uint64{}
+	in.mu.Unlock()
+	for _, p := range batch {
+		p.done <- err
+	}
+}
+
+// handleReport is POST /v1/reports on the peer API.
+func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
+	var rep zone.Report
+	if err := decodeBody(r, &rep); err != nil {
+		rj := reject(RejectMalformed, http.StatusBadRequest, err)
+		s.intake.count(rj)
+		s.writeError(w, rj.Status, rj.Reason, rj)
+		return
+	}
+	err := s.intake.submit(r.Context(), rep)
+	var rj *RejectError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, struct{}{})
+	case errors.As(err, &rj):
+		s.writeError(w, rj.Status, rj.Reason, rj)
+	default:
+		s.writeError(w, http.StatusServiceUnavailable, "canceled", err)
+	}
+}
+
+// apply commits one command through Raft and returns the FSM's answer.
+func (s *Server) apply(ctx context.Context, kind string, cmd []byte) (any, error) {
+	start := time.Now()
+	f := s.raft.Apply(cmd, 10*time.Second)
+	if err := waitFuture(ctx, f, 15*time.Second); err != nil {
+		return nil, err
+	}
+	s.metrics.applyDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	resp := f.Response()
+	if err, ok := resp.(error); ok && err != nil {
+		return nil, fmt.Errorf("apply %s: %w", kind, err)
+	}
+	return resp, nil
+}

@@ -1,0 +1,414 @@
+package raftzone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+const configChangeTimeout = 10 * time.Second
+
+// checkJoin decides whether m may join: it must be a node the cluster's member
+// list puts in this zone, at the address the list gives. While the list is not
+// available (cloud outage), only members the zone already knows may rejoin.
+func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
+	cands, ok := s.deps.Members.Candidates()
+	if !ok {
+		if _, err := s.store.Member(m.Node); err == nil {
+			return "", nil
+		}
+		return "member_list_unavailable", fmt.Errorf("node %s is not a known member and the member list is unavailable", m.Node)
+	}
+	for _, c := range cands {
+		if c.Node != m.Node {
+			continue
+		}
+		if c.RaftAddress != m.RaftAddress {
+			return "address_mismatch", fmt.Errorf("node %s joins from %s but its Node object says %s", m.Node, m.RaftAddress, c.RaftAddress)
+		}
+		return "", nil
+	}
+	return "not_member", fmt.Errorf("node %s is not in zone %s", m.Node, s.cfg.Zone)
+}
+
+// admit records m in the member list and adds it to Raft as a nonvoter. A node
+// that comes back with a new server ID (wiped data dir) replaces its old entry,
+// and its old server leaves the configuration.
+func (s *Server) admit(ctx context.Context, m zone.Member) error {
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
+	members, err := s.store.Members()
+	if err != nil {
+		return err
+	}
+	var oldID string
+	next := make([]zone.Member, 0, len(members)+1)
+	for _, old := range members {
+		if old.Node == m.Node {
+			oldID = old.ServerID
+			if old.ServerID == m.ServerID {
+				m.JoinedAt = old.JoinedAt
+			}
+			continue
+		}
+		next = append(next, old)
+	}
+	known := false
+	for _, old := range members {
+		if old.Node == m.Node && old.ServerID == m.ServerID && old.RaftAddress == m.RaftAddress && old.ProbeAddress == m.ProbeAddress {
+			known, m.Role = true, old.Role
+		}
+	}
+	next = append(next, m)
+	if !known {
+		if err := s.commitMembers(ctx, next); err != nil {
+			return err
+		}
+	}
+	if oldID != "" && oldID != m.ServerID {
+		s.log.Info("member came back with a new server ID; retiring the old one", "peer", m.Node, "oldID", oldID, "newID", m.ServerID)
+		if err := s.raft.RemoveServer(raft.ServerID(oldID), 0, configChangeTimeout).Error(); err != nil {
+			return fmt.Errorf("remove stale server %s of %s: %w", oldID, m.Node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("remove_stale").Inc()
+	}
+	cfg, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	if _, ok := cfg[m.ServerID]; !ok {
+		if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
+		s.log.Info("admitted member as nonvoter", "peer", m.Node, "peerID", m.ServerID)
+	}
+	return nil
+}
+
+// commitMembers commits ms as the member list, each member's Role taken from
+// the Raft configuration (members not in it yet are nonvoters), so the cached
+// list shows suffrage even when read during an outage.
+func (s *Server) commitMembers(ctx context.Context, ms []zone.Member) error {
+	cfg, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	ms = withRoles(ms, cfg)
+	cmd, err := store.EncodeMemberSet(store.MemberSet{Members: ms})
+	if err != nil {
+		return err
+	}
+	if _, err := s.apply(ctx, "members", cmd); err != nil {
+		return fmt.Errorf("commit member list: %w", err)
+	}
+	s.metrics.members.Set(float64(len(ms)))
+	return nil
+}
+
+func withRoles(ms []zone.Member, cfg map[string]raft.Server) []zone.Member {
+	out := slices.Clone(ms)
+	for i := range out {
+		out[i].Role = zone.Nonvoter
+		if cfg[out[i].ServerID].Suffrage == raft.Voter {
+			out[i].Role = zone.Voter
+		}
+	}
+	slices.SortFunc(out, func(a, b zone.Member) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// configuration returns the latest Raft configuration by server ID.
+func (s *Server) configuration() (map[string]raft.Server, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("read raft configuration: %w", err)
+	}
+	out := map[string]raft.Server{}
+	for _, srv := range f.Configuration().Servers {
+		out[string(srv.ID)] = srv
+	}
+	return out, nil
+}
+
+// reconcileLoop keeps membership and voters right for as long as this member
+// leads.
+func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
+	p := newPromoter()
+	t := s.clock.NewTicker(s.cfg.ReconcilePeriod)
+	defer t.Stop()
+	for {
+		if err := s.reconcile(ctx, p); err != nil && ctx.Err() == nil {
+			s.log.Warn("membership reconcile failed", "term", term, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// reconcile converges three things, in order: the replicated member list onto
+// the cluster's member list (removals, address changes, ourselves); the Raft
+// configuration onto the member list; and the voter set onto --voters healthy
+// members. Each step is level-triggered, so a failed step is retried next round.
+func (s *Server) reconcile(ctx context.Context, p *promoter) error {
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
+	members, err := s.store.Members()
+	if err != nil {
+		return err
+	}
+	cfg, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	next := withRoles(s.desiredMembers(members), cfg)
+	if !slices.Equal(members, next) {
+		if err := s.commitMembers(ctx, next); err != nil {
+			return err
+		}
+		members = next
+	}
+	s.metrics.members.Set(float64(len(members)))
+
+	byID := map[string]zone.Member{}
+	for _, m := range members {
+		byID[m.ServerID] = m
+	}
+	for id, srv := range cfg {
+		if id == s.serverID {
+			continue
+		}
+		if _, ok := byID[id]; !ok {
+			s.log.Info("removing server that is no longer a member", "peerID", id, "address", srv.Address)
+			if err := s.raft.RemoveServer(srv.ID, 0, configChangeTimeout).Error(); err != nil {
+				return fmt.Errorf("remove server %s: %w", id, err)
+			}
+			s.metrics.membershipChanges.WithLabelValues("remove").Inc()
+			delete(cfg, id)
+		}
+	}
+	for _, m := range members {
+		srv, ok := cfg[m.ServerID]
+		switch {
+		case !ok:
+			if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+				return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
+			}
+			s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
+			cfg[m.ServerID] = raft.Server{ID: raft.ServerID(m.ServerID), Address: raft.ServerAddress(m.RaftAddress), Suffrage: raft.Nonvoter}
+		case string(srv.Address) != m.RaftAddress:
+			// Re-adding with the same ID and suffrage updates the address.
+			add := s.raft.AddNonvoter
+			if srv.Suffrage == raft.Voter {
+				add = s.raft.AddVoter
+			}
+			if err := add(srv.ID, raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+				return fmt.Errorf("update address of %s: %w", m.Node, err)
+			}
+			s.metrics.membershipChanges.WithLabelValues("address").Inc()
+			srv.Address = raft.ServerAddress(m.RaftAddress)
+			cfg[m.ServerID] = srv
+		}
+	}
+	if err := s.balanceVoters(ctx, p, members, cfg); err != nil {
+		return err
+	}
+	// Record the suffrage changes just made in the cached member list.
+	if cfg, err = s.configuration(); err != nil {
+		return err
+	}
+	if next := withRoles(members, cfg); !slices.Equal(members, next) {
+		return s.commitMembers(ctx, next)
+	}
+	return nil
+}
+
+// desiredMembers applies the cluster's member list to the replicated one. When
+// the list is unavailable only our own entry is maintained, so a cloud outage
+// never shrinks the zone.
+func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
+	byNode := map[string]zone.Member{}
+	for _, m := range current {
+		byNode[m.Node] = m
+	}
+	self, ok := byNode[s.cfg.Node]
+	if !ok || self.ServerID != s.serverID || self.RaftAddress != s.cfg.raftAddress() || self.ProbeAddress != s.cfg.AdvertiseAddress {
+		joined := s.clock.Now().UTC()
+		if ok && self.ServerID == s.serverID {
+			joined = self.JoinedAt
+		}
+		byNode[s.cfg.Node] = zone.Member{Node: s.cfg.Node, ServerID: s.serverID, Zone: s.cfg.Zone,
+			ProbeAddress: s.cfg.AdvertiseAddress, RaftAddress: s.cfg.raftAddress(), JoinedAt: joined}
+	}
+	if cands, ok := s.deps.Members.Candidates(); ok {
+		in := map[string]Candidate{}
+		for _, c := range cands {
+			in[c.Node] = c
+		}
+		for node, m := range byNode {
+			if node == s.cfg.Node {
+				continue
+			}
+			c, ok := in[node]
+			if !ok {
+				s.log.Info("member left the zone", "peer", node)
+				delete(byNode, node)
+				continue
+			}
+			if c.RaftAddress != m.RaftAddress || c.ProbeAddress != m.ProbeAddress {
+				s.log.Info("member address changed", "peer", node, "from", m.RaftAddress, "to", c.RaftAddress)
+				m.RaftAddress, m.ProbeAddress = c.RaftAddress, c.ProbeAddress
+				byNode[node] = m
+			}
+		}
+	}
+	out := make([]zone.Member, 0, len(byNode))
+	for _, m := range byNode {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b zone.Member) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// desiredVoters is the voter count for a zone of m members: every member while
+// the zone is no larger than --voters (which is odd), else --voters. A small zone
+// of even size therefore has an even voter set, on purpose: when it splits in
+// half neither half can commit, and neither half should judge the other dead —
+// from inside a split there is no telling which half failed.
+func desiredVoters(m, limit int) int {
+	return max(min(m, limit), 1)
+}
+
+// promoter remembers, for one leadership term, since when each voter has looked
+// unhealthy, so a voter is replaced only after --dead-voter-timeout.
+type promoter struct {
+	unhealthySince map[string]time.Time
+}
+
+func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
+
+// memberHealth is what the promoter knows of a member.
+type memberHealth struct {
+	m       zone.Member
+	voter   bool
+	healthy bool
+	api     bool
+}
+
+// balanceVoters keeps desiredVoters voters, preferring members that are healthy
+// and reach the apiserver. It promotes before it demotes, so a replacement never
+// lowers the zone's fault tolerance in between.
+func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) error {
+	now := s.clock.Now()
+	last := s.lastReports()
+	verdicts, err := s.store.Verdicts()
+	if err != nil {
+		return err
+	}
+	var hs []memberHealth
+	for _, m := range members {
+		srv, ok := cfg[m.ServerID]
+		if !ok {
+			continue
+		}
+		h := memberHealth{m: m, voter: srv.Suffrage == raft.Voter}
+		if m.Node == s.cfg.Node {
+			h.healthy, h.api = true, s.deps.APIHealth.Reachable()
+		} else if lr, ok := last[m.Node]; ok && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout {
+			h.healthy = verdicts[m.Node].State != zone.Unhealthy
+			h.api = lr.APIReachable
+		}
+		if h.voter && !h.healthy {
+			if _, ok := p.unhealthySince[m.ServerID]; !ok {
+				p.unhealthySince[m.ServerID] = now
+			}
+		} else {
+			delete(p.unhealthySince, m.ServerID)
+		}
+		hs = append(hs, h)
+	}
+	want := desiredVoters(len(hs), s.cfg.Voters)
+	var voters, spares []memberHealth
+	dead := 0
+	for _, h := range hs {
+		switch {
+		case h.voter:
+			voters = append(voters, h)
+			if since, ok := p.unhealthySince[h.m.ServerID]; ok && now.Sub(since) >= s.cfg.DeadVoterTimeout {
+				dead++
+			}
+		case h.healthy:
+			spares = append(spares, h)
+		}
+	}
+	// Best spares first: reach the apiserver, then longest-standing, then name.
+	slices.SortFunc(spares, func(a, b memberHealth) int {
+		if a.api != b.api {
+			if a.api {
+				return -1
+			}
+			return 1
+		}
+		if c := a.m.JoinedAt.Compare(b.m.JoinedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.m.Node, b.m.Node)
+	})
+	promote := min(len(spares), max(0, want-len(voters)+dead))
+	for _, h := range spares[:promote] {
+		if err := s.raft.AddVoter(raft.ServerID(h.m.ServerID), raft.ServerAddress(h.m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return fmt.Errorf("promote %s: %w", h.m.Node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("promote").Inc()
+		s.log.Info("promoted member to voter", "peer", h.m.Node, "apiReachable", h.api)
+		voters = append(voters, memberHealth{m: h.m, voter: true, healthy: true, api: h.api})
+	}
+	// Demote the worst voters beyond want: dead first, then unhealthy, then
+	// those that cannot reach the apiserver. Never ourselves.
+	excess := len(voters) - want
+	if excess <= 0 {
+		return nil
+	}
+	rank := func(h memberHealth) int {
+		if since, ok := p.unhealthySince[h.m.ServerID]; ok {
+			if now.Sub(since) >= s.cfg.DeadVoterTimeout {
+				return 0
+			}
+			return 1
+		}
+		if !h.api {
+			return 2
+		}
+		return 3
+	}
+	slices.SortStableFunc(voters, func(a, b memberHealth) int { return rank(a) - rank(b) })
+	for _, h := range voters {
+		if excess == 0 {
+			break
+		}
+		if h.m.ServerID == s.serverID {
+			continue
+		}
+		if err := s.raft.DemoteVoter(raft.ServerID(h.m.ServerID), 0, configChangeTimeout).Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return err
+			}
+			return fmt.Errorf("demote %s: %w", h.m.Node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("demote").Inc()
+		s.log.Info("demoted voter", "peer", h.m.Node, "rank", rank(h))
+		excess--
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package raftzone
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are one Server's collectors. Each Server owns its own so that several
+// in one process (tests, benchmarks) never collide in a registry.
+type metrics struct {
+	handshakeFailures *prometheus.CounterVec
+	reportsRejected   *prometheus.CounterVec
+	reportsAccepted   prometheus.Counter
+	reportsSent       *prometheus.CounterVec
+	applyDuration     *prometheus.HistogramVec
+	verdictChanges    *prometheus.CounterVec
+	transfers         *prometheus.CounterVec
+	membershipChanges *prometheus.CounterVec
+	isLeader          prometheus.Gauge
+	term              prometheus.Gauge
+	members           prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_handshake_failures_total",
+			Help: "Zone-port connections closed before authentication completed, by reason.",
+		}, []string{"reason"}),
+		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_reports_rejected_total",
+			Help: "Reports the leader refused, by reason.",
+		}, []string{"reason"}),
+		reportsAccepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_reports_accepted_total",
+			Help: "Reports the leader verified and committed.",
+		}),
+		reportsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_reports_sent_total",
+			Help: "Reports this member sent to its leader, by result.",
+		}, []string{"result"}),
+		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgequorum_raft_apply_duration_seconds",
+			Help:    "Time from raft.Apply to commit, by command.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"command"}),
+		verdictChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_verdict_changes_total",
+			Help: "Verdict changes this member committed as leader, by new state.",
+		}, []string{"state"}),
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_leadership_transfers_total",
+			Help: "Leadership transfers started because the leader lost the apiserver, by result.",
+		}, []string{"result"}),
+		membershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_membership_changes_total",
+			Help: "Raft configuration changes the leader made, by kind.",
+		}, []string{"kind"}),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_raft_is_leader",
+			Help: "1 while this member leads its zone.",
+		}),
+		term: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_raft_term",
+			Help: "Current Raft term.",
+		}),
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_zone_members",
+			Help: "Members in the replicated member list.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.handshakeFailures, m.reportsRejected, m.reportsAccepted, m.reportsSent,
+			m.applyDuration, m.verdictChanges, m.transfers, m.membershipChanges,
+			m.isLeader, m.term, m.members)
+	}
+	return m
+}

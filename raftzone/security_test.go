@@ -1,0 +1,286 @@
+package raftzone
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func keyring(t *testing.T, pairs ...string) *Keyring {
+	t.Helper()
+	var lines []string
+	for i := 0; i < len(pairs); i += 2 {
+		lines = append(lines, pairs[i]+":"+base64.StdEncoding.EncodeToString([]byte(strings.Repeat(pairs[i+1], 32))))
+	}
+	k, err := ParseKeys(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// newTestNet starts a secureNet that echoes everything on the Raft channel and
+// answers 200 on the peer-API channel.
+func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring) *secureNet {
+	t.Helper()
+	sn, err := newSecureNet(host, keys, host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.listen(host.IP() + ":9470"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := sn.raft.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("peer")) })}
+	go srv.Serve(sn.peerAPI)
+	t.Cleanup(func() {
+		srv.Close()
+		sn.close()
+		<-done
+	})
+	return sn
+}
+
+func TestTransportAuthentication(t *testing.T) {
+	prefix := randomPrefix(t)
+	fabric := faultnet.New()
+	server := newTestNet(t, fabric.Host(prefix+"1"), keyring(t, "k1", "a", "k2", "b"))
+	tests := []struct {
+		name       string
+		clientKeys *Keyring
+		wantOK     bool
+		reason     string
+	}{
+		{name: "same key", clientKeys: keyring(t, "k1", "a"), wantOK: true},
+		{name: "rotation: client signs with the second key", clientKeys: keyring(t, "k2", "b", "k1", "a"), wantOK: true},
+		{name: "wrong key under a known id", clientKeys: keyring(t, "k1", "x"), reason: "bad_mac"},
+		{name: "unknown key id", clientKeys: keyring(t, "k9", "a"), reason: "unknown_key"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clientHost := fabric.Host(prefix + string(rune('2'+i)))
+			client, err := newSecureNet(clientHost, tc.clientKeys, clientHost.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := 0.0
+			if tc.reason != "" {
+				before = testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			c, err := client.dial(ctx, server.advertise, channelRaft)
+			if !tc.wantOK {
+				if err == nil {
+					c.Close()
+					t.Fatal("handshake succeeded without the zone key")
+				}
+				eventually(t, 5*time.Second, "failure counted", func() (bool, string) {
+					return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason)) > before, "not counted"
+				})
+				// The peer API is closed to it as well.
+				resp, err := client.httpClient().Get("https://" + server.advertise + "/")
+				if err == nil {
+					resp.Body.Close()
+					t.Fatal("peer API answered a client without the zone key")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			msg := []byte("append entries")
+			c.Write(msg)
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("echo %q, %v", got, err)
+			}
+			resp, err := client.httpClient().Get("https://" + server.advertise + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "peer" {
+				t.Fatalf("peer API body %q", body)
+			}
+		})
+	}
+
+	t.Run("plaintext is closed", func(t *testing.T) {
+		before := testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls"))
+		c, err := fabric.Host(prefix+"9").DialContext(t.Context(), "tcp", server.advertise)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 64)
+		n, _ := c.Read(buf)
+		if bytes.Contains(buf[:n], []byte("HTTP/1.1 200")) {
+			t.Fatal("plaintext HTTP answered")
+		}
+		eventually(t, 5*time.Second, "failure counted", func() (bool, string) {
+			return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls")) > before, "not counted"
+		})
+	})
+}
+
+// sendReport posts rep to addr over an authenticated peer connection and
+// returns the rejection reason ("" when accepted).
+func sendReport(t *testing.T, sn *secureNet, addr string, body []byte) (int, string) {
+	t.Helper()
+	resp, err := sn.httpClient().Post("https://"+addr+"/v1/reports", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb errorBody
+	raw, _ := io.ReadAll(resp.Body)
+	_ = jsonUnmarshal(raw, &eb)
+	return resp.StatusCode, eb.Reason
+}
+
+func TestReportIntakeRejections(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	sender := z.nodes["node-2"]
+	if sender == l {
+		sender = z.nodes["node-3"]
+	}
+	client, err := newSecureNet(z.fabric.Host(z.prefix+"200"), z.keys, z.prefix+"200:9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := func(mut func(*zone.Report), keys *Keyring) zone.Report {
+		r := zone.Report{Zone: testZoneName, From: sender.name, Seq: l.srv.store.LastSeq(sender.name), SentAt: time.Now().UTC(),
+			Results: []zone.Result{{Peer: l.name, OK: true, Score: 100}}, APIReachable: true}
+		mut(&r)
+		id, key := keys.SigningKey()
+		if err := r.Sign(id, key); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	leaderAddr := func() string {
+		l := z.waitLeader(30 * time.Second)
+		return l.ip + ":9470"
+	}
+	cases := []struct {
+		name   string
+		body   func() []byte
+		reason string
+		status int
+	}{
+		{"malformed JSON", func() []byte { return []byte("{not json") }, RejectMalformed, http.StatusBadRequest},
+		{"unknown field", func() []byte { return []byte(`{"zone":"zone-a","evil":1}`) }, RejectMalformed, http.StatusBadRequest},
+		{"forged MAC", func() []byte {
+			r := signed(func(r *zone.Report) { r.Seq += 1 << 40 }, z.keys)
+			r.MAC[0] ^= 0xff
+			return mustJSON(t, r)
+		}, RejectBadMAC, http.StatusUnauthorized},
+		{"tampered after signing", func() []byte {
+			r := signed(func(r *zone.Report) { r.Seq += 1 << 40 }, z.keys)
+			r.Results[0].OK = false
+			return mustJSON(t, r)
+		}, RejectBadMAC, http.StatusUnauthorized},
+		{"unknown key id", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40 }, keyring(t, "k9", "z")))
+		}, RejectUnknownKey, http.StatusUnauthorized},
+		{"replayed seq", func() []byte { return mustJSON(t, signed(func(*zone.Report) {}, z.keys)) }, RejectReplay, http.StatusConflict},
+		{"non-member sender", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.From, r.Seq = "intruder", 1 }, z.keys))
+		}, RejectNotMember, http.StatusForbidden},
+		{"stale sent-at", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.SentAt = r.SentAt.Add(-time.Hour) }, z.keys))
+		}, RejectClockSkew, http.StatusBadRequest},
+		{"wrong zone", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.Zone = "zone-b" }, z.keys))
+		}, RejectWrongZone, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := z.waitLeader(30 * time.Second)
+			before := testutil.ToFloat64(l.srv.metrics.reportsRejected.WithLabelValues(tc.reason))
+			status, reason := sendReport(t, client, leaderAddr(), tc.body())
+			if status != tc.status || reason != tc.reason {
+				t.Fatalf("answer %d %q, want %d %q", status, reason, tc.status, tc.reason)
+			}
+			if got := testutil.ToFloat64(l.srv.metrics.reportsRejected.WithLabelValues(tc.reason)); got != before+1 {
+				t.Fatalf("rejections{%s} = %v, want %v", tc.reason, got, before+1)
+			}
+		})
+	}
+
+	t.Run("follower points at the leader", func(t *testing.T) {
+		l := z.waitLeader(30 * time.Second)
+		var follower *testNode
+		for _, n := range z.running() {
+			if n != l {
+				follower = n
+			}
+		}
+		status, reason := sendReport(t, client, follower.ip+":9470", mustJSON(t, signed(func(*zone.Report) {}, z.keys)))
+		if status != http.StatusMisdirectedRequest || reason != RejectNotLeader {
+			t.Fatalf("follower answered %d %q", status, reason)
+		}
+	})
+
+	t.Run("replay rejected after leader restart", func(t *testing.T) {
+		// A report the zone committed, captured before the restart.
+		old := signed(func(*zone.Report) {}, z.keys)
+		l := z.waitLeader(30 * time.Second)
+		z.stop(l.name)
+		z.start(l.name)
+		z.waitConverged(30*time.Second, 3)
+		status, reason := sendReport(t, client, leaderAddr(), mustJSON(t, old))
+		if status != http.StatusConflict || reason != RejectReplay {
+			t.Fatalf("replay after restart answered %d %q", status, reason)
+		}
+	})
+
+	// Nothing above disturbed the zone's judgement.
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	assertNeverJudged(t, z, z.names())
+}
+
+func TestIntakeRejectsWithoutLeadership(t *testing.T) {
+	z := newTestZone(t, 1)
+	n := z.nodes["node-1"]
+	srv, err := New(testConfig(n), Deps{Members: z.list, Genesis: z.genesis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A member that does not lead refuses reports and says so.
+	err = newIntake(srv).submit(t.Context(), zone.Report{From: "x"})
+	var rj *RejectError
+	if !errors.As(err, &rj) || rj.Reason != RejectNotLeader || !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("submit without leadership: %v", err)
+	}
+}

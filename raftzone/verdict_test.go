@@ -1,0 +1,195 @@
+package raftzone
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func members(names ...string) []zone.Member {
+	var out []zone.Member
+	for _, n := range names {
+		out = append(out, zone.Member{Node: n})
+	}
+	return out
+}
+
+func TestTally(t *testing.T) {
+	now := time.Unix(1000, 0)
+	fresh, stale := now.Add(-time.Second), now.Add(-time.Minute)
+	const timeout = 10 * time.Second
+	type opinion struct {
+		from, about string
+		ok          bool
+	}
+	tests := []struct {
+		name     string
+		members  []zone.Member
+		reported map[string]time.Time // sender → last report
+		opinions []opinion
+		want     map[string]zone.State
+		wantPC   map[string][2]int
+	}{
+		{
+			name: "one member has no verdicts", members: members("a"),
+			reported: map[string]time.Time{"a": fresh},
+			want:     map[string]zone.State{},
+		},
+		{
+			name: "three members all ok", members: members("a", "b", "c"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh},
+			opinions: []opinion{{"a", "b", true}, {"a", "c", true}, {"b", "a", true}, {"b", "c", true}, {"c", "a", true}, {"c", "b", true}},
+			want:     map[string]zone.State{"a": zone.Healthy, "b": zone.Healthy, "c": zone.Healthy},
+			wantPC:   map[string][2]int{"a": {2, 0}},
+		},
+		{
+			name: "dead node judged by the other two", members: members("a", "b", "c"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": stale},
+			opinions: []opinion{{"a", "c", false}, {"b", "c", false}, {"c", "a", true}, {"c", "b", true}, {"a", "b", true}, {"b", "a", true}},
+			// c's stale opinions do not count: a and b have one pro each,
+			// below q=2, so they stay unknown.
+			want:   map[string]zone.State{"a": zone.Unknown, "b": zone.Unknown, "c": zone.Unhealthy},
+			wantPC: map[string][2]int{"c": {0, 2}, "a": {1, 0}},
+		},
+		{
+			name: "a node never votes for itself", members: members("a", "b", "c"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh},
+			opinions: []opinion{{"a", "a", true}, {"b", "a", true}},
+			want:     map[string]zone.State{"a": zone.Unknown},
+			wantPC:   map[string][2]int{"a": {1, 0}},
+		},
+		{
+			name: "four members: q=2, one pro one con is unknown", members: members("a", "b", "c", "d"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh, "d": fresh},
+			opinions: []opinion{{"a", "d", true}, {"b", "d", false}},
+			want:     map[string]zone.State{"d": zone.Unknown},
+			wantPC:   map[string][2]int{"d": {1, 1}},
+		},
+		{
+			name: "four members: two cons reach q", members: members("a", "b", "c", "d"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh, "d": fresh},
+			opinions: []opinion{{"a", "d", false}, {"b", "d", false}, {"c", "d", true}},
+			want:     map[string]zone.State{"d": zone.Unhealthy},
+			wantPC:   map[string][2]int{"d": {1, 2}},
+		},
+		{
+			name: "five members: two cons are not a quorum", members: members("a", "b", "c", "d", "e"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh, "d": fresh, "e": fresh},
+			opinions: []opinion{{"a", "e", false}, {"b", "e", false}},
+			want:     map[string]zone.State{"e": zone.Unknown},
+		},
+		{
+			name: "report from the far future is not fresh", members: members("a", "b", "c"),
+			reported: map[string]time.Time{"a": now.Add(time.Hour), "b": fresh},
+			opinions: []opinion{{"a", "c", true}, {"b", "c", true}},
+			want:     map[string]zone.State{"c": zone.Unknown},
+			wantPC:   map[string][2]int{"c": {1, 0}},
+		},
+		{
+			name: "opinion about a non-member is ignored", members: members("a", "b", "c"),
+			reported: map[string]time.Time{"a": fresh, "b": fresh, "c": fresh},
+			opinions: []opinion{{"a", "x", false}, {"b", "x", false}},
+			want:     map[string]zone.State{"a": zone.Unknown},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			last := map[string]store.LastReport{}
+			for n, at := range tc.reported {
+				last[n] = store.LastReport{ReceivedAt: at}
+			}
+			matrix := store.Matrix{}
+			for _, o := range tc.opinions {
+				if matrix[o.from] == nil {
+					matrix[o.from] = map[string]store.Cell{}
+				}
+				matrix[o.from][o.about] = store.Cell{OK: o.ok}
+			}
+			got := Tally(tc.members, last, matrix, now, timeout)
+			if len(tc.members) <= 1 && len(got) != 0 {
+				t.Fatalf("verdicts for a one-member zone: %v", got)
+			}
+			for node, st := range tc.want {
+				if got[node].State != st {
+					t.Errorf("%s = %s, want %s", node, got[node].State, st)
+				}
+				if got[node].Members != len(tc.members) {
+					t.Errorf("%s counted %d members", node, got[node].Members)
+				}
+			}
+			for node, pc := range tc.wantPC {
+				if got[node].Pros != pc[0] || got[node].Cons != pc[1] {
+					t.Errorf("%s pros/cons %d/%d, want %d/%d", node, got[node].Pros, got[node].Cons, pc[0], pc[1])
+				}
+			}
+			if _, ok := got["x"]; ok {
+				t.Error("verdict for a non-member")
+			}
+		})
+	}
+}
+
+func TestVerdictChanges(t *testing.T) {
+	tally := map[string]zone.Verdict{
+		"a": {Node: "a", State: zone.Healthy},
+		"b": {Node: "b", State: zone.Unknown},
+		"c": {Node: "c", State: zone.Unhealthy},
+		"d": {Node: "d", State: zone.Healthy},
+	}
+	committed := map[string]zone.Verdict{
+		"a": {Node: "a", State: zone.Healthy},   // unchanged: skipped
+		"b": {Node: "b", State: zone.Unhealthy}, // unknown keeps it
+		"c": {Node: "c", State: zone.Healthy},   // flips
+		// d has no verdict yet
+	}
+	got := verdictChanges(tally, committed)
+	if fmt.Sprint(got) != fmt.Sprint([]zone.Verdict{tally["c"], tally["d"]}) {
+		t.Fatalf("changes = %v", got)
+	}
+}
+
+func TestDesiredVoters(t *testing.T) {
+	for _, tc := range []struct{ m, limit, want int }{
+		{0, 5, 1}, {1, 5, 1}, {2, 5, 2}, {3, 5, 3}, {4, 5, 4}, {5, 5, 5}, {6, 5, 5}, {129, 5, 5}, {129, 7, 7}, {4, 3, 3},
+	} {
+		if got := desiredVoters(tc.m, tc.limit); got != tc.want {
+			t.Errorf("desiredVoters(%d, %d) = %d, want %d", tc.m, tc.limit, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidateNamesFlags(t *testing.T) {
+	good := DefaultConfig()
+	good.Node, good.Zone, good.AdvertiseAddress, good.DataDir = "n", "z", "127.0.0.1", "/tmp/x"
+	good.Keys = testKeys(t)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	tests := []struct {
+		flag   string
+		mutate func(*Config)
+	}{
+		{"--node-name", func(c *Config) { c.Node = "" }},
+		{"--advertise-address", func(c *Config) { c.AdvertiseAddress = "node-1" }},
+		{"--data-dir", func(c *Config) { c.DataDir = " " }},
+		{"--key-file", func(c *Config) { c.Keys = nil }},
+		{"--voters", func(c *Config) { c.Voters = 4 }},
+		{"--peer-port", func(c *Config) { c.PeerPort = 70000 }},
+		{"--vote-period", func(c *Config) { c.VotePeriod = 0 }},
+		{"--vote-timeout", func(c *Config) { c.VoteTimeout = c.ReportPeriod }},
+		{"--report-batch-window", func(c *Config) { c.BatchWindow = c.ReportPeriod }},
+		{"--raft-leader-lease-timeout", func(c *Config) { c.RaftLeaderLeaseTimeout = 2 * c.RaftHeartbeatTimeout }},
+	}
+	for _, tc := range tests {
+		c := good
+		tc.mutate(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: err = %v", tc.flag, err)
+		}
+	}
+}

@@ -1,0 +1,586 @@
+package raftzone
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Multi-member tests on in-process zones. Every wait polls a condition with a
+// deadline; where a test must show that something does NOT happen, it waits for
+// evidence that enough time passed for it to happen (report rounds counted by a
+// metric) instead of sleeping.
+
+func TestElectionAndVerdicts(t *testing.T) {
+	for _, n := range []int{3, 5, 7} {
+		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
+			z := newTestZone(t, n)
+			z.startAll()
+			z.waitConverged(30*time.Second, desiredVoters(n, 5))
+			z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+			if got := z.genesis.created.Load(); got != 1 {
+				t.Fatalf("genesis object created %d times, want 1", got)
+			}
+		})
+	}
+}
+
+// assertNeverJudged fails if any sink on any member ever received a verdict
+// other than healthy for one of nodes.
+func assertNeverJudged(t *testing.T, z *testZone, nodes []string) {
+	t.Helper()
+	watch := map[string]bool{}
+	for _, n := range nodes {
+		watch[n] = true
+	}
+	for _, n := range z.nodes {
+		for _, v := range n.sink.delivered() {
+			if watch[v.Node] && v.State != zone.Healthy {
+				t.Errorf("%s delivered verdict %s", n.name, v)
+			}
+		}
+	}
+}
+
+func TestLeaderKilledVerdictsContinue(t *testing.T) {
+	for _, n := range []int{3, 5, 7} {
+		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
+			z := newTestZone(t, n)
+			z.startAll()
+			old := z.waitConverged(30*time.Second, desiredVoters(n, 5))
+			z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+			oldTerm := old.srv.Term()
+
+			z.stop(old.name)
+			var survivors []string
+			for _, name := range z.names() {
+				if name != old.name {
+					survivors = append(survivors, name)
+				}
+			}
+			want := allHealthy(survivors)
+			want[old.name] = zone.Unhealthy
+			z.waitVerdicts(20*time.Second, want)
+			l, _ := z.leader()
+			if l.srv.Term() <= oldTerm {
+				t.Fatalf("new leader term %d, old %d", l.srv.Term(), oldTerm)
+			}
+			v, err := l.srv.store.Verdict(old.name)
+			if err != nil || v.Leader != l.name || v.Term != l.srv.Term() {
+				t.Fatalf("verdict on dead leader = %+v, %v; want decided by %s in term %d", v, err, l.name, l.srv.Term())
+			}
+			assertNeverJudged(t, z, survivors)
+		})
+	}
+}
+
+// reportRounds counts the reports every running member attempted, whatever the
+// outcome: evidence that wall-clock time passed on every member.
+func reportRounds(n *testNode) float64 {
+	total := 0.0
+	for _, r := range []string{"ok", "rejected", "unreachable", "no_leader", "error", "not_joined"} {
+		total += testutil.ToFloat64(n.srv.metrics.reportsSent.WithLabelValues(r))
+	}
+	return total
+}
+
+func waitRounds(t *testing.T, nodes []*testNode, rounds float64) {
+	t.Helper()
+	start := map[*testNode]float64{}
+	for _, n := range nodes {
+		start[n] = reportRounds(n)
+	}
+	eventually(t, 60*time.Second, fmt.Sprintf("%v report rounds", rounds), func() (bool, string) {
+		for _, n := range nodes {
+			if reportRounds(n)-start[n] < rounds {
+				return false, n.name + " behind"
+			}
+		}
+		return true, ""
+	})
+}
+
+func commitIndexes(nodes []*testNode) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range nodes {
+		out[n.name] = n.srv.raft.CommitIndex()
+	}
+	return out
+}
+
+func TestMinorityPartitionCommitsNothing(t *testing.T) {
+	z := newTestZone(t, 5)
+	z.startAll()
+	l := z.waitConverged(30*time.Second, 5)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+
+	// The old leader and one follower form the minority.
+	var minority, majority []*testNode
+	for _, n := range z.running() {
+		if n == l || (len(minority) < 2 && n != l && len(majority) >= 3) {
+			minority = append(minority, n)
+		} else if len(majority) < 3 {
+			majority = append(majority, n)
+		} else {
+			minority = append(minority, n)
+		}
+	}
+	ips := func(ns []*testNode) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.ip)
+		}
+		return out
+	}
+	z.fabric.Partition(ips(minority), ips(majority))
+	z.pokeAll()
+
+	// The majority elects a leader and judges the unreachable minority.
+	want := map[string]zone.State{}
+	for _, n := range minority {
+		want[n.name] = zone.Unhealthy
+	}
+	for _, n := range majority {
+		want[n.name] = zone.Healthy
+	}
+	var newLeader *testNode
+	eventually(t, 30*time.Second, "majority leader", func() (bool, string) {
+		for _, n := range majority {
+			if n.srv.Term() != 0 {
+				newLeader = n
+				return true, ""
+			}
+		}
+		return false, "no leader in majority"
+	})
+	eventually(t, 30*time.Second, "old leader steps down", func() (bool, string) {
+		return l.srv.Term() == 0, "still leading"
+	})
+	frozen := commitIndexes(minority)
+	before := newLeader.srv.raft.CommitIndex()
+	waitRounds(t, minority, 5)
+	eventually(t, 30*time.Second, "majority commits", func() (bool, string) {
+		return newLeader.srv.raft.CommitIndex() >= before+5, "majority stalled"
+	})
+	if got := commitIndexes(minority); fmt.Sprint(got) != fmt.Sprint(frozen) {
+		t.Fatalf("minority committed during the partition: %v -> %v", frozen, got)
+	}
+	for _, n := range minority {
+		if n.srv.Term() != 0 {
+			t.Fatalf("%s leads inside the minority", n.name)
+		}
+	}
+	got, _ := newLeader.srv.store.Verdicts()
+	for node, st := range want {
+		if node != l.name && got[node].State != st {
+			// Judgements of the minority need the vote timeout to pass;
+			// wait for them below instead of failing here.
+			break
+		}
+	}
+	eventually(t, 30*time.Second, "majority judges the minority", func() (bool, string) {
+		got, _ := newLeader.srv.store.Verdicts()
+		for node, st := range want {
+			if got[node].State != st {
+				return false, fmt.Sprintf("%s=%s", node, got[node].State)
+			}
+		}
+		return true, ""
+	})
+
+	z.fabric.Heal()
+	z.pokeAll()
+	z.waitVerdicts(30*time.Second, allHealthy(z.names()))
+}
+
+func TestEvenSplitKeepsVerdicts(t *testing.T) {
+	z := newTestZone(t, 4)
+	z.startAll()
+	z.waitConverged(30*time.Second, 4)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	run := z.running()
+	z.fabric.Partition([]string{run[0].ip, run[1].ip}, []string{run[2].ip, run[3].ip})
+	z.pokeAll()
+
+	eventually(t, 30*time.Second, "no leader on either side", func() (bool, string) {
+		l, _ := z.leader()
+		return l == nil, "a leader remains"
+	})
+	frozen := commitIndexes(run)
+	// Several vote timeouts' worth of report rounds on every member.
+	waitRounds(t, run, 15)
+	if got := commitIndexes(run); fmt.Sprint(got) != fmt.Sprint(frozen) {
+		t.Fatalf("a half committed during a 2/2 split: %v -> %v", frozen, got)
+	}
+	for _, n := range run {
+		vs, _ := n.srv.store.Verdicts()
+		for node, v := range vs {
+			if v.State != zone.Healthy {
+				t.Fatalf("%s holds verdict %s=%s during the split", n.name, node, v.State)
+			}
+		}
+	}
+	z.fabric.Heal()
+	z.pokeAll()
+	z.waitConverged(30*time.Second, 4)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	assertNeverJudged(t, z, z.names())
+}
+
+// assertOneCluster checks that every running member sees the same leader and
+// the same configuration holding all of them.
+func assertOneCluster(t *testing.T, z *testZone) {
+	t.Helper()
+	l, why := z.leader()
+	if l == nil {
+		t.Fatal(why)
+	}
+	want, _ := l.srv.configuration()
+	for _, n := range z.running() {
+		node, _, ok := n.srv.Leader()
+		if !ok || node != l.name {
+			t.Errorf("%s follows %q, want %s", n.name, node, l.name)
+		}
+		got, _ := n.srv.configuration()
+		if len(got) != len(want) {
+			t.Errorf("%s has %d servers in its configuration, leader %d", n.name, len(got), len(want))
+		}
+	}
+	if c := z.genesis.created.Load(); c != 1 {
+		t.Errorf("genesis created %d times", c)
+	}
+}
+
+func TestGenesisExactlyOneCluster(t *testing.T) {
+	t.Run("all at once", func(t *testing.T) {
+		z := newTestZone(t, 5)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, name := range z.names() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				z.start(name)
+			}()
+		}
+		wg.Wait()
+		z.waitConverged(30*time.Second, 5)
+		assertOneCluster(t, z)
+	})
+	t.Run("staggered", func(t *testing.T) {
+		z := newTestZone(t, 5)
+		for _, name := range z.names() {
+			n := z.start(name)
+			eventually(t, 30*time.Second, name+" joined", func() (bool, string) {
+				return n.srv.inConfiguration(), "not in configuration"
+			})
+		}
+		z.waitConverged(30*time.Second, 5)
+		assertOneCluster(t, z)
+	})
+	t.Run("genesis winner starts last", func(t *testing.T) {
+		z := newTestZone(t, 3)
+		founder := z.nodes["node-3"]
+		if err := os.MkdirAll(founder.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		id, err := loadOrCreateServerID(founder.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z.genesis.Claim(t.Context(), testZoneName, GenesisRecord{ClusterID: "c1", Founder: "node-3", FounderID: id})
+		a, b := z.start("node-1"), z.start("node-2")
+		// Both must try (and fail) to found the zone several times.
+		waitRounds(t, []*testNode{a, b}, 3)
+		if a.srv.inConfiguration() || b.srv.inConfiguration() {
+			t.Fatal("a member that lost genesis bootstrapped")
+		}
+		z.start("node-3")
+		z.waitConverged(30*time.Second, 3)
+		assertOneCluster(t, z)
+	})
+	t.Run("apiserver unreachable", func(t *testing.T) {
+		z := newTestZone(t, 3)
+		z.genesis.unavailable.Store(true)
+		z.startAll()
+		waitRounds(t, z.running(), 3)
+		for _, n := range z.running() {
+			if n.srv.inConfiguration() {
+				t.Fatalf("%s bootstrapped without the genesis object", n.name)
+			}
+		}
+		z.genesis.unavailable.Store(false)
+		z.waitConverged(30*time.Second, 3)
+		assertOneCluster(t, z)
+	})
+}
+
+func TestWipedMemberRejoinsWithNewID(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	z.waitConverged(30*time.Second, 3)
+	victim := z.nodes["node-2"]
+	l, _ := z.leader()
+	if l == victim {
+		victim = z.nodes["node-3"]
+	}
+	oldID := victim.srv.ServerID()
+	z.stop(victim.name)
+	removeAll(t, victim.dir)
+	z.start(victim.name)
+	newID := victim.srv.ServerID()
+	if newID == oldID {
+		t.Fatal("wiped member kept its server ID")
+	}
+	l = z.waitConverged(30*time.Second, 3)
+	cfg, _ := l.srv.configuration()
+	if _, ok := cfg[oldID]; ok {
+		t.Fatal("stale server still in the configuration")
+	}
+	m, err := l.srv.store.Member(victim.name)
+	if err != nil || m.ServerID != newID {
+		t.Fatalf("member entry %+v, %v; want server ID %s", m, err, newID)
+	}
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	assertOneCluster(t, z)
+}
+
+func TestRestartKeepsReportsVerdictsAndSeqs(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.setDead("node-3", true) // make one verdict unhealthy so restart must keep it
+	z.waitVerdicts(20*time.Second, map[string]zone.State{"node-3": zone.Unhealthy})
+	z.setDead("node-3", false)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+
+	// What each member had on disk when it stopped is what it must have
+	// after it starts again.
+	z.stopAll()
+	before := map[string]struct {
+		seqs     map[string]uint64
+		verdicts map[string]zone.Verdict
+	}{}
+	for _, name := range z.names() {
+		st, err := store.Open(filepath.Join(z.nodes[name].dir, "state.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, _ := st.LastReports()
+		seqs := map[string]uint64{}
+		for node, lr := range last {
+			seqs[node] = lr.Seq
+		}
+		vs, _ := st.Verdicts()
+		st.Close()
+		if len(vs) != 3 || len(seqs) != 3 {
+			t.Fatalf("%s stopped with %d verdicts and %d senders", name, len(vs), len(seqs))
+		}
+		before[name] = struct {
+			seqs     map[string]uint64
+			verdicts map[string]zone.Verdict
+		}{seqs, vs}
+	}
+	for _, name := range z.names() {
+		n := z.start(name)
+		b := before[name]
+		vs, _ := n.srv.store.Verdicts()
+		for node, v := range b.verdicts {
+			if vs[node] != v {
+				t.Errorf("%s lost verdict %s after restart: %+v -> %+v", name, node, v, vs[node])
+			}
+		}
+		for node, seq := range b.seqs {
+			if got := n.srv.store.LastSeq(node); got < seq {
+				t.Errorf("%s: seq of %s went back from %d to %d", name, node, seq, got)
+			}
+		}
+		if next, _ := n.srv.seq.Next(); next <= b.seqs[name] {
+			t.Errorf("%s would reuse seq %d (last committed %d)", name, next, b.seqs[name])
+		}
+	}
+	z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	if c := z.genesis.created.Load(); c != 1 {
+		t.Fatalf("restart re-founded the zone (%d genesis objects)", c)
+	}
+}
+
+func TestLeadershipFollowsAPIReachability(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+
+	l.api.down.Store(true)
+	eventually(t, 30*time.Second, "leadership moves to a member that reaches the apiserver", func() (bool, string) {
+		nl, why := z.leader()
+		if nl == nil {
+			return false, why
+		}
+		return nl != l, "still " + nl.name
+	})
+
+	// With no member reaching the apiserver, leadership stays where it is.
+	for _, n := range z.running() {
+		n.api.down.Store(true)
+	}
+	stay := z.waitLeader(30 * time.Second)
+	eventually(t, 30*time.Second, "leader gives up looking for a target", func() (bool, string) {
+		return testutil.ToFloat64(stay.srv.metrics.transfers.WithLabelValues("no_target")) >= 1, "no attempt yet"
+	})
+	if nl, _ := z.leader(); nl != stay {
+		t.Fatal("leadership moved although no member reaches the apiserver")
+	}
+}
+
+func TestMembershipFollowsMemberList(t *testing.T) {
+	z := newTestZone(t, 4)
+	z.startAll()
+	z.waitConverged(30*time.Second, 4)
+
+	// node-4 leaves the zone (its Node object lost the label).
+	leaving := z.nodes["node-4"]
+	if l, _ := z.leader(); l == leaving {
+		leaving = z.nodes["node-3"]
+	}
+	var keep []Candidate
+	for _, c := range z.candidates() {
+		if c.Node != leaving.name {
+			keep = append(keep, c)
+		}
+	}
+	z.list.set(keep, true)
+	leavingID := leaving.srv.ServerID()
+	eventually(t, 30*time.Second, "leaving member removed", func() (bool, string) {
+		l, why := z.leader()
+		if l == nil {
+			return false, why
+		}
+		cfg, _ := l.srv.configuration()
+		_, inCfg := cfg[leavingID]
+		_, err := l.srv.store.Member(leaving.name)
+		return !inCfg && err != nil, fmt.Sprintf("in config %v, member err %v", inCfg, err)
+	})
+	z.stop(leaving.name)
+
+	// A member whose address changed is followed: restart it on a new IP.
+	mover := z.nodes["node-2"]
+	if l, _ := z.leader(); l == mover {
+		mover = z.nodes["node-1"]
+		if leaving == mover {
+			mover = z.nodes["node-3"]
+		}
+	}
+	z.stop(mover.name)
+	mover.ip = z.prefix + "77"
+	for i, c := range keep {
+		if c.Node == mover.name {
+			keep[i].ProbeAddress, keep[i].RaftAddress = mover.ip, mover.ip+":9470"
+		}
+	}
+	z.list.set(keep, true)
+	z.start(mover.name)
+	l := z.waitConverged(30*time.Second, 3)
+	eventually(t, 30*time.Second, "moved member followed at its new address", func() (bool, string) {
+		cfg, _ := l.srv.configuration()
+		if got := cfg[mover.srv.ServerID()].Address; got != raft.ServerAddress(mover.ip+":9470") {
+			return false, fmt.Sprintf("configuration address %s", got)
+		}
+		m, _ := l.srv.store.Member(mover.name)
+		if m.RaftAddress != mover.ip+":9470" {
+			return false, "member list address " + m.RaftAddress
+		}
+		// Replication reaches it at the new address.
+		return mover.srv.raft.AppliedIndex() >= l.srv.raft.CommitIndex(), "mover behind"
+	})
+}
+
+func TestDeadVoterReplaced(t *testing.T) {
+	z := newTestZone(t, 5)
+	z.tweak = func(c *Config) { c.Voters = 3 }
+	z.startAll()
+	l := z.waitConverged(30*time.Second, 3)
+	cfg, _ := l.srv.configuration()
+	var victim *testNode
+	for _, n := range z.running() {
+		if n != l && cfg[n.srv.ServerID()].Suffrage == raft.Voter {
+			victim = n
+			break
+		}
+	}
+	victimID := victim.srv.ServerID()
+	z.stop(victim.name)
+	eventually(t, 60*time.Second, "dead voter replaced", func() (bool, string) {
+		l, why := z.leader()
+		if l == nil {
+			return false, why
+		}
+		cfg, _ := l.srv.configuration()
+		voters := 0
+		for id, s := range cfg {
+			if s.Suffrage == raft.Voter {
+				if id == victimID {
+					return false, "victim still votes"
+				}
+				voters++
+			}
+		}
+		return voters == 3, fmt.Sprintf("%d voters", voters)
+	})
+}
+
+func TestDataDirInUse(t *testing.T) {
+	z := newTestZone(t, 1)
+	n := z.start("node-1")
+	cfg := testConfig(n)
+	cfg.AdvertiseAddress = z.prefix + "99"
+	cfg.Network = z.fabric.Host(cfg.AdvertiseAddress)
+	srv, err := New(cfg, Deps{Members: z.list, Genesis: z.genesis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clock = nil
+	err = srv.Run(t.Context())
+	if err == nil {
+		t.Fatal("second agent ran on a data dir in use")
+	}
+	if _, statErr := os.Stat(filepath.Join(n.dir, serverIDFile)); statErr != nil {
+		t.Fatal(statErr)
+	}
+	t.Logf("second agent refused: %v", err)
+}
+
+func TestLostRaftLogDiscardsStaleState(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	victim := z.nodes["node-3"]
+	if l, _ := z.leader(); l == victim {
+		victim = z.nodes["node-2"]
+	}
+	z.stop(victim.name)
+	// The Raft log and ID go, the replicated state file stays behind.
+	removeAll(t, filepath.Join(victim.dir, "raft"))
+	removeAll(t, filepath.Join(victim.dir, serverIDFile))
+	n := z.start(victim.name)
+	l := z.waitConverged(30*time.Second, 3)
+	eventually(t, 30*time.Second, "rejoined member catches up", func() (bool, string) {
+		mine, _ := n.srv.store.Members()
+		theirs, _ := l.srv.store.Members()
+		return fmt.Sprint(mine) == fmt.Sprint(theirs), fmt.Sprintf("%d vs %d members", len(mine), len(theirs))
+	})
+}
