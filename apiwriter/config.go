@@ -1,0 +1,73 @@
+package apiwriter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Config configures a Writer. Flag names are given in brackets.
+type Config struct {
+	// Zone is the zone whose Lease this writer renews.
+	Zone string
+	// Node is this member's node name, the Lease holder while it leads.
+	Node string
+	// LeaseNamespace holds zone Leases [--lease-namespace].
+	LeaseNamespace string
+	// LeaseRenew is the zone Lease renewal period [--zone-lease-renew].
+	LeaseRenew time.Duration
+	// HealthPeriod is how often the apiserver's /readyz is checked
+	// [--apiserver-check-period].
+	HealthPeriod time.Duration
+	// RetryBase and RetryMax bound the per-node backoff of failed writes.
+	RetryBase, RetryMax time.Duration
+	// WriteTimeout bounds one API call.
+	WriteTimeout time.Duration
+
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults: a 5 s Lease renewal costs one write per zone
+// every 5 s however large the zone is.
+func DefaultConfig() Config {
+	return Config{
+		LeaseNamespace: zone.DefaultLeaseNamespace,
+		LeaseRenew:     5 * time.Second,
+		HealthPeriod:   2 * time.Second,
+		RetryBase:      200 * time.Millisecond,
+		RetryMax:       30 * time.Second,
+		WriteTimeout:   10 * time.Second,
+	}
+}
+
+// Validate names the flag of every problem.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Zone == "" {
+		errs = append(errs, errors.New("zone is empty"))
+	}
+	if c.Node == "" {
+		errs = append(errs, errors.New("--node-name is required"))
+	}
+	if c.LeaseNamespace == "" {
+		errs = append(errs, errors.New("--lease-namespace is required"))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--zone-lease-renew", c.LeaseRenew}, {"--apiserver-check-period", c.HealthPeriod},
+		{"retry base", c.RetryBase}, {"retry max", c.RetryMax}, {"write timeout", c.WriteTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,21 @@
+// Package apiwriter is the zone leader's only path to the Kubernetes API: it writes
+// committed verdicts as the edgequorum.io/verdict Node annotation and renews the
+// zone Lease that tells the admission webhook the zone's quorum is alive and
+// connected.
+//
+// Every write is fenced: the writer confirms leadership with a quorum
+// (Fence.VerifyLeader) right before it, stamps the leader's Raft term, and never
+// overwrites an annotation or Lease carrying a higher term, so a deposed leader
+// that wakes up late cannot undo its successor's work. Writes are Patch (verdicts)
+// and Update with a resourceVersion precondition (Lease), never blind.
+//
+// While the apiserver is unreachable, pending verdicts coalesce — the latest per
+// node wins — and are retried with backoff from a rate-limited workqueue; they
+// flush as soon as the apiserver answers again. The writer also probes the
+// apiserver on every member (leader or not), because reports carry that
+// reachability and leadership placement depends on it.
+//
+// apiwriter must not decide verdicts or touch Raft: it receives committed changes
+// through the VerdictSink interface raftzone defines and asks raftzone only to
+// verify leadership.
+package apiwriter

@@ -1,0 +1,142 @@
+package apiwriter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Annotations on the zone Lease. The term fences renewals: a Lease renewed
+// under a higher term belongs to a newer leader.
+const (
+	LeaseTermAnnotation    = "edgequorum.io/term"
+	LeaseMembersAnnotation = "edgequorum.io/members"
+	// ZoneLabel marks edgequorum's Leases with their zone.
+	ZoneLabel = "edgequorum.io/zone"
+)
+
+// leaseState caches the last Lease this member wrote, so a renewal is a single
+// Update; only a conflict costs a read. Guarded by Writer.mu.
+type leaseState struct {
+	obj  *coordinationv1.Lease
+	term uint64
+}
+
+func (w *Writer) leaseLoop(ctx context.Context) {
+	t := w.clock.NewTicker(w.cfg.LeaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if err := w.renewLease(ctx); err != nil && ctx.Err() == nil {
+			w.log.Info("zone lease not renewed", "err", err)
+		}
+	}
+}
+
+// RenewLease renews the zone Lease now if this member leads; exported for tests
+// and for the agent to renew right after winning leadership.
+func (w *Writer) RenewLease(ctx context.Context) error { return w.renewLease(ctx) }
+
+func (w *Writer) renewLease(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+	defer cancel()
+	term, err := w.fence.VerifyLeader(ctx)
+	if err != nil {
+		w.mu.Lock()
+		w.lease = leaseState{}
+		w.mu.Unlock()
+		return nil // followers do not renew
+	}
+	w.mu.Lock()
+	cached := w.lease
+	w.mu.Unlock()
+	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
+	name := zone.LeaseName(w.cfg.Zone)
+	cur := cached.obj
+	if cur == nil || cached.term != term {
+		got, err := leases.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			w.observe(nil)
+			created, err := leases.Create(ctx, w.leaseObject(nil, term), metav1.CreateOptions{FieldManager: "edgequorum"})
+			if err := w.observe(err); err != nil {
+				w.metrics.writes.WithLabelValues("lease", "error").Inc()
+				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
+			}
+			w.leaseWritten(created, term)
+			return nil
+		case w.observe(err) != nil:
+			return fmt.Errorf("read zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
+		}
+		cur = got
+	}
+	if t, _ := strconv.ParseUint(cur.Annotations[LeaseTermAnnotation], 10, 64); t > term {
+		w.metrics.skipped.WithLabelValues("fenced").Inc()
+		return fmt.Errorf("zone lease held under term %d, we lead term %d", t, term)
+	}
+	updated, err := leases.Update(ctx, w.leaseObject(cur, term), metav1.UpdateOptions{FieldManager: "edgequorum"})
+	if err := w.observe(err); err != nil {
+		w.metrics.writes.WithLabelValues("lease", "error").Inc()
+		w.mu.Lock()
+		w.lease = leaseState{} // re-read next time (conflict or worse)
+		w.mu.Unlock()
+		return fmt.Errorf("renew zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
+	}
+	w.leaseWritten(updated, term)
+	return nil
+}
+
+func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64) {
+	w.metrics.writes.WithLabelValues("lease", "ok").Inc()
+	w.mu.Lock()
+	w.lease = leaseState{obj: l, term: term}
+	w.lastWrite = w.clock.Now()
+	w.mu.Unlock()
+}
+
+// leaseObject returns the Lease to write: cur renewed by us under term, or a new
+// one when cur is nil.
+func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinationv1.Lease {
+	now := metav1.NewMicroTime(w.clock.Now())
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: zone.LeaseName(w.cfg.Zone), Namespace: w.cfg.LeaseNamespace,
+	}}
+	if cur != nil {
+		l = cur.DeepCopy()
+	}
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[ZoneLabel] = w.cfg.Zone
+	members := 0
+	if w.members != nil {
+		members = w.members.MemberCount()
+	}
+	l.Annotations[LeaseTermAnnotation] = strconv.FormatUint(term, 10)
+	l.Annotations[LeaseMembersAnnotation] = strconv.Itoa(members)
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.cfg.Node {
+		l.Spec.HolderIdentity = ptr.To(w.cfg.Node)
+		l.Spec.AcquireTime = &now
+		if cur != nil {
+			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		}
+	}
+	l.Spec.LeaseDurationSeconds = ptr.To(int32((3 * w.cfg.LeaseRenew).Round(time.Second) / time.Second))
+	l.Spec.RenewTime = &now
+	return l
+}

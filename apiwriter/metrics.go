@@ -1,0 +1,35 @@
+package apiwriter
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	writes    *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
+	pending   prometheus.Gauge
+	reachable prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_writes_total",
+			Help: "Kubernetes API writes by object kind and result.",
+		}, []string{"kind", "result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_skipped_total",
+			Help: "Writes not made, by reason (unchanged, fenced, not_leader, gone).",
+		}, []string{"reason"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiwriter_pending_verdicts",
+			Help: "Verdicts waiting to be written (coalesced per node).",
+		}),
+		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiserver_reachable",
+			Help: "1 while the last apiserver call or health check succeeded.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.writes, m.skipped, m.pending, m.reachable)
+	}
+	return m
+}

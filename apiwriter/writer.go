@@ -1,0 +1,232 @@
+package apiwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Fence confirms leadership. raftzone.Server implements it.
+type Fence interface {
+	// VerifyLeader returns the leader's term after a quorum confirmed it, or
+	// an error when this member does not lead.
+	VerifyLeader(ctx context.Context) (uint64, error)
+}
+
+// MemberCounter tells how many members the zone has, for the zone Lease.
+type MemberCounter interface {
+	MemberCount() int
+}
+
+// Writer writes committed verdicts and the zone Lease while this member leads.
+// It is safe for concurrent use; Verdicts never blocks.
+type Writer struct {
+	cfg     Config
+	client  kubernetes.Interface
+	fence   Fence
+	members MemberCounter
+	log     *slog.Logger
+	clock   clock.WithTicker
+	metrics *metrics
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu        sync.Mutex
+	pending   map[string]zone.Verdict
+	lastWrite time.Time
+	reach     reachability
+	lease     leaseState
+}
+
+// New returns a Writer; Run starts it.
+func New(cfg Config, client kubernetes.Interface, fence Fence, members MemberCounter) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	w := &Writer{
+		cfg: cfg, client: client, fence: fence, members: members,
+		log:     cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
+		clock:   cfg.Clock,
+		metrics: newMetrics(cfg.Registerer),
+		pending: map[string]zone.Verdict{},
+	}
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, cfg.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Clock: cfg.Clock})
+	return w, nil
+}
+
+// Verdicts queues committed verdicts (raftzone.VerdictSink). Only the newest
+// verdict per node is kept, so a long outage costs one write per node on
+// reconnect, not one per change.
+func (w *Writer) Verdicts(term uint64, vs []zone.Verdict, resync bool) {
+	w.mu.Lock()
+	for _, v := range vs {
+		if cur, ok := w.pending[v.Node]; ok && cur.Term > v.Term {
+			continue
+		}
+		w.pending[v.Node] = v
+	}
+	w.metrics.pending.Set(float64(len(w.pending)))
+	w.mu.Unlock()
+	for _, v := range vs {
+		w.queue.Add(v.Node)
+	}
+}
+
+// LastWrite is when the last API write succeeded (zero if none yet).
+func (w *Writer) LastWrite() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastWrite
+}
+
+// Pending is how many verdicts wait to be written.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+// Run writes until ctx ends: one worker drains the verdict queue, one loop renews
+// the zone Lease, one checks apiserver health.
+func (w *Writer) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, f := range []func(context.Context){w.healthLoop, w.leaseLoop} {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for w.processNext(ctx) {
+		}
+	}()
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (w *Writer) processNext(ctx context.Context) bool {
+	node, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(node)
+	w.mu.Lock()
+	v, ok := w.pending[node]
+	w.mu.Unlock()
+	if !ok {
+		w.queue.Forget(node)
+		return true
+	}
+	err := w.writeVerdict(ctx, v)
+	switch {
+	case err == nil:
+		w.queue.Forget(node)
+		w.mu.Lock()
+		if cur, ok := w.pending[node]; ok && cur == v {
+			delete(w.pending, node)
+		}
+		w.metrics.pending.Set(float64(len(w.pending)))
+		w.mu.Unlock()
+	case errors.Is(err, errNotLeader):
+		// A new leader re-delivers every committed verdict; drop ours so a
+		// deposed leader never writes them late.
+		w.dropPending()
+	default:
+		w.log.Info("verdict write failed; will retry", "peer", node, "err", err)
+		w.queue.AddRateLimited(node)
+	}
+	return true
+}
+
+func (w *Writer) dropPending() {
+	w.mu.Lock()
+	for node := range w.pending {
+		w.queue.Forget(node)
+	}
+	w.pending = map[string]zone.Verdict{}
+	w.metrics.pending.Set(0)
+	w.mu.Unlock()
+	w.metrics.skipped.WithLabelValues("not_leader").Inc()
+}
+
+var errNotLeader = errors.New("not the zone leader")
+
+// writeVerdict patches the node's annotation if it differs, fenced by term and
+// guarded by the node's resourceVersion so a concurrent writer is noticed.
+func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+	defer cancel()
+	term, err := w.fence.VerifyLeader(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotLeader, err)
+	}
+	if v.Term > term {
+		return fmt.Errorf("%w: verdict from term %d, we lead term %d", errNotLeader, v.Term, term)
+	}
+	node, err := w.client.CoreV1().Nodes().Get(ctx, v.Node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		w.metrics.skipped.WithLabelValues("gone").Inc()
+		return nil
+	}
+	if err := w.observe(err); err != nil {
+		return fmt.Errorf("read node %s: %w", v.Node, err)
+	}
+	want := zone.AnnotationFor(w.cfg.Zone, v)
+	if raw, ok := node.Annotations[zone.AnnotationKey]; ok {
+		if cur, perr := zone.ParseAnnotation(raw); perr == nil {
+			if cur.Term > want.Term {
+				w.metrics.skipped.WithLabelValues("fenced").Inc()
+				w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "theirs", cur.Term, "ours", want.Term)
+				return nil
+			}
+			if cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) {
+				w.metrics.skipped.WithLabelValues("unchanged").Inc()
+				return nil
+			}
+		}
+	}
+	value, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": node.ResourceVersion,
+		"annotations":     map[string]string{zone.AnnotationKey: string(value)},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "edgequorum"})
+	if err := w.observe(err); err != nil {
+		w.metrics.writes.WithLabelValues("node", "error").Inc()
+		return fmt.Errorf("patch verdict on node %s: %w", v.Node, err)
+	}
+	w.metrics.writes.WithLabelValues("node", "ok").Inc()
+	w.mu.Lock()
+	w.lastWrite = w.clock.Now()
+	w.mu.Unlock()
+	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term)
+	return nil
+}

@@ -1,0 +1,286 @@
+package apiwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+type fakeFence struct{ term atomic.Uint64 }
+
+func (f *fakeFence) VerifyLeader(context.Context) (uint64, error) {
+	if t := f.term.Load(); t != 0 {
+		return t, nil
+	}
+	return 0, errors.New("not leader")
+}
+
+type fixedMembers int
+
+func (m fixedMembers) MemberCount() int { return int(m) }
+
+// harness wires a Writer to a fake clientset whose API can be made unreachable.
+type harness struct {
+	t      *testing.T
+	w      *Writer
+	client *fake.Clientset
+	fence  *fakeFence
+	clock  *clocktesting.FakeClock
+	down   atomic.Bool
+	mu     sync.Mutex
+	writes []string // "patch node/x", "create lease/y", ...
+}
+
+func newHarness(t *testing.T, nodes ...string) *harness {
+	t.Helper()
+	h := &harness{t: t, fence: &fakeFence{}, clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
+	var objs []runtime.Object
+	for _, n := range nodes {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, ResourceVersion: "1"}})
+	}
+	h.client = fake.NewClientset(objs...)
+	h.client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if h.down.Load() {
+			return true, nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+		}
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			h.mu.Lock()
+			name := ""
+			if na, ok := a.(interface{ GetName() string }); ok {
+				name = na.GetName()
+			}
+			if ca, ok := a.(k8stesting.CreateAction); ok {
+				name = ca.GetObject().(metav1.Object).GetName()
+			}
+			if ua, ok := a.(k8stesting.UpdateAction); ok {
+				name = ua.GetObject().(metav1.Object).GetName()
+			}
+			h.writes = append(h.writes, fmt.Sprintf("%s %s/%s", a.GetVerb(), a.GetResource().Resource, name))
+			h.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	cfg := DefaultConfig()
+	cfg.Zone, cfg.Node, cfg.Clock = "zone-a", "node-1", h.clock
+	w, err := New(cfg, h.client, h.fence, fixedMembers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w = w
+	return h
+}
+
+func (h *harness) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.w.Run(ctx); close(done) }()
+	h.t.Cleanup(func() { cancel(); <-done })
+}
+
+func (h *harness) writeLog() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.writes...)
+}
+
+func (h *harness) annotation(node string) (zone.Annotation, bool) {
+	n, err := h.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	raw, ok := n.Annotations[zone.AnnotationKey]
+	if !ok {
+		return zone.Annotation{}, false
+	}
+	a, err := zone.ParseAnnotation(raw)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a, true
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func verdict(node string, st zone.State, term uint64, at time.Time) zone.Verdict {
+	return zone.Verdict{Node: node, State: st, Pros: 2, Members: 3, Term: term, Leader: "node-1", DecidedAt: at}
+}
+
+func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.fence.term.Store(4)
+	h.run()
+	at := h.clock.Now()
+	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, false)
+	eventually(t, "annotation written", func() bool { _, ok := h.annotation("node-2"); return ok })
+	got, _ := h.annotation("node-2")
+	want := zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 4, Leader: "node-1", At: at.UTC(), Pros: 2, Members: 3}
+	if !got.At.Equal(want.At) || got.State != want.State || got.Term != want.Term || got.Zone != want.Zone || got.Members != 3 {
+		t.Fatalf("annotation %+v, want %+v", got, want)
+	}
+	// A resync after a leader change re-delivers the same verdict: no write.
+	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, true)
+	eventually(t, "resync handled", func() bool { return h.w.Pending() == 0 })
+	if w := h.writeLog(); len(w) != 1 || w[0] != "patch nodes/node-2" {
+		t.Fatalf("writes %v, want one patch", w)
+	}
+	// A real change is written.
+	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Unhealthy, 4, at.Add(time.Second))}, false)
+	eventually(t, "change written", func() bool { a, _ := h.annotation("node-2"); return a.State == zone.Unhealthy })
+	if n := len(h.writeLog()); n != 2 {
+		t.Fatalf("%d writes, want 2", n)
+	}
+}
+
+func TestNeverOverwritesHigherTerm(t *testing.T) {
+	h := newHarness(t, "node-2")
+	newer, _ := json.Marshal(zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
+	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+	n.Annotations = map[string]string{zone.AnnotationKey: string(newer)}
+	h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	h.mu.Lock()
+	h.writes = nil
+	h.mu.Unlock()
+
+	h.fence.term.Store(7)
+	h.run()
+	h.w.Verdicts(7, []zone.Verdict{verdict("node-2", zone.Unhealthy, 7, h.clock.Now())}, false)
+	eventually(t, "verdict handled", func() bool { return h.w.Pending() == 0 })
+	if a, _ := h.annotation("node-2"); a.Term != 9 || a.State != zone.Healthy {
+		t.Fatalf("annotation overwritten: %+v", a)
+	}
+	if w := h.writeLog(); len(w) != 0 {
+		t.Fatalf("writes %v, want none", w)
+	}
+}
+
+func TestFollowerWritesNothing(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.run() // fence term 0: not leader
+	h.w.Verdicts(3, []zone.Verdict{verdict("node-2", zone.Unhealthy, 3, h.clock.Now())}, false)
+	eventually(t, "pending dropped", func() bool { return h.w.Pending() == 0 })
+	h.clock.Step(time.Minute) // lease renewals come due
+	if err := h.w.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writeLog(); len(w) != 0 {
+		t.Fatalf("a follower wrote %v", w)
+	}
+}
+
+func TestOutageCoalescesAndFlushesOnReconnect(t *testing.T) {
+	h := newHarness(t, "node-2", "node-3")
+	h.fence.term.Store(2)
+	h.down.Store(true)
+	h.run()
+	at := h.clock.Now()
+	eventually(t, "outage noticed", func() bool { ok, since := h.w.ReachableSince(); return !ok && !since.IsZero() })
+	// Three changes of node-2 and one of node-3 during the outage.
+	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Unhealthy, 2, at)}, false)
+	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Healthy, 2, at.Add(time.Second)), verdict("node-3", zone.Healthy, 2, at)}, false)
+	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Unhealthy, 2, at.Add(2*time.Second))}, false)
+	eventually(t, "writes attempted and failed", func() bool { return h.w.Reachable() == false && h.w.Pending() == 2 })
+	if h.w.Reachable() {
+		t.Fatal("reachable during the outage")
+	}
+
+	h.down.Store(false)
+	h.clock.Step(h.w.cfg.HealthPeriod) // the health check notices the apiserver is back
+	eventually(t, "flushed", func() bool { return h.w.Pending() == 0 })
+	if a, _ := h.annotation("node-2"); a.State != zone.Unhealthy || !a.At.Equal(at.Add(2*time.Second).UTC()) {
+		t.Fatalf("node-2 annotation %+v, want the latest verdict", a)
+	}
+	w := h.writeLog()
+	if len(w) != 2 {
+		t.Fatalf("writes after reconnect %v, want exactly one per node", w)
+	}
+	if !h.w.Reachable() {
+		t.Fatal("not reachable after reconnect")
+	}
+}
+
+func TestZoneLease(t *testing.T) {
+	h := newHarness(t)
+	h.fence.term.Store(3)
+	ctx := context.Background()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *l.Spec.HolderIdentity != "node-1" || l.Annotations[LeaseTermAnnotation] != "3" || l.Annotations[LeaseMembersAnnotation] != "3" {
+		t.Fatalf("lease %+v", l)
+	}
+	first := l.Spec.RenewTime.Time
+	h.clock.Step(5 * time.Second)
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, _ = h.client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if !l.Spec.RenewTime.Time.After(first) {
+		t.Fatal("renewTime did not advance")
+	}
+	// Renewals cost one write each and no read while the cache is good.
+	if w := h.writeLog(); len(w) != 2 || w[0] != "create leases/edgequorum-zone-a" || w[1] != "update leases/edgequorum-zone-a" {
+		t.Fatalf("writes %v", w)
+	}
+	// A newer leader took the Lease: we do not renew it.
+	l.Annotations[LeaseTermAnnotation] = strconv.Itoa(8)
+	h.client.CoordinationV1().Leases("edgequorum-system").Update(ctx, l, metav1.UpdateOptions{})
+	h.w.mu.Lock()
+	h.w.lease = leaseState{}
+	h.w.mu.Unlock()
+	if err := h.w.RenewLease(ctx); err == nil {
+		t.Fatal("renewed a lease held under a higher term")
+	}
+}
+
+func TestUnreachableErr(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{&net.OpError{Op: "dial", Err: errors.New("refused")}, true},
+		{context.DeadlineExceeded, true},
+		{apierrors.NewServiceUnavailable("x"), true},
+		{apierrors.NewTooManyRequests("x", 1), true},
+		{apierrors.NewNotFound(gr, "x"), false},
+		{apierrors.NewConflict(gr, "x", errors.New("rv")), false},
+		{apierrors.NewForbidden(gr, "x", errors.New("rbac")), false},
+		{errors.New("some transport failure"), true},
+	} {
+		if got := unreachableErr(tc.err); got != tc.want {
+			t.Errorf("unreachableErr(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
