@@ -113,15 +113,26 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the configuration and names the flag of every problem.
+// Validate checks the whole configuration and names the flag of every problem.
 func (c *Config) Validate() error {
+	var errs []error
+	if c.Zone == "" {
+		errs = append(errs, errors.New("zone is empty: the node needs a value for the zone label"))
+	}
+	if c.Keys == nil {
+		errs = append(errs, errors.New("--key-file is required: there is no built-in zone key"))
+	}
+	return errors.Join(append(errs, c.ValidateFlags())...)
+}
+
+// ValidateFlags checks what comes from command-line flags alone, so the agent
+// can reject a bad invocation before it loads keys or asks the apiserver for
+// its zone.
+func (c *Config) ValidateFlags() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.Node == "" {
 		bad("--node-name is required")
-	}
-	if c.Zone == "" {
-		bad("zone is empty: the node needs a value for the zone label")
 	}
 	if net.ParseIP(c.AdvertiseAddress) == nil {
 		bad("--advertise-address %q is not an IP address", c.AdvertiseAddress)
@@ -134,9 +145,6 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("--data-dir is required")
-	}
-	if c.Keys == nil {
-		bad("--key-file is required: there is no built-in zone key")
 	}
 	if c.Voters < 1 || c.Voters%2 == 0 {
 		bad("--voters must be a positive odd number, got %d", c.Voters)

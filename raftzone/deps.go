@@ -86,3 +86,10 @@ type noObservations struct{}
 
 func (noObservations) Results() []zone.Result   { return nil }
 func (noObservations) Changes() <-chan struct{} { return nil }
+
+// WriteStatus is the API writer's progress, shown in Status so an operator sees
+// at a glance whether verdicts reach the cloud.
+type WriteStatus interface {
+	LastWrite() time.Time
+	Pending() int
+}

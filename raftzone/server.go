@@ -33,6 +33,8 @@ type Deps struct {
 	APIHealth    APIHealth
 	Observations Observations
 	Sink         VerdictSink
+	// Writes, when set, adds the API writer's progress to Status.
+	Writes WriteStatus
 }
 
 // Server is one member of a zone's Raft group: it replicates the zone state,
@@ -101,6 +103,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		metrics: newMetrics(cfg.Registerer),
 		started: make(chan struct{}),
 	}
+	// The zone port's TLS identity and the authenticated client exist before
+	// Run, so the agent can hand the client to its peer probes up front.
+	sn, err := newSecureNet(cfg.Network, cfg.Keys, cfg.raftAddress(), cfg.HandshakeTimeout, s.log, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.net = sn
+	s.client = sn.httpClient()
 	return s, nil
 }
 
@@ -175,7 +185,6 @@ func (s *Server) open() error {
 		return err
 	}
 	s.serverID = id
-	s.log = s.log.With("serverID", id)
 	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), store.Options{})
 	if err != nil {
 		return fmt.Errorf("open replicated state in --data-dir %s: %w", s.cfg.DataDir, err)
@@ -192,11 +201,6 @@ func (s *Server) open() error {
 			return err
 		}
 	}
-	s.net, err = newSecureNet(s.cfg.Network, s.cfg.Keys, s.cfg.raftAddress(), s.cfg.HandshakeTimeout, s.log, s.metrics)
-	if err != nil {
-		return err
-	}
-	s.client = s.net.httpClient()
 	s.intake = newIntake(s)
 	return nil
 }

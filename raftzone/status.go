@@ -27,7 +27,13 @@ type Status struct {
 	Ready         bool           `json:"ready"`
 	Members       []MemberStatus `json:"members"`
 	Verdicts      []zone.Verdict `json:"verdicts"`
-	At            time.Time      `json:"at"`
+	// APIReachable is whether this member reaches the Kubernetes API.
+	APIReachable bool `json:"apiReachable"`
+	// LastAPIWrite is this member's last successful API write (leaders only
+	// write); PendingWrites the verdicts waiting for the apiserver.
+	LastAPIWrite  *time.Time `json:"lastAPIWrite,omitempty"`
+	PendingWrites int        `json:"pendingWrites"`
+	At            time.Time  `json:"at"`
 }
 
 // MemberStatus is one member as seen in a Status.
@@ -54,7 +60,15 @@ const readySlack = 64
 // answers even when the zone has no leader.
 func (s *Server) Status() Status {
 	now := s.clock.Now().UTC()
-	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, ServerID: s.serverID, At: now}
+	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, ServerID: s.serverID, At: now,
+		APIReachable: s.deps.APIHealth.Reachable()}
+	if w := s.deps.Writes; w != nil {
+		if t := w.LastWrite(); !t.IsZero() {
+			t = t.UTC()
+			st.LastAPIWrite = &t
+		}
+		st.PendingWrites = w.Pending()
+	}
 	if s.raft == nil {
 		st.State = "Starting"
 		return st

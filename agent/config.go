@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/edgequorum/edgequorum/probe"
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Config is everything `edgequorum agent` is told on its command line.
+type Config struct {
+	// Raft holds the zone-group settings; its Keys and Zone are filled in by
+	// Run from KeyFile and the node's zone label.
+	Raft raftzone.Config
+	// KeyFile is the zone key file, a mounted Secret [--key-file].
+	KeyFile string
+	// Kubeconfig is the kubeconfig path; empty means in-cluster [--kubeconfig].
+	Kubeconfig string
+	// ZoneLabel is the Node label whose value names the zone [--zone-label].
+	ZoneLabel string
+	// LeaseNamespace holds the zone and genesis Leases [--lease-namespace].
+	LeaseNamespace string
+	// ZoneLeaseRenew is the zone Lease renewal period [--zone-lease-renew].
+	ZoneLeaseRenew time.Duration
+	// APICheckPeriod is how often apiserver reachability is checked
+	// [--apiserver-check-period].
+	APICheckPeriod time.Duration
+	// APITimeout bounds every Kubernetes API call [--apiserver-timeout].
+	APITimeout time.Duration
+	// StatusAddress is host:port of the status server [--status-address].
+	StatusAddress string
+	// Probes are the probe specs run against every peer [--probe]; empty means
+	// DefaultProbes.
+	Probes []probe.Spec
+	// ScoreLine is the score a peer needs to be judged OK [--score-line].
+	ScoreLine float64
+	// TargetSyncPeriod is how often probe targets follow the member list.
+	TargetSyncPeriod time.Duration
+}
+
+// DefaultConfig returns the agent defaults.
+func DefaultConfig() Config {
+	return Config{
+		Raft:             raftzone.DefaultConfig(),
+		ZoneLabel:        zone.DefaultZoneLabel,
+		LeaseNamespace:   zone.DefaultLeaseNamespace,
+		ZoneLeaseRenew:   5 * time.Second,
+		APICheckPeriod:   2 * time.Second,
+		APITimeout:       10 * time.Second,
+		StatusAddress:    ":9471",
+		ScoreLine:        100,
+		TargetSyncPeriod: 2 * time.Second,
+	}
+}
+
+// DefaultProbes are the probes an agent runs against each peer when --probe is
+// not given: the peer agent's /healthz over the authenticated zone port (proves
+// the agent runs and holds the zone key) and a TCP connect to the kubelet port.
+func DefaultProbes(peerPort int) []probe.Spec {
+	specs, err := probe.ParseSpecs(fmt.Sprintf("agent:port=%d,weight=0.5;kubelet:weight=0.5", peerPort))
+	if err != nil {
+		panic(err) // a constant spec; a failure is a programming error
+	}
+	return specs
+}
+
+// Validate checks every flag before anything starts; each message names its
+// flag.
+func (c *Config) Validate() error {
+	errs := []error{c.Raft.ValidateFlags()}
+	if c.KeyFile == "" {
+		errs = append(errs, errors.New("--key-file is required: there is no built-in zone key (create one with `edgequorum keygen`)"))
+	}
+	if c.ZoneLabel == "" {
+		errs = append(errs, errors.New("--zone-label must not be empty"))
+	}
+	if c.LeaseNamespace == "" {
+		errs = append(errs, errors.New("--lease-namespace must not be empty"))
+	}
+	if _, _, err := net.SplitHostPort(c.StatusAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--status-address %q: %w", c.StatusAddress, err))
+	}
+	if c.ScoreLine <= 0 || c.ScoreLine > 100 {
+		errs = append(errs, fmt.Errorf("--score-line %v must be in (0, 100]", c.ScoreLine))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--zone-lease-renew", c.ZoneLeaseRenew}, {"--apiserver-check-period", c.APICheckPeriod},
+		{"--apiserver-timeout", c.APITimeout}, {"--target-sync-period", c.TargetSyncPeriod}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

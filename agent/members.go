@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgequorum/edgequorum/raftzone"
+)
+
+// controlPlaneLabel marks nodes that never join a zone: they are the cloud.
+const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// zoneFile caches the zone in the data dir so an agent restarted during a cloud
+// outage still knows which zone it belongs to.
+const zoneFile = "zone"
+
+// discoverZone reads this node's zone label, retrying until ctx ends. When the
+// apiserver cannot be reached, the zone cached from an earlier run is used.
+func discoverZone(ctx context.Context, client kubernetes.Interface, node, label, dataDir string, log func(msg string, args ...any)) (string, error) {
+	cachePath := filepath.Join(dataDir, zoneFile)
+	for attempt := 0; ; attempt++ {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			z := n.Labels[label]
+			if z == "" {
+				return "", fmt.Errorf("node %s has no %s label: edgequorum needs every agent's node in a zone (see --zone-label)", node, label)
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return "", fmt.Errorf("--data-dir %s: %w", dataDir, err)
+			}
+			if err := os.WriteFile(cachePath, []byte(z+"\n"), 0o600); err != nil {
+				return "", fmt.Errorf("cache zone in --data-dir: %w", err)
+			}
+			return z, nil
+		}
+		if b, rerr := os.ReadFile(cachePath); rerr == nil {
+			z := strings.TrimSpace(string(b))
+			log("apiserver unavailable; using the zone cached in the data dir", "zone", z, "err", err)
+			return z, nil
+		}
+		log("cannot read this node's zone yet; retrying", "err", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("read zone of node %s: %w", node, err)
+		case <-time.After(min(time.Duration(attempt+1)*time.Second, 10*time.Second)):
+		}
+	}
+}
+
+// nodeMembers is the zone's member list from a Node informer restricted to the
+// zone's label value.
+type nodeMembers struct {
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+	peerPort int
+}
+
+func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPort int) *nodeMembers {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{label: zoneName}.String()
+		}))
+	nodes := factory.Core().V1().Nodes()
+	return &nodeMembers{informer: nodes.Informer(), lister: nodes.Lister(), peerPort: peerPort}
+}
+
+func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
+
+// Candidates implements raftzone.MemberSource. Until the informer has synced it
+// says so, and raftzone then changes no membership.
+func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
+	if !m.informer.HasSynced() {
+		return nil, false
+	}
+	nodes, err := m.lister.List(labels.Everything())
+	if err != nil {
+		return nil, false
+	}
+	out := make([]raftzone.Candidate, 0, len(nodes))
+	for _, n := range nodes {
+		if _, cp := n.Labels[controlPlaneLabel]; cp {
+			continue
+		}
+		ip := internalIP(n)
+		if ip == "" {
+			continue
+		}
+		out = append(out, raftzone.Candidate{Node: n.Name, ProbeAddress: ip,
+			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort))})
+	}
+	slices.SortFunc(out, func(a, b raftzone.Candidate) int { return strings.Compare(a.Node, b.Node) })
+	return out, true
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
+			return a.Address
+		}
+	}
+	return ""
+}

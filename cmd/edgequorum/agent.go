@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/edgequorum/edgequorum/agent"
+	"github.com/edgequorum/edgequorum/probe"
+)
+
+func init() {
+	register(command{name: "agent", summary: "run the zone agent on an edge node (DaemonSet)", run: runAgent})
+}
+
+const agentUsage = `Runs on every edge node: probes the zone's peers, replicates signed reports
+through the zone's Raft group, and — on the elected leader only — writes
+verdicts to the Kubernetes API. Every duration below is a flag.`
+
+func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
+	cfg := agent.DefaultConfig()
+	r := &cfg.Raft
+	fs := newFlagSet("agent", agentUsage, stderr)
+	fs.StringVar(&r.Node, "node-name", "", "this node's name (required; DaemonSet: fieldRef spec.nodeName)")
+	fs.StringVar(&r.AdvertiseAddress, "advertise-address", "", "this node's IP that peers reach (required; DaemonSet: fieldRef status.hostIP)")
+	fs.StringVar(&r.BindAddress, "bind-address", "", "IP the zone port listens on (default: --advertise-address)")
+	fs.IntVar(&r.PeerPort, "peer-port", r.PeerPort, "zone port for Raft and the peer API (TLS 1.3 + zone-key proof), the same on every node")
+	fs.StringVar(&r.DataDir, "data-dir", "", "persistent state: Raft log, snapshots, replicated state (required; DaemonSet: hostPath /var/lib/edgequorum)")
+	fs.StringVar(&cfg.KeyFile, "key-file", "", "zone key file, one id:base64 line per key, first signs (required; a mounted Secret)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster config)")
+	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
+	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone and genesis Leases")
+	fs.StringVar(&cfg.StatusAddress, "status-address", cfg.StatusAddress, "host:port of the status server (/healthz, /readyz, /metrics, /v1/status)")
+	fs.IntVar(&r.Voters, "voters", r.Voters, "most Raft voters in a zone; odd")
+	fs.DurationVar(&r.ReportPeriod, "report-period", r.ReportPeriod, "how often a member reports when nothing changed")
+	fs.DurationVar(&r.VotePeriod, "vote-period", r.VotePeriod, "how often the leader recomputes verdicts")
+	fs.DurationVar(&r.VoteTimeout, "vote-timeout", r.VoteTimeout, "how fresh a member's last report must be for its votes to count")
+	fs.DurationVar(&r.MaxClockSkew, "max-clock-skew", r.MaxClockSkew, "largest accepted difference between a report's sent-at and the leader's clock")
+	fs.DurationVar(&r.DeadVoterTimeout, "dead-voter-timeout", r.DeadVoterTimeout, "how long a voter may look dead before a healthy nonvoter replaces it")
+	fs.DurationVar(&r.APIServerFailTimeout, "apiserver-fail-timeout", r.APIServerFailTimeout, "how long the leader may lose the apiserver before handing leadership to a voter that reaches it")
+	fs.DurationVar(&r.ReconcilePeriod, "reconcile-period", r.ReconcilePeriod, "how often the leader reconciles membership and voters")
+	fs.DurationVar(&r.JoinRetry, "join-retry", r.JoinRetry, "pause between join attempts of a member without a cluster")
+	fs.DurationVar(&r.BatchWindow, "report-batch-window", r.BatchWindow, "how long the leader gathers reports into one Raft entry")
+	fs.DurationVar(&r.HandshakeTimeout, "handshake-timeout", r.HandshakeTimeout, "bound on TLS and zone-key authentication of a zone connection")
+	fs.DurationVar(&r.RaftHeartbeatTimeout, "raft-heartbeat-timeout", r.RaftHeartbeatTimeout, "hashicorp/raft HeartbeatTimeout")
+	fs.DurationVar(&r.RaftElectionTimeout, "raft-election-timeout", r.RaftElectionTimeout, "hashicorp/raft ElectionTimeout")
+	fs.DurationVar(&r.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", r.RaftLeaderLeaseTimeout, "hashicorp/raft LeaderLeaseTimeout")
+	fs.DurationVar(&r.SnapshotInterval, "snapshot-interval", r.SnapshotInterval, "how often Raft checks whether to snapshot")
+	fs.Uint64Var(&r.SnapshotThreshold, "snapshot-threshold", r.SnapshotThreshold, "log entries between snapshots")
+	fs.DurationVar(&cfg.ZoneLeaseRenew, "zone-lease-renew", cfg.ZoneLeaseRenew, "zone Lease renewal period (leader only)")
+	fs.DurationVar(&cfg.APICheckPeriod, "apiserver-check-period", cfg.APICheckPeriod, "how often apiserver reachability is checked")
+	fs.DurationVar(&cfg.APITimeout, "apiserver-timeout", cfg.APITimeout, "bound on every Kubernetes API call")
+	fs.DurationVar(&cfg.TargetSyncPeriod, "target-sync-period", cfg.TargetSyncPeriod, "how often probe targets follow the member list")
+	var probes probe.SpecList
+	fs.Var(&probes, "probe", "probe run against every peer, repeatable, e.g. tcp:port=10250,weight=0.5,timeout=1s,period=2s,failure-threshold=3\n(default: agent:port=<peer-port>,weight=0.5 and kubelet:weight=0.5)")
+	fs.Float64Var(&cfg.ScoreLine, "score-line", cfg.ScoreLine, "weighted probe score (0-100) a peer needs to be judged OK")
+	logFlags := addLogFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg.Probes = probes
+	log, err := logFlags.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{err}
+	}
+	return agent.Run(ctx, cfg, log)
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func init() {
+	register(command{name: "status", summary: "show an agent's view of its zone", run: runStatus})
+}
+
+const statusUsage = `Asks an agent's status server for its view of the zone (or, with --leader,
+the leader's view) and prints it as a table or JSON.`
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", statusUsage, stderr)
+	addr := fs.String("address", "http://127.0.0.1:9471", "agent status server URL (its --status-address)")
+	leader := fs.Bool("leader", false, "show the zone leader's view, fetched through this agent")
+	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return usageErrorf("-o %q: want table or json", *output)
+	}
+	base := *addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	path := "/v1/status"
+	if *leader {
+		path += "/leader"
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+	if err != nil {
+		return usageErrorf("--address %q: %v", *addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask agent at %s: %w", *addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read agent status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("agent at %s answered %s: %s", *addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if *output == "json" {
+		_, err := stdout.Write(body)
+		return err
+	}
+	var st raftzone.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("decode agent status: %w", err)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st raftzone.Status) {
+	yes := map[bool]string{true: "yes", false: "no"}
+	lastWrite := "never"
+	if st.LastAPIWrite != nil {
+		lastWrite = st.At.Sub(*st.LastAPIWrite).Round(100*time.Millisecond).String() + " ago"
+	}
+	fmt.Fprintf(w, "node %s   zone %s   %s   term %d   leader %s\n", st.Node, st.Zone, st.State, st.Term, orDash(st.Leader))
+	fmt.Fprintf(w, "commit %d   applied %d   joined %s   ready %s   apiserver %s   last API write %s   pending writes %d\n\n",
+		st.CommitIndex, st.AppliedIndex, yes[st.Joined], yes[st.Ready], map[bool]string{true: "reachable", false: "unreachable"}[st.APIReachable], lastWrite, st.PendingWrites)
+	verdicts := map[string]zone.Verdict{}
+	for _, v := range st.Verdicts {
+		verdicts[v.Node] = v
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tROLE\tADDRESS\tLAST REPORT\tAPI\tVERDICT\tPROS/CONS\tTERM")
+	for _, m := range st.Members {
+		age := "-"
+		if m.LastReportAgeSeconds != nil {
+			age = (time.Duration(*m.LastReportAgeSeconds * float64(time.Second))).Round(100*time.Millisecond).String()
+		}
+		v, ok := verdicts[m.Node]
+		state, pc, term := "-", "-", "-"
+		if ok {
+			state, pc, term = string(v.State), fmt.Sprintf("%d/%d", v.Pros, v.Cons), fmt.Sprint(v.Term)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(m.Suffrage), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
