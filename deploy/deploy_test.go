@@ -1,0 +1,95 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+)
+
+func kinds(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		out[o.GetKind()+"/"+o.GetName()] = o
+	}
+	return out
+}
+
+func TestAgentManifestRenders(t *testing.T) {
+	objs, err := Render(Dir("agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kinds(objs)
+	for _, want := range []string{"Namespace/edgequorum-system", "ServiceAccount/edgequorum-agent",
+		"ClusterRole/edgequorum-agent", "ClusterRoleBinding/edgequorum-agent", "Role/edgequorum-agent",
+		"RoleBinding/edgequorum-agent", "DaemonSet/edgequorum-agent"} {
+		if k[want] == nil {
+			t.Errorf("rendered agent lacks %s", want)
+		}
+	}
+	ds := k["DaemonSet/edgequorum-agent"]
+	if ds == nil {
+		t.FailNow()
+	}
+	spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+	if spec["hostNetwork"] != true || spec["priorityClassName"] != "system-node-critical" {
+		t.Errorf("DaemonSet pod spec: hostNetwork=%v priority=%v", spec["hostNetwork"], spec["priorityClassName"])
+	}
+	tol, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "tolerations")
+	if len(tol) != 1 || tol[0].(map[string]any)["operator"] != "Exists" {
+		t.Errorf("DaemonSet must tolerate every taint, has %v", tol)
+	}
+	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
+	foundState := false
+	for _, v := range vols {
+		hp, ok := v.(map[string]any)["hostPath"].(map[string]any)
+		if ok && hp["path"] == "/var/lib/edgequorum" && hp["type"] == "DirectoryOrCreate" {
+			foundState = true
+		}
+	}
+	if !foundState {
+		t.Error("DaemonSet lacks the hostPath /var/lib/edgequorum DirectoryOrCreate volume")
+	}
+	rules, _, _ := unstructured.NestedSlice(k["ClusterRole/edgequorum-agent"].Object, "rules")
+	if len(rules) != 1 {
+		t.Errorf("agent ClusterRole must hold one rule (nodes), has %d", len(rules))
+	}
+}
+
+// TestManifestsServerSideDryRun creates every rendered object on a real
+// apiserver with server-side dry run, so schema errors surface here rather than
+// at an operator's `kubectl apply`.
+func TestManifestsServerSideDryRun(t *testing.T) {
+	testcluster.RequireBinaries(t)
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+	for _, dir := range []string{"agent", "webhook"} {
+		if _, err := os.Stat(Dir(dir)); err != nil {
+			t.Fatalf("deploy/%s: %v", dir, err)
+		}
+		objs, err := Render(Dir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The namespace must exist for namespaced objects to be dry-run.
+		var ns, rest []*unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == "Namespace" {
+				ns = append(ns, o)
+			} else {
+				rest = append(rest, o)
+			}
+		}
+		if err := Apply(ctx, c.RESTConfig(), ns, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := Apply(ctx, c.RESTConfig(), rest, true); err != nil {
+			t.Fatalf("deploy/%s: %v", dir, err)
+		}
+		t.Logf("deploy/%s: %d objects pass server-side dry run", dir, len(objs))
+	}
+}
