@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// TestAgentZone runs a zone of five agents (default timings) next to a cloud
+// node on the real control plane: one leader, five healthy annotations written
+// once each; a dead node judged unhealthy; a dead leader replaced without any
+// survivor's annotation flipping; and the apiserver writes counted from the
+// audit log.
+func TestAgentZone(t *testing.T) {
+	c, z := startZone(t, testcluster.Options{}, zonerun.Options{Zone: "edge-a", Nodes: 5})
+	ctx := context.Background()
+	client := c.Client()
+	all := names(z)
+
+	healthy := map[string]zone.State{}
+	for _, n := range all {
+		healthy[n] = zone.Healthy
+	}
+	took := waitStates(t, client, 2*time.Minute, healthy)
+	t.Logf("zone of 5 formed and wrote five healthy verdicts in %s", took.Round(100*time.Millisecond))
+
+	var leader *zonerun.Agent
+	eventually(t, 30*time.Second, "one leader", func() (bool, string) {
+		l, err := z.Leader(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		leader = l
+		return true, ""
+	})
+	eventually(t, 30*time.Second, "zone lease held by the leader", func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, "") == leader.Name, "holder " + ptr.Deref(l.Spec.HolderIdentity, "")
+	})
+
+	// `edgequorum status` shows the live zone.
+	status := runStatus(t, z, leader)
+	for _, n := range all {
+		if !strings.Contains(status, n) {
+			t.Errorf("status table lacks %s:\n%s", n, status)
+		}
+	}
+	if !strings.Contains(status, "Leader") || strings.Count(status, "healthy") < 5 {
+		t.Errorf("status table does not show a led, healthy zone:\n%s", status)
+	}
+
+	// A node dies: agent and kubelet listener.
+	var victim *zonerun.Agent
+	for _, a := range z.Agents() {
+		if a != leader {
+			victim = a
+			break
+		}
+	}
+	killedAt := time.Now()
+	victim.Kill()
+	victim.Kubelet.Kill()
+	waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
+	t.Logf("dead node %s judged unhealthy %s after it died (KCM's default grace is 50s)", victim.Name, time.Since(killedAt).Round(100*time.Millisecond))
+
+	// The leader dies: a new one renews the zone Lease; no survivor flips.
+	before, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderKilled := time.Now()
+	leader.Kill()
+	leader.Kubelet.Kill()
+	var newHolder string
+	took = eventually(t, time.Minute, "a new leader renews the zone lease", func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		newHolder = ptr.Deref(l.Spec.HolderIdentity, "")
+		return newHolder != leader.Name && l.Spec.RenewTime.After(before.Spec.RenewTime.Time), "holder " + newHolder
+	})
+	t.Logf("new leader %s renewed the zone lease %s after the old leader died", newHolder, took.Round(100*time.Millisecond))
+	waitStates(t, client, 2*time.Minute, map[string]zone.State{leader.Name: zone.Unhealthy})
+	t.Logf("dead leader judged unhealthy %s after it died", time.Since(leaderKilled).Round(100*time.Millisecond))
+
+	// Writes: exactly one node patch per verdict change (5 healthy, 2
+	// unhealthy), and nothing else on nodes; Leases only the zone's.
+	writes := agentWrites(t, c)
+	perNode := map[string]int{}
+	for _, e := range writes["nodes"] {
+		if e.Verb != "patch" {
+			t.Errorf("agent %s node %s", e.Verb, e.ObjectRef.Name)
+		}
+		perNode[e.ObjectRef.Name]++
+	}
+	for _, n := range all {
+		want := 1
+		if n == victim.Name || n == leader.Name {
+			want = 2
+		}
+		if perNode[n] != want {
+			t.Errorf("node %s: %d verdict writes, want %d (one per change)", n, perNode[n], want)
+		}
+	}
+	for _, n := range all {
+		if n == victim.Name || n == leader.Name {
+			continue
+		}
+		if a, _ := annotation(t, client, n); a.State != zone.Healthy {
+			t.Errorf("survivor %s flipped to %s", n, a.State)
+		}
+	}
+	leaseWrites := 0
+	for _, e := range writes["leases"] {
+		if e.ObjectRef.Name != zone.LeaseName("edge-a") && e.ObjectRef.Name != zone.GenesisLeaseName("edge-a") {
+			t.Errorf("agent wrote lease %s", e.ObjectRef.Name)
+		}
+		leaseWrites++
+	}
+	for res := range writes {
+		if res != "nodes" && res != "leases" {
+			t.Errorf("agents wrote %s", res)
+		}
+	}
+	t.Logf("agent writes: %d node patches for 7 verdict changes, %d lease writes", len(writes["nodes"]), leaseWrites)
+}
+
+func runStatus(t *testing.T, z *zonerun.Zone, a *zonerun.Agent) string {
+	t.Helper()
+	bin := z.Binary()
+	out, err := exec.Command(bin, "status", "--address", a.StatusAddress()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("edgequorum status: %v\n%s", err, out)
+	}
+	t.Logf("edgequorum status:\n%s", out)
+	return string(out)
+}

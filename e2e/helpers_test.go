@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// eventually polls cond every 100 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for {
+		ok, detail := cond()
+		if ok {
+			return time.Since(start)
+		}
+		last = detail
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func annotation(t *testing.T, c kubernetes.Interface, node string) (zone.Annotation, bool) {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return zone.Annotation{}, false
+	}
+	raw, ok := n.Annotations[zone.AnnotationKey]
+	if !ok {
+		return zone.Annotation{}, false
+	}
+	a, err := zone.ParseAnnotation(raw)
+	if err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	return a, true
+}
+
+// waitStates waits until every named node's annotation has the wanted state.
+func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, want map[string]zone.State) time.Duration {
+	t.Helper()
+	return eventually(t, timeout, fmt.Sprintf("annotations %v", want), func() (bool, string) {
+		for node, st := range want {
+			a, ok := annotation(t, c, node)
+			if !ok || a.State != st {
+				return false, fmt.Sprintf("%s: %q", node, a.State)
+			}
+		}
+		return true, ""
+	})
+}
+
+// startZone starts a control plane (auditing writes) and a zone of agents; on
+// failure the agents' log tails go to the test log.
+func startZone(t *testing.T, opts testcluster.Options, zopts zonerun.Options) (*testcluster.Cluster, *zonerun.Zone) {
+	t.Helper()
+	testcluster.RequireBinaries(t)
+	if opts.AuditPolicy == "" {
+		opts.AuditPolicy = testcluster.WriteAuditPolicy
+	}
+	c := testcluster.StartT(t, opts)
+	if zopts.Dir == "" {
+		zopts.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	z, err := zonerun.Start(ctx, c, zopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		z.Stop()
+		if t.Failed() {
+			for _, a := range z.Agents() {
+				t.Logf("---- agent %s (last 6 KiB) ----\n%s", a.Name, a.LogTail(6<<10))
+			}
+		}
+	})
+	return c, z
+}
+
+// agentWrites returns the successful writes the agents made, by resource.
+func agentWrites(t *testing.T, c *testcluster.Cluster) map[string][]testcluster.AuditEvent {
+	t.Helper()
+	events, err := c.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]testcluster.AuditEvent{}
+	for _, e := range events {
+		if e.User.Username != zonerun.AgentUser || e.ObjectRef == nil || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		out[e.ObjectRef.Resource] = append(out[e.ObjectRef.Resource], e)
+	}
+	return out
+}
+
+func names(z *zonerun.Zone) []string {
+	var out []string
+	for _, a := range z.Agents() {
+		out = append(out, a.Name)
+	}
+	return out
+}

@@ -1,0 +1,364 @@
+package zonerun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/raftzone"
+)
+
+// Ports every agent uses on its own loopback IP.
+const (
+	PeerPort   = 9470
+	StatusPort = 9471
+)
+
+// AgentUser is the identity agents run as: the ServiceAccount deploy/agent binds.
+const AgentUser = "system:serviceaccount:edgequorum-system:edgequorum-agent"
+
+// Options describe a zone to run.
+type Options struct {
+	// Zone is the zone label value.
+	Zone string
+	// Nodes is how many edge nodes (fake kubelet + agent) the zone has.
+	Nodes int
+	// NodePrefix names nodes <prefix>-1..N; default Zone.
+	NodePrefix string
+	// Binary is the edgequorum binary; default <bin dir>/edgequorum.
+	Binary string
+	// Dir holds data dirs, logs and the key file.
+	Dir string
+	// AgentArgs are extra flags for every agent (e.g. shorter timers).
+	AgentArgs []string
+}
+
+// Zone is a running zone.
+type Zone struct {
+	opts       Options
+	cluster    *testcluster.Cluster
+	keyFile    string
+	kubeconfig string
+	mu         sync.Mutex
+	agents     []*Agent
+}
+
+// Start applies deploy/agent (namespace and RBAC), writes a zone key, adds the
+// zone's nodes and starts one agent per node.
+func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, error) {
+	if opts.Zone == "" || opts.Nodes < 1 || opts.Dir == "" {
+		return nil, errors.New("zonerun: Zone, Nodes and Dir are required")
+	}
+	if opts.NodePrefix == "" {
+		opts.NodePrefix = opts.Zone
+	}
+	if opts.Binary == "" {
+		bin, err := testcluster.FindBinDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.Binary = filepath.Join(bin, "edgequorum")
+	}
+	if _, err := os.Stat(opts.Binary); err != nil {
+		return nil, fmt.Errorf("zonerun: agent binary (run `make build`): %w", err)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	z := &Zone{opts: opts, cluster: c}
+	if err := InstallAgentRBAC(ctx, c); err != nil {
+		return nil, err
+	}
+	kc, err := AgentKubeconfig(c, filepath.Join(opts.Dir, "agent.kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	z.kubeconfig = kc
+	line, err := raftzone.GenerateKeyLine("k1")
+	if err != nil {
+		return nil, err
+	}
+	z.keyFile = filepath.Join(opts.Dir, "zone.key")
+	if err := os.WriteFile(z.keyFile, []byte(line+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= opts.Nodes; i++ {
+		name := fmt.Sprintf("%s-%d", opts.NodePrefix, i)
+		k, err := c.AddNode(ctx, testcluster.NodeOptions{Name: name, Zone: opts.Zone})
+		if err != nil {
+			z.Stop()
+			return nil, err
+		}
+		a := &Agent{zone: z, Kubelet: k, Name: name, IP: k.IP().String(),
+			DataDir: filepath.Join(opts.Dir, name, "data"), LogPath: filepath.Join(opts.Dir, name, "agent.log")}
+		z.agents = append(z.agents, a)
+	}
+	for _, a := range z.agents {
+		if err := a.Start(); err != nil {
+			z.Stop()
+			return nil, err
+		}
+	}
+	return z, nil
+}
+
+// InstallAgentRBAC creates the Namespace, ServiceAccount and RBAC of
+// deploy/agent (not the DaemonSet: agents run as local processes here).
+func InstallAgentRBAC(ctx context.Context, c *testcluster.Cluster) error {
+	objs, err := deploy.Render(deploy.Dir("agent"))
+	if err != nil {
+		return err
+	}
+	var keep = objs[:0]
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			keep = append(keep, o)
+		}
+	}
+	return deploy.Apply(ctx, c.RESTConfig(), keep, false)
+}
+
+// AgentKubeconfig writes a kubeconfig that authenticates as AgentUser.
+func AgentKubeconfig(c *testcluster.Cluster, path string) (string, error) {
+	cfg, err := c.UserConfig(AgentUser, "system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated")
+	if err != nil {
+		return "", err
+	}
+	return path, WriteKubeconfig(cfg, path)
+}
+
+// WriteKubeconfig writes cfg (certificate auth) as a kubeconfig file.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "user"}
+	kc.CurrentContext = "local"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// Agents returns the zone's agents in node order.
+func (z *Zone) Agents() []*Agent {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return append([]*Agent(nil), z.agents...)
+}
+
+// Agent returns the agent of the named node.
+func (z *Zone) Agent(name string) *Agent {
+	for _, a := range z.Agents() {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// KeyFile is the zone key every agent uses.
+func (z *Zone) KeyFile() string { return z.keyFile }
+
+// Leader asks every running agent and returns the one that says it leads and
+// that the others follow.
+func (z *Zone) Leader(ctx context.Context) (*Agent, error) {
+	var leader *Agent
+	for _, a := range z.Agents() {
+		if !a.Running() {
+			continue
+		}
+		st, err := a.Status(ctx)
+		if err != nil {
+			continue
+		}
+		if st.State == "Leader" && st.Leader == a.Name {
+			if leader != nil {
+				return nil, fmt.Errorf("two agents lead: %s and %s", leader.Name, a.Name)
+			}
+			leader = a
+		}
+	}
+	if leader == nil {
+		return nil, errors.New("no agent leads")
+	}
+	return leader, nil
+}
+
+// Stop stops every agent (SIGTERM, then SIGKILL).
+func (z *Zone) Stop() {
+	for _, a := range z.Agents() {
+		a.Stop()
+	}
+}
+
+// Agent is one edge node: its fake kubelet and its agent process.
+type Agent struct {
+	zone    *Zone
+	Kubelet *testcluster.Kubelet
+	Name    string
+	IP      string
+	DataDir string
+	LogPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StatusAddress is host:port of the agent's status server.
+func (a *Agent) StatusAddress() string { return net.JoinHostPort(a.IP, strconv.Itoa(StatusPort)) }
+
+// Args are the agent's command-line flags.
+func (a *Agent) Args() []string {
+	args := []string{"agent",
+		"--node-name=" + a.Name,
+		"--advertise-address=" + a.IP,
+		"--data-dir=" + a.DataDir,
+		"--key-file=" + a.zone.keyFile,
+		"--kubeconfig=" + a.zone.kubeconfig,
+		"--status-address=" + a.StatusAddress(),
+		"--peer-port=" + strconv.Itoa(PeerPort),
+		"--log-level=debug",
+	}
+	return append(args, a.zone.opts.AgentArgs...)
+}
+
+// Start starts the agent process (its data dir survives restarts).
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil {
+		return fmt.Errorf("agent %s already running", a.Name)
+	}
+	if err := os.MkdirAll(filepath.Dir(a.LogPath), 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(a.zone.opts.Binary, a.Args()...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, and killed by the kernel if we die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start agent %s: %w", a.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(done) }()
+	a.cmd, a.done = cmd, done
+	return nil
+}
+
+// Running reports whether the agent process is alive.
+func (a *Agent) Running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return false
+	}
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop asks the agent to stop (SIGTERM) and kills it after 10 s.
+func (a *Agent) Stop() { a.signal(syscall.SIGTERM, 10*time.Second) }
+
+// Kill kills the agent with SIGKILL, like a node losing power.
+func (a *Agent) Kill() { a.signal(syscall.SIGKILL, 0) }
+
+func (a *Agent) signal(sig syscall.Signal, grace time.Duration) {
+	a.mu.Lock()
+	cmd, done := a.cmd, a.done
+	a.cmd = nil
+	a.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, sig)
+	if grace > 0 {
+		select {
+		case <-done:
+			return
+		case <-time.After(grace):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	<-done
+}
+
+// Status fetches the agent's /v1/status.
+func (a *Agent) Status(ctx context.Context) (raftzone.Status, error) {
+	return a.fetch(ctx, "/v1/status")
+}
+
+// LeaderStatus fetches /v1/status/leader through this agent.
+func (a *Agent) LeaderStatus(ctx context.Context) (raftzone.Status, error) {
+	return a.fetch(ctx, "/v1/status/leader")
+}
+
+func (a *Agent) fetch(ctx context.Context, path string) (raftzone.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.StatusAddress()+path, nil)
+	if err != nil {
+		return raftzone.Status{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return raftzone.Status{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return raftzone.Status{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return raftzone.Status{}, fmt.Errorf("%s%s: %s: %s", a.StatusAddress(), path, resp.Status, body)
+	}
+	var st raftzone.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return raftzone.Status{}, err
+	}
+	return st, nil
+}
+
+// LogTail returns the last n bytes of the agent's log.
+func (a *Agent) LogTail(n int64) string {
+	f, err := os.Open(a.LogPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// Binary is the edgequorum binary the agents run.
+func (z *Zone) Binary() string { return z.opts.Binary }
