@@ -6,6 +6,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // in one process (tests, benchmarks) never collide in a registry.
 type metrics struct {
 	handshakeFailures *prometheus.CounterVec
+	bytes             *prometheus.CounterVec
+	rpcs              *prometheus.CounterVec
+	peerRequests      *prometheus.CounterVec
 	reportsRejected   *prometheus.CounterVec
 	reportsAccepted   prometheus.Counter
 	reportsSent       *prometheus.CounterVec
@@ -24,6 +27,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_transport_handshake_failures_total",
 			Help: "Zone-port connections closed before authentication completed, by reason.",
 		}, []string{"reason"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_bytes_total",
+			Help: "Bytes this member sent and received on the zone port (Raft and peer API, TLS included).",
+		}, []string{"direction"}),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_raft_rpcs_sent_total",
+			Help: "Raft RPCs this member sent, by type.",
+		}, []string{"type"}),
+		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_peer_requests_total",
+			Help: "Peer-API requests this member sent (out) and served (in).",
+		}, []string{"direction"}),
 		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_reports_rejected_total",
 			Help: "Reports the leader refused, by reason.",
@@ -67,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.handshakeFailures, m.reportsRejected, m.reportsAccepted, m.reportsSent,
+		reg.MustRegister(m.handshakeFailures, m.bytes, m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.membershipChanges,
 			m.isLeader, m.term, m.members)
 	}

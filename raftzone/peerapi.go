@@ -46,6 +46,12 @@ type errorBody struct {
 
 func (s *Server) peerRouter() http.Handler {
 	r := mux.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			s.metrics.peerRequests.WithLabelValues("in").Inc()
+			next.ServeHTTP(w, req)
+		})
+	})
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet)
@@ -116,6 +122,7 @@ func (s *Server) callPeer(ctx context.Context, address, path string, in, out any
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	s.metrics.peerRequests.WithLabelValues("out").Inc()
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return err

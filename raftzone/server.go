@@ -54,7 +54,7 @@ type Server struct {
 	net       *secureNet
 	client    *http.Client
 	raft      *raft.Raft
-	transport *raft.NetworkTransport
+	transport *countingTransport
 	boltStore *raftboltdb.BoltStore
 	intake    *intake
 
@@ -287,7 +287,7 @@ func (s *Server) startRaft() error {
 		applied, _ := s.store.AppliedIndex()
 		rc.NoSnapshotRestoreOnStart = applied >= metas[0].Index
 	}
-	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: addressBook{s},
 		Logger:                rc.Logger,
 		Stream:                &streamLayer{channelListener: s.net.raft, sn: s.net},
@@ -297,6 +297,7 @@ func (s *Server) startRaft() error {
 		MaxRPCsInFlight: 1,
 		Timeout:         10 * time.Second,
 	})
+	s.transport = &countingTransport{NetworkTransport: nt, rpcs: s.metrics.rpcs}
 	r, err := raft.NewRaft(rc, s.store, logs, bs, snaps, s.transport)
 	if err != nil {
 		s.transport.Close()

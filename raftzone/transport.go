@@ -88,7 +88,7 @@ func (s *secureNet) listen(bind string) error {
 	if err != nil {
 		return fmt.Errorf("listen on zone port %s: %w", bind, err)
 	}
-	s.listener = l
+	s.listener = countingListener{Listener: l, m: s.metrics}
 	addr := l.Addr()
 	s.raft = newChannelListener(addr)
 	s.peerAPI = newChannelListener(addr)
@@ -215,6 +215,7 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	if err != nil {
 		return nil, fmt.Errorf("dial zone peer %s: %w", address, err)
 	}
+	raw = s.metrics.count(raw)
 	dl, _ := ctx.Deadline()
 	raw.SetDeadline(dl)
 	tc := tls.Client(raw, &tls.Config{

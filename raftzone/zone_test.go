@@ -584,3 +584,23 @@ func TestLostRaftLogDiscardsStaleState(t *testing.T) {
 		return fmt.Sprint(mine) == fmt.Sprint(theirs), fmt.Sprintf("%d vs %d members", len(mine), len(theirs))
 	})
 }
+
+func TestTrafficIsCounted(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(30*time.Second, 3)
+	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	if got := testutil.ToFloat64(l.srv.metrics.rpcs.WithLabelValues("heartbeat")); got == 0 {
+		t.Error("leader counted no heartbeats")
+	}
+	for _, n := range z.running() {
+		sent := testutil.ToFloat64(n.srv.metrics.bytes.WithLabelValues("sent"))
+		recv := testutil.ToFloat64(n.srv.metrics.bytes.WithLabelValues("received"))
+		host := z.fabric.Host(n.ip).Counters()
+		// The member's own count and the fabric's agree to within what is in
+		// flight: both count every byte on the zone port.
+		if sent == 0 || recv == 0 || sent > float64(host.BytesSent)*1.1+4096 || float64(host.BytesSent) > sent*1.1+4096 {
+			t.Errorf("%s counted %v sent / %v received; fabric saw %d sent", n.name, sent, recv, host.BytesSent)
+		}
+	}
+}
