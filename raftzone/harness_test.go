@@ -84,7 +84,7 @@ func (l *memberList) Candidates() ([]Candidate, bool) {
 func (l *memberList) set(cs []Candidate, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cands, l.ok = cs, ok
+	l.cands, l.ok = slices.Clone(cs), ok
 }
 
 type apiFlag struct{ down atomic.Bool }

@@ -198,28 +198,19 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) error {
 			delete(cfg, id)
 		}
 	}
+	// A changed address needs no configuration change: the transport resolves
+	// every server ID through the member list (addressBook). Rewriting the
+	// address in the configuration would also race in hashicorp/raft v1.7.3
+	// (the replication goroutine reads the peer without its lock).
 	for _, m := range members {
-		srv, ok := cfg[m.ServerID]
-		switch {
-		case !ok:
-			if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-				return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
-			}
-			s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
-			cfg[m.ServerID] = raft.Server{ID: raft.ServerID(m.ServerID), Address: raft.ServerAddress(m.RaftAddress), Suffrage: raft.Nonvoter}
-		case string(srv.Address) != m.RaftAddress:
-			// Re-adding with the same ID and suffrage updates the address.
-			add := s.raft.AddNonvoter
-			if srv.Suffrage == raft.Voter {
-				add = s.raft.AddVoter
-			}
-			if err := add(srv.ID, raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-				return fmt.Errorf("update address of %s: %w", m.Node, err)
-			}
-			s.metrics.membershipChanges.WithLabelValues("address").Inc()
-			srv.Address = raft.ServerAddress(m.RaftAddress)
-			cfg[m.ServerID] = srv
+		if _, ok := cfg[m.ServerID]; ok {
+			continue
 		}
+		if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
+		cfg[m.ServerID] = raft.Server{ID: raft.ServerID(m.ServerID), Address: raft.ServerAddress(m.RaftAddress), Suffrage: raft.Nonvoter}
 	}
 	if err := s.balanceVoters(ctx, p, members, cfg); err != nil {
 		return err

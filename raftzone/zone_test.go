@@ -495,9 +495,8 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	z.start(mover.name)
 	l := z.waitConverged(30*time.Second, 3)
 	eventually(t, 30*time.Second, "moved member followed at its new address", func() (bool, string) {
-		cfg, _ := l.srv.configuration()
-		if got := cfg[mover.srv.ServerID()].Address; got != raft.ServerAddress(mover.ip+":9470") {
-			return false, fmt.Sprintf("configuration address %s", got)
+		if got, _ := (addressBook{l.srv}).ServerAddr(raft.ServerID(mover.srv.ServerID())); got != raft.ServerAddress(mover.ip+":9470") {
+			return false, fmt.Sprintf("transport resolves it to %s", got)
 		}
 		m, _ := l.srv.store.Member(mover.name)
 		if m.RaftAddress != mover.ip+":9470" {
