@@ -91,8 +91,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Probes leave from the advertise address, like all zone traffic.
+	probeDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)}}
 	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: srv.HTTPClient(),
-		Registerer: reg, Logger: log.With("component", "probe")})
+		Dial: probeDialer.DialContext, Registerer: reg, Logger: log.With("component", "probe")})
 	if err != nil {
 		return fmt.Errorf("--probe: %w", err)
 	}

@@ -18,10 +18,11 @@ import (
 type grpcProber struct {
 	port    string
 	service string
+	dial    func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-func newGRPCProber(s Spec) *grpcProber {
-	return &grpcProber{port: strconv.Itoa(s.Port), service: s.Service}
+func newGRPCProber(s Spec, dial func(ctx context.Context, network, address string) (net.Conn, error)) *grpcProber {
+	return &grpcProber{port: strconv.Itoa(s.Port), service: s.Service, dial: dial}
 }
 
 func (p *grpcProber) Probe(ctx context.Context, host string) (Result, error) {
@@ -35,6 +36,7 @@ func (p *grpcProber) Probe(ctx context.Context, host string) (Result, error) {
 	// dialer as is, without a resolver of its own.
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return p.dial(ctx, "tcp", a) }),
 		grpc.WithUserAgent(userAgent))
 	if err != nil {
 		return Unknown, fmt.Errorf("grpc probe: %w", err)

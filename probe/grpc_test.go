@@ -61,7 +61,7 @@ func TestGRPCProber(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, tt.spec), nil)
+			p, err := NewProber(mustParse(t, tt.spec), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -59,10 +59,10 @@ func newHTTPProber(s Spec, client *http.Client) *httpProber {
 // off so that every probe measures a fresh connection and a removed target leaves
 // no idle connection (or goroutine) behind; proxies are ignored because a probe
 // through a proxy says nothing about the path between two zone members.
-func newHTTPTransport(insecureSkipVerify bool) *http.Transport {
+func newHTTPTransport(insecureSkipVerify bool, dial func(ctx context.Context, network, address string) (net.Conn, error)) *http.Transport {
 	return &http.Transport{
 		Proxy:              nil,
-		DialContext:        (&net.Dialer{}).DialContext,
+		DialContext:        dial,
 		TLSClientConfig:    &tls.Config{InsecureSkipVerify: insecureSkipVerify, MinVersion: tls.VersionTLS12},
 		DisableKeepAlives:  true,
 		DisableCompression: true,

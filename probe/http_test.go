@@ -99,7 +99,7 @@ func TestHTTPProberStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Itoa(tt.code), func(t *testing.T) {
-			p, err := NewProber(mustParse(t, "http:port="+port+",path=/status?code="+strconv.Itoa(tt.code)), nil)
+			p, err := NewProber(mustParse(t, "http:port="+port+",path=/status?code="+strconv.Itoa(tt.code)), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestHTTPProberRedirects(t *testing.T) {
 			for path := range tt.wantHits {
 				before[path] = rec.hits(path)
 			}
-			p, err := NewProber(mustParse(t, "http:port="+port+",path="+tt.path), nil)
+			p, err := NewProber(mustParse(t, "http:port="+port+",path="+tt.path), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestHTTPProberHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, "http:port="+port+",path=/healthz"+tt.headers), nil)
+			p, err := NewProber(mustParse(t, "http:port="+port+",path=/healthz"+tt.headers), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func TestHTTPSProber(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, tt.spec), nil)
+			p, err := NewProber(mustParse(t, tt.spec), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestHTTPProberTimeout(t *testing.T) {
 	port := strconv.Itoa(hangingListener(t))
 	for _, kind := range []string{"http", "https"} {
 		t.Run(kind, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, kind+":port="+port), nil)
+			p, err := NewProber(mustParse(t, kind+":port="+port), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +245,7 @@ func TestHTTPProberTimeout(t *testing.T) {
 }
 
 func TestHTTPProberUnknown(t *testing.T) {
-	p, err := NewProber(Spec{Kind: KindHTTP, Port: closedPort(t)}, nil)
+	p, err := NewProber(Spec{Kind: KindHTTP, Port: closedPort(t)}, ProberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestAgentProber(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, tt.spec), client)
+			p, err := NewProber(mustParse(t, tt.spec), ProberOptions{AgentClient: client})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestAgentProber(t *testing.T) {
 	if client.CheckRedirect != nil {
 		t.Error("NewProber changed the caller's client")
 	}
-	if _, err := NewProber(mustParse(t, "agent"), nil); !errors.Is(err, ErrNoAgentTransport) {
+	if _, err := NewProber(mustParse(t, "agent"), ProberOptions{}); !errors.Is(err, ErrNoAgentTransport) {
 		t.Errorf("NewProber(agent, nil client) = %v, want ErrNoAgentTransport", err)
 	}
 }

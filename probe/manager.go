@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ type Config struct {
 	// AgentProber, if set, runs agent probes instead of an HTTP GET through
 	// AgentClient; set one of the two, not both.
 	AgentProber Prober
+	// Dial opens probe connections (see ProberOptions.Dial); nil means a
+	// plain net.Dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Registerer receives the probe metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// Clock schedules probes and measures their latency. Nil means the real
@@ -187,7 +191,7 @@ func New(cfg Config) (*Manager, error) {
 		var p Prober
 		if s.Kind == KindAgent && cfg.AgentProber != nil {
 			p = cfg.AgentProber
-		} else if p, err = NewProber(s, cfg.AgentClient); err != nil {
+		} else if p, err = NewProber(s, ProberOptions{AgentClient: cfg.AgentClient, Dial: cfg.Dial}); err != nil {
 			return nil, fmt.Errorf("probe: Config.Specs[%d]: %w", i, err)
 		}
 		m.probers = append(m.probers, p)

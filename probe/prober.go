@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 )
@@ -58,21 +59,37 @@ func checkHost(host string) error {
 	return nil
 }
 
-// NewProber returns the Prober for s. agentClient is the HTTP client whose
+// ProberOptions are what a prober needs from its caller besides the spec.
+type ProberOptions struct {
+	// AgentClient reaches peers' agents; required for kind agent.
+	AgentClient *http.Client
+	// Dial opens the probe connections of the tcp, kubelet, http(s) and grpc
+	// kinds. Nil means a plain net.Dialer. The agent binds it to its
+	// advertise address so a probe leaves from the node's own IP, as the
+	// zone's real traffic does (and firewall rules see it that way).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// NewProber returns the Prober for s. opts.AgentClient is the HTTP client whose
 // Transport reaches peers' agents over their authenticated connection; it is
 // needed only for KindAgent and ignored otherwise.
-func NewProber(s Spec, agentClient *http.Client) (Prober, error) {
+func NewProber(s Spec, opts ProberOptions) (Prober, error) {
+	agentClient := opts.AgentClient
+	dial := opts.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	s = s.withDefaults()
 	switch s.Kind {
 	case KindTCP, KindKubelet:
-		return newTCPProber(s), nil
+		return newTCPProber(s, dial), nil
 	case KindHTTP, KindHTTPS:
-		return newHTTPProber(s, &http.Client{Transport: newHTTPTransport(s.InsecureSkipVerify)}), nil
+		return newHTTPProber(s, &http.Client{Transport: newHTTPTransport(s.InsecureSkipVerify, dial)}), nil
 	case KindGRPC:
-		return newGRPCProber(s), nil
+		return newGRPCProber(s, dial), nil
 	case KindAgent:
 		if agentClient == nil {
 			return nil, fmt.Errorf("probe %s: %w", s, ErrNoAgentTransport)

@@ -10,19 +10,19 @@ import (
 // tcpProber succeeds when a TCP connection opens, like the kubelet's TCP probe:
 // it proves the peer's kernel and the listening process are alive, nothing more.
 type tcpProber struct {
-	port   string
-	dialer net.Dialer
+	port string
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-func newTCPProber(s Spec) *tcpProber {
-	return &tcpProber{port: strconv.Itoa(s.Port)}
+func newTCPProber(s Spec, dial func(ctx context.Context, network, address string) (net.Conn, error)) *tcpProber {
+	return &tcpProber{port: strconv.Itoa(s.Port), dial: dial}
 }
 
 func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
 	if err := checkHost(host); err != nil {
 		return Unknown, err
 	}
-	conn, err := p.dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, p.port))
+	conn, err := p.dial(ctx, "tcp", net.JoinHostPort(host, p.port))
 	if err != nil {
 		// Refused, unreachable and timed out all mean the same to a
 		// health probe.

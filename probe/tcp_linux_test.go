@@ -48,7 +48,7 @@ func fullBacklogPort(t *testing.T) int {
 // kernel drops our SYN and the connect hangs until the probe's timeout.
 func TestTCPProberTimeout(t *testing.T) {
 	port := fullBacklogPort(t)
-	p, err := NewProber(Spec{Kind: KindTCP, Port: port}, nil)
+	p, err := NewProber(Spec{Kind: KindTCP, Port: port}, ProberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

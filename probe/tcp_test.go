@@ -1,6 +1,9 @@
 package probe
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ func TestTCPProber(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewProber(mustParse(t, tt.spec), nil)
+			p, err := NewProber(mustParse(t, tt.spec), ProberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,11 +41,48 @@ func TestTCPProber(t *testing.T) {
 }
 
 func TestKubeletDefaultPort(t *testing.T) {
-	p, err := NewProber(Spec{Kind: KindKubelet}, nil)
+	p, err := NewProber(Spec{Kind: KindKubelet}, ProberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := p.(*tcpProber).port; got != "10250" {
 		t.Fatalf("kubelet probe port = %s, want 10250", got)
+	}
+}
+
+// TestProbesUseTheInjectedDialer shows probes leave from the address the
+// caller chose (the agent binds its advertise address), for every kind that
+// dials itself.
+func TestProbesUseTheInjectedDialer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	from := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			from <- host
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}}
+	for _, spec := range []string{"tcp:port=%d", "http:port=%d"} {
+		p, err := NewProber(mustParse(t, fmt.Sprintf(spec, port)), ProberOptions{Dial: d.DialContext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		p.Probe(ctx, "127.0.0.1")
+		cancel()
+		if got := <-from; got != "127.0.0.7" {
+			t.Errorf("%s probe left from %s, want 127.0.0.7", spec, got)
+		}
 	}
 }
