@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// nftPartition cuts every packet between the two groups of loopback IPs with an
+// nftables table of its own. Agents bind all their outgoing zone traffic and
+// probes to their advertise address, so source and destination IP identify
+// both ends.
+type nftPartition struct {
+	t     *testing.T
+	table string
+}
+
+func requireNft(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("multi-process partition tests need root for nftables rules on loopback")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		if os.Getenv(testcluster.RequireEnv) != "" {
+			t.Fatalf("nft not found (install the Debian package nftables; .ci/run does): %v", err)
+		}
+		t.Skip("nft not found: install the Debian package nftables")
+	}
+}
+
+func partition(t *testing.T, a, b []string) *nftPartition {
+	t.Helper()
+	p := &nftPartition{t: t, table: fmt.Sprintf("eqe2e%d", time.Now().UnixNano()%1_000_000_000)}
+	var rules strings.Builder
+	fmt.Fprintf(&rules, "table inet %s {\n chain out {\n  type filter hook output priority 0; policy accept;\n", p.table)
+	for _, x := range a {
+		for _, y := range b {
+			fmt.Fprintf(&rules, "  ip saddr %s ip daddr %s drop\n  ip saddr %s ip daddr %s drop\n", x, y, y, x)
+		}
+	}
+	rules.WriteString(" }\n}\n")
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s\n%s", err, out, rules.String())
+	}
+	t.Cleanup(p.heal)
+	return p
+}
+
+func (p *nftPartition) heal() {
+	if p.table == "" {
+		return
+	}
+	if out, err := exec.Command("nft", "delete", "table", "inet", p.table).CombinedOutput(); err != nil {
+		p.t.Errorf("nft delete table %s: %v\n%s", p.table, err, out)
+	}
+	p.table = ""
+}
+
+// TestPartitionedZoneProcesses splits a zone of five agent processes 2/3 with
+// nftables, the old leader in the minority: the majority elects a leader,
+// judges the unreachable minority and writes that; the minority commits
+// nothing; after healing, everyone is healthy again.
+func TestPartitionedZoneProcesses(t *testing.T) {
+	requireNft(t)
+	c, z := startZone(t, testcluster.Options{}, zonerun.Options{Zone: "edge-p", Nodes: 5})
+	ctx := context.Background()
+	client := c.Client()
+	all := map[string]zone.State{}
+	for _, n := range names(z) {
+		all[n] = zone.Healthy
+	}
+	waitStates(t, client, 2*time.Minute, all)
+	var leader *zonerun.Agent
+	eventually(t, 30*time.Second, "leader and five voters", func() (bool, string) {
+		l, err := z.Leader(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, err := l.Status(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		voters := 0
+		for _, m := range st.Members {
+			if m.Suffrage == "voter" {
+				voters++
+			}
+		}
+		leader = l
+		return voters == 5, fmt.Sprintf("%d voters", voters)
+	})
+
+	var minority, majority []*zonerun.Agent
+	for _, a := range z.Agents() {
+		if a == leader || (len(minority) == 1 && len(majority) >= 2) {
+			minority = append(minority, a)
+		} else {
+			majority = append(majority, a)
+		}
+	}
+	ips := func(as []*zonerun.Agent) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.IP)
+		}
+		return out
+	}
+	p := partition(t, ips(minority), ips(majority))
+
+	want := map[string]zone.State{}
+	for _, a := range minority {
+		want[a.Name] = zone.Unhealthy
+	}
+	for _, a := range majority {
+		want[a.Name] = zone.Healthy
+	}
+	took := waitStates(t, client, 2*time.Minute, want)
+	t.Logf("majority judged the cut-off minority %v in %s", ips(minority), took.Round(100*time.Millisecond))
+
+	frozen := map[string]uint64{}
+	for _, a := range minority {
+		st, err := a.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == "Leader" {
+			t.Errorf("%s still leads inside the minority", a.Name)
+		}
+		frozen[a.Name] = st.CommitIndex
+	}
+	// Let the majority commit a good number of entries meanwhile.
+	st0, _ := majority[0].Status(ctx)
+	eventually(t, time.Minute, "majority keeps committing", func() (bool, string) {
+		st, err := majority[0].Status(ctx)
+		return err == nil && st.CommitIndex >= st0.CommitIndex+10, fmt.Sprint(st.CommitIndex)
+	})
+	for _, a := range minority {
+		st, _ := a.Status(ctx)
+		if st.CommitIndex != frozen[a.Name] {
+			t.Errorf("minority member %s committed during the partition: %d -> %d", a.Name, frozen[a.Name], st.CommitIndex)
+		}
+	}
+
+	p.heal()
+	took = waitStates(t, client, 2*time.Minute, all)
+	t.Logf("zone healthy again %s after the partition healed", took.Round(100*time.Millisecond))
+}
