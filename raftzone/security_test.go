@@ -168,8 +168,8 @@ func sendReport(t *testing.T, sn *secureNet, addr string, body []byte) (int, str
 func TestReportIntakeRejections(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	l := z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	sender := z.nodes["node-2"]
 	if sender == l {
 		sender = z.nodes["node-3"]
@@ -189,7 +189,7 @@ func TestReportIntakeRejections(t *testing.T) {
 		return r
 	}
 	leaderAddr := func() string {
-		l := z.waitLeader(30 * time.Second)
+		l := z.waitLeader(60 * time.Second)
 		return l.ip + ":9470"
 	}
 	cases := []struct {
@@ -226,7 +226,7 @@ func TestReportIntakeRejections(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := z.waitLeader(30 * time.Second)
+			l := z.waitLeader(60 * time.Second)
 			before := testutil.ToFloat64(l.srv.metrics.reportsRejected.WithLabelValues(tc.reason))
 			status, reason := sendReport(t, client, leaderAddr(), tc.body())
 			if status != tc.status || reason != tc.reason {
@@ -239,7 +239,7 @@ func TestReportIntakeRejections(t *testing.T) {
 	}
 
 	t.Run("follower points at the leader", func(t *testing.T) {
-		l := z.waitLeader(30 * time.Second)
+		l := z.waitLeader(60 * time.Second)
 		var follower *testNode
 		for _, n := range z.running() {
 			if n != l {
@@ -255,10 +255,10 @@ func TestReportIntakeRejections(t *testing.T) {
 	t.Run("replay rejected after leader restart", func(t *testing.T) {
 		// A report the zone committed, captured before the restart.
 		old := signed(func(*zone.Report) {}, z.keys)
-		l := z.waitLeader(30 * time.Second)
+		l := z.waitLeader(60 * time.Second)
 		z.stop(l.name)
 		z.start(l.name)
-		z.waitConverged(30*time.Second, 3)
+		z.waitConverged(60*time.Second, 3)
 		status, reason := sendReport(t, client, leaderAddr(), mustJSON(t, old))
 		if status != http.StatusConflict || reason != RejectReplay {
 			t.Fatalf("replay after restart answered %d %q", status, reason)
@@ -266,7 +266,7 @@ func TestReportIntakeRejections(t *testing.T) {
 	})
 
 	// Nothing above disturbed the zone's judgement.
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	assertNeverJudged(t, z, z.names())
 }
 

@@ -25,8 +25,8 @@ func TestElectionAndVerdicts(t *testing.T) {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			z := newTestZone(t, n)
 			z.startAll()
-			z.waitConverged(30*time.Second, desiredVoters(n, 5))
-			z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+			z.waitConverged(60*time.Second, desiredVoters(n, 5))
+			z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 			if got := z.genesis.created.Load(); got != 1 {
 				t.Fatalf("genesis object created %d times, want 1", got)
 			}
@@ -56,8 +56,8 @@ func TestLeaderKilledVerdictsContinue(t *testing.T) {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			z := newTestZone(t, n)
 			z.startAll()
-			old := z.waitConverged(30*time.Second, desiredVoters(n, 5))
-			z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+			old := z.waitConverged(60*time.Second, desiredVoters(n, 5))
+			z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 			oldTerm := old.srv.Term()
 
 			z.stop(old.name)
@@ -69,7 +69,7 @@ func TestLeaderKilledVerdictsContinue(t *testing.T) {
 			}
 			want := allHealthy(survivors)
 			want[old.name] = zone.Unhealthy
-			z.waitVerdicts(20*time.Second, want)
+			z.waitVerdicts(60*time.Second, want)
 			l, _ := z.leader()
 			if l.srv.Term() <= oldTerm {
 				t.Fatalf("new leader term %d, old %d", l.srv.Term(), oldTerm)
@@ -120,8 +120,8 @@ func commitIndexes(nodes []*testNode) map[string]uint64 {
 func TestMinorityPartitionCommitsNothing(t *testing.T) {
 	z := newTestZone(t, 5)
 	z.startAll()
-	l := z.waitConverged(30*time.Second, 5)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	l := z.waitConverged(60*time.Second, 5)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 
 	// The old leader and one follower form the minority.
 	var minority, majority []*testNode
@@ -153,7 +153,7 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 		want[n.name] = zone.Healthy
 	}
 	var newLeader *testNode
-	eventually(t, 30*time.Second, "majority leader", func() (bool, string) {
+	eventually(t, 60*time.Second, "majority leader", func() (bool, string) {
 		for _, n := range majority {
 			if n.srv.Term() != 0 {
 				newLeader = n
@@ -162,13 +162,13 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 		}
 		return false, "no leader in majority"
 	})
-	eventually(t, 30*time.Second, "old leader steps down", func() (bool, string) {
+	eventually(t, 60*time.Second, "old leader steps down", func() (bool, string) {
 		return l.srv.Term() == 0, "still leading"
 	})
 	frozen := commitIndexes(minority)
 	before := newLeader.srv.raft.CommitIndex()
 	waitRounds(t, minority, 5)
-	eventually(t, 30*time.Second, "majority commits", func() (bool, string) {
+	eventually(t, 60*time.Second, "majority commits", func() (bool, string) {
 		return newLeader.srv.raft.CommitIndex() >= before+5, "majority stalled"
 	})
 	if got := commitIndexes(minority); fmt.Sprint(got) != fmt.Sprint(frozen) {
@@ -187,7 +187,7 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, 30*time.Second, "majority judges the minority", func() (bool, string) {
+	eventually(t, 60*time.Second, "majority judges the minority", func() (bool, string) {
 		got, _ := newLeader.srv.store.Verdicts()
 		for node, st := range want {
 			if got[node].State != st {
@@ -199,19 +199,19 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 
 	z.fabric.Heal()
 	z.pokeAll()
-	z.waitVerdicts(30*time.Second, allHealthy(z.names()))
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 }
 
 func TestEvenSplitKeepsVerdicts(t *testing.T) {
 	z := newTestZone(t, 4)
 	z.startAll()
-	z.waitConverged(30*time.Second, 4)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitConverged(60*time.Second, 4)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	run := z.running()
 	z.fabric.Partition([]string{run[0].ip, run[1].ip}, []string{run[2].ip, run[3].ip})
 	z.pokeAll()
 
-	eventually(t, 30*time.Second, "no leader on either side", func() (bool, string) {
+	eventually(t, 60*time.Second, "no leader on either side", func() (bool, string) {
 		l, _ := z.leader()
 		return l == nil, "a leader remains"
 	})
@@ -231,8 +231,8 @@ func TestEvenSplitKeepsVerdicts(t *testing.T) {
 	}
 	z.fabric.Heal()
 	z.pokeAll()
-	z.waitConverged(30*time.Second, 4)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitConverged(60*time.Second, 4)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	assertNeverJudged(t, z, z.names())
 }
 
@@ -275,18 +275,18 @@ func TestGenesisExactlyOneCluster(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		z.waitConverged(30*time.Second, 5)
+		z.waitConverged(60*time.Second, 5)
 		assertOneCluster(t, z)
 	})
 	t.Run("staggered", func(t *testing.T) {
 		z := newTestZone(t, 5)
 		for _, name := range z.names() {
 			n := z.start(name)
-			eventually(t, 30*time.Second, name+" joined", func() (bool, string) {
+			eventually(t, 60*time.Second, name+" joined", func() (bool, string) {
 				return n.srv.inConfiguration(), "not in configuration"
 			})
 		}
-		z.waitConverged(30*time.Second, 5)
+		z.waitConverged(60*time.Second, 5)
 		assertOneCluster(t, z)
 	})
 	t.Run("genesis winner starts last", func(t *testing.T) {
@@ -307,7 +307,7 @@ func TestGenesisExactlyOneCluster(t *testing.T) {
 			t.Fatal("a member that lost genesis bootstrapped")
 		}
 		z.start("node-3")
-		z.waitConverged(30*time.Second, 3)
+		z.waitConverged(60*time.Second, 3)
 		assertOneCluster(t, z)
 	})
 	t.Run("apiserver unreachable", func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestGenesisExactlyOneCluster(t *testing.T) {
 			}
 		}
 		z.genesis.unavailable.Store(false)
-		z.waitConverged(30*time.Second, 3)
+		z.waitConverged(60*time.Second, 3)
 		assertOneCluster(t, z)
 	})
 }
@@ -329,7 +329,7 @@ func TestGenesisExactlyOneCluster(t *testing.T) {
 func TestWipedMemberRejoinsWithNewID(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	z.waitConverged(30*time.Second, 3)
+	z.waitConverged(60*time.Second, 3)
 	victim := z.nodes["node-2"]
 	l, _ := z.leader()
 	if l == victim {
@@ -343,7 +343,7 @@ func TestWipedMemberRejoinsWithNewID(t *testing.T) {
 	if newID == oldID {
 		t.Fatal("wiped member kept its server ID")
 	}
-	l = z.waitConverged(30*time.Second, 3)
+	l = z.waitConverged(60*time.Second, 3)
 	cfg, _ := l.srv.configuration()
 	if _, ok := cfg[oldID]; ok {
 		t.Fatal("stale server still in the configuration")
@@ -352,19 +352,19 @@ func TestWipedMemberRejoinsWithNewID(t *testing.T) {
 	if err != nil || m.ServerID != newID {
 		t.Fatalf("member entry %+v, %v; want server ID %s", m, err, newID)
 	}
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	assertOneCluster(t, z)
 }
 
 func TestRestartKeepsReportsVerdictsAndSeqs(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	z.setDead("node-3", true) // make one verdict unhealthy so restart must keep it
-	z.waitVerdicts(20*time.Second, map[string]zone.State{"node-3": zone.Unhealthy})
+	z.waitVerdicts(60*time.Second, map[string]zone.State{"node-3": zone.Unhealthy})
 	z.setDead("node-3", false)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 
 	// What each member had on disk when it stopped is what it must have
 	// after it starts again.
@@ -411,8 +411,8 @@ func TestRestartKeepsReportsVerdictsAndSeqs(t *testing.T) {
 			t.Errorf("%s would reuse seq %d (last committed %d)", name, next, b.seqs[name])
 		}
 	}
-	z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	if c := z.genesis.created.Load(); c != 1 {
 		t.Fatalf("restart re-founded the zone (%d genesis objects)", c)
 	}
@@ -421,11 +421,11 @@ func TestRestartKeepsReportsVerdictsAndSeqs(t *testing.T) {
 func TestLeadershipFollowsAPIReachability(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	l := z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 
 	l.api.down.Store(true)
-	eventually(t, 30*time.Second, "leadership moves to a member that reaches the apiserver", func() (bool, string) {
+	eventually(t, 60*time.Second, "leadership moves to a member that reaches the apiserver", func() (bool, string) {
 		nl, why := z.leader()
 		if nl == nil {
 			return false, why
@@ -437,8 +437,8 @@ func TestLeadershipFollowsAPIReachability(t *testing.T) {
 	for _, n := range z.running() {
 		n.api.down.Store(true)
 	}
-	stay := z.waitLeader(30 * time.Second)
-	eventually(t, 30*time.Second, "leader gives up looking for a target", func() (bool, string) {
+	stay := z.waitLeader(60 * time.Second)
+	eventually(t, 60*time.Second, "leader gives up looking for a target", func() (bool, string) {
 		return testutil.ToFloat64(stay.srv.metrics.transfers.WithLabelValues("no_target")) >= 1, "no attempt yet"
 	})
 	if nl, _ := z.leader(); nl != stay {
@@ -449,7 +449,7 @@ func TestLeadershipFollowsAPIReachability(t *testing.T) {
 func TestMembershipFollowsMemberList(t *testing.T) {
 	z := newTestZone(t, 4)
 	z.startAll()
-	z.waitConverged(30*time.Second, 4)
+	z.waitConverged(60*time.Second, 4)
 
 	// node-4 leaves the zone (its Node object lost the label).
 	leaving := z.nodes["node-4"]
@@ -464,7 +464,7 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	}
 	z.list.set(keep, true)
 	leavingID := leaving.srv.ServerID()
-	eventually(t, 30*time.Second, "leaving member removed", func() (bool, string) {
+	eventually(t, 60*time.Second, "leaving member removed", func() (bool, string) {
 		l, why := z.leader()
 		if l == nil {
 			return false, why
@@ -493,8 +493,8 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	}
 	z.list.set(keep, true)
 	z.start(mover.name)
-	l := z.waitConverged(30*time.Second, 3)
-	eventually(t, 30*time.Second, "moved member followed at its new address", func() (bool, string) {
+	l := z.waitConverged(60*time.Second, 3)
+	eventually(t, 60*time.Second, "moved member followed at its new address", func() (bool, string) {
 		if got, _ := (addressBook{l.srv}).ServerAddr(raft.ServerID(mover.srv.ServerID())); got != raft.ServerAddress(mover.ip+":9470") {
 			return false, fmt.Sprintf("transport resolves it to %s", got)
 		}
@@ -511,7 +511,7 @@ func TestDeadVoterReplaced(t *testing.T) {
 	z := newTestZone(t, 5)
 	z.tweak = func(c *Config) { c.Voters = 3 }
 	z.startAll()
-	l := z.waitConverged(30*time.Second, 3)
+	l := z.waitConverged(60*time.Second, 3)
 	cfg, _ := l.srv.configuration()
 	var victim *testNode
 	for _, n := range z.running() {
@@ -565,8 +565,8 @@ func TestDataDirInUse(t *testing.T) {
 func TestLostRaftLogDiscardsStaleState(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	victim := z.nodes["node-3"]
 	if l, _ := z.leader(); l == victim {
 		victim = z.nodes["node-2"]
@@ -576,8 +576,8 @@ func TestLostRaftLogDiscardsStaleState(t *testing.T) {
 	removeAll(t, filepath.Join(victim.dir, "raft"))
 	removeAll(t, filepath.Join(victim.dir, serverIDFile))
 	n := z.start(victim.name)
-	l := z.waitConverged(30*time.Second, 3)
-	eventually(t, 30*time.Second, "rejoined member catches up", func() (bool, string) {
+	l := z.waitConverged(60*time.Second, 3)
+	eventually(t, 60*time.Second, "rejoined member catches up", func() (bool, string) {
 		mine, _ := n.srv.store.Members()
 		theirs, _ := l.srv.store.Members()
 		return fmt.Sprint(mine) == fmt.Sprint(theirs), fmt.Sprintf("%d vs %d members", len(mine), len(theirs))
@@ -587,8 +587,8 @@ func TestLostRaftLogDiscardsStaleState(t *testing.T) {
 func TestTrafficIsCounted(t *testing.T) {
 	z := newTestZone(t, 3)
 	z.startAll()
-	l := z.waitConverged(30*time.Second, 3)
-	z.waitVerdicts(20*time.Second, allHealthy(z.names()))
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	if got := testutil.ToFloat64(l.srv.metrics.rpcs.WithLabelValues("heartbeat")); got == 0 {
 		t.Error("leader counted no heartbeats")
 	}
