@@ -89,7 +89,7 @@ func printStatus(w io.Writer, st raftzone.Status) {
 	for _, m := range st.Members {
 		age := "-"
 		if m.LastReportAgeSeconds != nil {
-			age = (time.Duration(*m.LastReportAgeSeconds * float64(time.Second))).Round(100*time.Millisecond).String()
+			age = (time.Duration(*m.LastReportAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
 		}
 		v, ok := verdicts[m.Node]
 		state, pc, term := "-", "-", "-"

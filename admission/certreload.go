@@ -1,0 +1,93 @@
+package admission
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// certReloader serves the TLS pair from disk and picks up a rotated pair on the
+// next handshake, without a restart. Kubernetes updates a mounted Secret by
+// swapping a symlink and cert-manager renews well before expiry, so checking the
+// files' size and modification time on each handshake is enough: a stat is cheap
+// next to a handshake, and there is no watcher goroutine to own.
+//
+// A pair that fails to load (say the cert was written and the key not yet) is
+// not retried until one of the files changes again; meanwhile the last good pair
+// is served.
+type certReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	metrics           *metrics
+
+	mu     sync.Mutex
+	cert   *tls.Certificate
+	seen   [2]fileStamp
+	failed [2]fileStamp
+}
+
+// fileStamp identifies one version of a file well enough to notice a rewrite.
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+func newCertReloader(certFile, keyFile string, log *slog.Logger, m *metrics) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log, metrics: m}
+	if _, err := r.current(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// GetCertificate is tls.Config.GetCertificate.
+func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.current()
+}
+
+func (r *certReloader) current() (*tls.Certificate, error) {
+	stamps, statErr := r.stat()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if statErr == nil && r.cert != nil && (stamps == r.seen || stamps == r.failed) {
+		return r.cert, nil
+	}
+	err := statErr
+	if err == nil {
+		var pair tls.Certificate
+		if pair, err = tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
+			first := r.cert == nil
+			r.cert, r.seen = &pair, stamps
+			if !first {
+				r.metrics.tlsReloads.WithLabelValues("ok").Inc()
+				r.log.Info("reloaded serving certificate", "cert", r.certFile)
+			}
+			return r.cert, nil
+		}
+	}
+	err = fmt.Errorf("load TLS pair %s, %s: %w", r.certFile, r.keyFile, err)
+	if r.cert == nil {
+		return nil, err
+	}
+	if statErr == nil {
+		r.failed = stamps
+	}
+	r.metrics.tlsReloads.WithLabelValues("error").Inc()
+	r.log.Warn("keeping the previous serving certificate", "err", err)
+	return r.cert, nil
+}
+
+func (r *certReloader) stat() ([2]fileStamp, error) {
+	var s [2]fileStamp
+	for i, f := range []string{r.certFile, r.keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return s, err
+		}
+		s[i] = fileStamp{size: fi.Size(), mtime: fi.ModTime()}
+	}
+	return s, nil
+}

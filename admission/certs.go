@@ -1,0 +1,203 @@
+package admission
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+)
+
+// File names WriteFiles uses: the names of a kubernetes.io/tls Secret's keys
+// plus the CA, so the directory can feed `kubectl create secret tls` directly.
+const (
+	CAFile   = "ca.crt"
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+)
+
+// CertOptions describes the serving certificate `edgequorum certs` writes for
+// clusters without cert-manager.
+type CertOptions struct {
+	// Service and Namespace name the webhook's Service; the certificate is
+	// valid for <service>.<namespace>.svc, the name the apiserver dials.
+	Service   string
+	Namespace string
+	// IPs are extra IP SANs, for tests that dial the webhook by address.
+	IPs []net.IP
+	// Validity is how long both the CA and the serving certificate last.
+	Validity time.Duration
+	// Clock sets NotBefore; nil is the real clock.
+	Clock clock.PassiveClock
+}
+
+// CertBundle is a freshly made CA and serving pair, PEM-encoded. The CA key is
+// not kept: rotating means making a new bundle and a new caBundle, which keeps
+// no signing key lying around on disk.
+type CertBundle struct {
+	CACert []byte
+	Cert   []byte
+	Key    []byte
+}
+
+// GenerateCerts makes a CA and a serving certificate signed by it, both ECDSA
+// P-256.
+func GenerateCerts(opts CertOptions) (*CertBundle, error) {
+	if msgs := validation.IsDNS1123Label(opts.Service); len(msgs) > 0 {
+		return nil, fmt.Errorf("service %q: %s", opts.Service, msgs[0])
+	}
+	if msgs := validation.IsDNS1123Label(opts.Namespace); len(msgs) > 0 {
+		return nil, fmt.Errorf("namespace %q: %s", opts.Namespace, msgs[0])
+	}
+	if opts.Validity <= 0 {
+		return nil, fmt.Errorf("validity must be positive, got %s", opts.Validity)
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	// Backdate a little so a node whose clock lags ours still accepts it.
+	notBefore := clk.Now().Add(-5 * time.Minute).UTC()
+	notAfter := notBefore.Add(opts.Validity)
+
+	caSerial, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	leafSerial, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          caSerial,
+		Subject:               pkix.Name{CommonName: "edgequorum-webhook-ca"},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("sign CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate serving key: %w", err)
+	}
+	svc := opts.Service + "." + opts.Namespace + ".svc"
+	tmpl := &x509.Certificate{
+		SerialNumber: leafSerial,
+		Subject:      pkix.Name{CommonName: svc},
+		DNSNames:     []string{opts.Service, opts.Service + "." + opts.Namespace, svc, svc + ".cluster.local"},
+		IPAddresses:  opts.IPs,
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("sign serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode serving key: %w", err)
+	}
+	return &CertBundle{
+		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		Key:    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+// CABundle is the value for a MutatingWebhookConfiguration's caBundle.
+func (b *CertBundle) CABundle() string { return base64.StdEncoding.EncodeToString(b.CACert) }
+
+// ErrExists is returned by WriteFiles when a file is there already and
+// overwrite was not asked for: a key someone deployed is not replaced by
+// accident.
+var ErrExists = errors.New("file exists")
+
+// WriteFiles writes CAFile, CertFile and KeyFile into dir (created if needed),
+// the key readable by its owner only. Each file is written to a temporary name
+// and renamed, so a webhook reloading from dir never reads half a file.
+func (b *CertBundle) WriteFiles(dir string, overwrite bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{{CAFile, b.CACert, 0o644}, {CertFile, b.Cert, 0o644}, {KeyFile, b.Key, 0o600}}
+	if !overwrite {
+		for _, f := range files {
+			p := filepath.Join(dir, f.name)
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("%s: %w", p, ErrExists)
+			}
+		}
+	}
+	for _, f := range files {
+		if err := writeAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// serial is a random positive serial number below 2^128, as RFC 5280 asks of
+// certificates nobody keeps a register of.
+func serial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("serial number: %w", err)
+	}
+	return n.Add(n, big.NewInt(1)), nil
+}

@@ -1,0 +1,229 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// NodeLeaseNamespace is where kubelets renew their Leases; the Decider reads
+// them to tell a zone cut off from the cloud from a zone whose quorum is gone.
+const NodeLeaseNamespace = "kube-node-lease"
+
+// Config is the webhook's configuration. Every field that an operator sets is a
+// flag of `edgequorum webhook`; the flag is named in brackets on each field and
+// in every validation error.
+type Config struct {
+	// ListenAddress is host:port of the HTTPS server [--listen-address].
+	ListenAddress string
+	// Listener, when set, is used instead of listening on ListenAddress, so
+	// tests can hand in a socket whose address they already know.
+	Listener net.Listener
+	// TLSCertFile and TLSKeyFile are the serving pair, re-read when they change
+	// on disk [--tls-cert-file, --tls-key-file].
+	TLSCertFile string
+	TLSKeyFile  string
+
+	// LeaseNamespace holds the zone Leases and the repair loop's election
+	// Lease [--lease-namespace].
+	LeaseNamespace string
+	// ZoneLabel is the Node label whose value names a node's zone
+	// [--zone-label].
+	ZoneLabel string
+	// ZoneLeaseMaxAge is how old a zone Lease's renewTime may be for the zone's
+	// quorum to count as alive [--zone-lease-max-age].
+	ZoneLeaseMaxAge time.Duration
+	// NodeLeaseMaxAge is how old a kubelet Lease's renewTime may be for its
+	// node to count as reaching the cloud [--node-lease-max-age].
+	NodeLeaseMaxAge time.Duration
+	// MaxCutoffProtection is how long a zone that lost the cloud as a whole
+	// keeps its vouched nodes protected; 0 never protects a cut-off zone
+	// [--max-cutoff-protection].
+	MaxCutoffProtection time.Duration
+	// PodReadySlack is how much earlier than its node's Ready condition went
+	// Unknown a pod may have turned not ready and still count as turned not
+	// ready by the node lifecycle controller. Condition times have one-second
+	// resolution, so it must cover at least that [--pod-ready-slack].
+	PodReadySlack time.Duration
+
+	// DryRun decides and counts but never patches, and the repair loop writes
+	// nothing [--dry-run].
+	DryRun bool
+	// Repair runs the repair loop [--repair].
+	Repair bool
+	// RepairPeriod is how often the repair loop's leader rescans every node,
+	// EndpointSlice and Endpoints object: vouching depends on time, so an
+	// object can need repair without any event on it [--repair-period].
+	RepairPeriod time.Duration
+	// RepairQPS and RepairBurst bound the repair loop's writes
+	// [--repair-qps, --repair-burst].
+	RepairQPS   float64
+	RepairBurst int
+	// LeaderElectionID is the name of the repair loop's election Lease in
+	// LeaseNamespace [--leader-election-id].
+	LeaderElectionID string
+	// Identity names this replica in the election Lease; the pod name is a
+	// good choice [--leader-election-identity].
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go leader
+	// election's timers [--leader-elect-lease-duration,
+	// --leader-elect-renew-deadline, --leader-elect-retry-period].
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// MaxRequestBytes bounds an AdmissionReview body; larger ones get 413
+	// [--max-request-bytes].
+	MaxRequestBytes int64
+	// ReadTimeout, WriteTimeout and IdleTimeout bound the HTTPS server's
+	// connections [--http-read-timeout, --http-write-timeout,
+	// --http-idle-timeout].
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
+	// ShutdownTimeout bounds how long Run waits for in-flight requests once
+	// its context is done [--shutdown-timeout].
+	ShutdownTimeout time.Duration
+
+	// Clock drives every freshness decision and the repair loop; tests inject
+	// a fake one. Leader election keeps client-go's real clock.
+	Clock clock.WithTicker
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics. Gatherer is what /metrics serves. When
+	// both are nil the webhook keeps a private registry and serves it; when
+	// only Registerer is set and it is also a Gatherer, it is served.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// DefaultConfig returns the defaults. ZoneLeaseMaxAge is a few renewals of the
+// zone Lease; NodeLeaseMaxAge is the node lifecycle controller's own 40 s grace
+// period, so "no member renews" means what the controller also believes.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddress:       ":9443",
+		LeaseNamespace:      zone.DefaultLeaseNamespace,
+		ZoneLabel:           zone.DefaultZoneLabel,
+		ZoneLeaseMaxAge:     20 * time.Second,
+		NodeLeaseMaxAge:     40 * time.Second,
+		MaxCutoffProtection: 24 * time.Hour,
+		PodReadySlack:       5 * time.Second,
+		Repair:              true,
+		RepairPeriod:        30 * time.Second,
+		RepairQPS:           5,
+		RepairBurst:         10,
+		LeaderElectionID:    "edgequorum-webhook-repair",
+		LeaseDuration:       15 * time.Second,
+		RenewDeadline:       10 * time.Second,
+		RetryPeriod:         2 * time.Second,
+		// The apiserver's own limit on a request body is 3 MiB, and a review
+		// carries both the object and the old object; 3 MiB covers every
+		// realistic Node, EndpointSlice and Endpoints pair.
+		MaxRequestBytes: 3 << 20,
+		ReadTimeout:     10 * time.Second,
+		WriteTimeout:    10 * time.Second,
+		IdleTimeout:     90 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// Validate checks the configuration and names the flag of every problem.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Listener == nil {
+		if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
+			bad("--listen-address %q: %w", c.ListenAddress, err)
+		}
+	}
+	if c.TLSCertFile == "" {
+		bad("--tls-cert-file is required")
+	}
+	if c.TLSKeyFile == "" {
+		bad("--tls-key-file is required")
+	}
+	if msgs := validation.IsDNS1123Label(c.LeaseNamespace); len(msgs) > 0 {
+		bad("--lease-namespace %q: %s", c.LeaseNamespace, msgs[0])
+	}
+	if msgs := validation.IsQualifiedName(c.ZoneLabel); len(msgs) > 0 {
+		bad("--zone-label %q: %s", c.ZoneLabel, msgs[0])
+	}
+	positive := func(flag string, d time.Duration) {
+		if d <= 0 {
+			bad("--%s must be positive, got %s", flag, d)
+		}
+	}
+	positive("zone-lease-max-age", c.ZoneLeaseMaxAge)
+	positive("node-lease-max-age", c.NodeLeaseMaxAge)
+	if c.MaxCutoffProtection < 0 {
+		bad("--max-cutoff-protection must not be negative, got %s", c.MaxCutoffProtection)
+	}
+	if c.PodReadySlack < time.Second {
+		bad("--pod-ready-slack must be at least 1s (condition times have one-second resolution), got %s", c.PodReadySlack)
+	}
+	if c.MaxRequestBytes < 64<<10 {
+		bad("--max-request-bytes must be at least 65536, got %d", c.MaxRequestBytes)
+	}
+	positive("http-read-timeout", c.ReadTimeout)
+	positive("http-write-timeout", c.WriteTimeout)
+	positive("http-idle-timeout", c.IdleTimeout)
+	positive("shutdown-timeout", c.ShutdownTimeout)
+	if c.Repair {
+		positive("repair-period", c.RepairPeriod)
+		if c.RepairQPS <= 0 {
+			bad("--repair-qps must be positive, got %g", c.RepairQPS)
+		}
+		if c.RepairBurst < 1 {
+			bad("--repair-burst must be at least 1, got %d", c.RepairBurst)
+		}
+		if msgs := validation.IsDNS1123Subdomain(c.LeaderElectionID); len(msgs) > 0 {
+			bad("--leader-election-id %q: %s", c.LeaderElectionID, msgs[0])
+		}
+		if c.Identity == "" {
+			bad("--leader-election-identity is required when --repair is on")
+		}
+		positive("leader-elect-retry-period", c.RetryPeriod)
+		// client-go's own rules, checked here so the flag gets named.
+		if c.RenewDeadline <= time.Duration(1.2*float64(c.RetryPeriod)) {
+			bad("--leader-elect-renew-deadline (%s) must exceed 1.2 × --leader-elect-retry-period (%s)", c.RenewDeadline, c.RetryPeriod)
+		}
+		if c.LeaseDuration <= c.RenewDeadline {
+			bad("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s)", c.LeaseDuration, c.RenewDeadline)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills what a library caller may leave empty.
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil && c.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	if c.Gatherer == nil {
+		if g, ok := c.Registerer.(prometheus.Gatherer); ok {
+			c.Gatherer = g
+		} else {
+			c.Gatherer = prometheus.NewRegistry()
+		}
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}

@@ -1,0 +1,279 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// The cluster every handler test runs against, as of testNow. Nodes went
+// Unknown at nodeLost.
+//
+//	zone-a: lease fresh.  edge-a1, edge-a2 healthy; edge-a3 unhealthy;
+//	        edge-a4 healthy but Ready=True.
+//	zone-b: cut off 20 min ago (zone and kubelet leases all stale).
+//	        edge-b1 healthy.
+//	zone-c: zone lease stale but edge-c2 still renews its kubelet lease.
+//	        edge-c1 healthy.
+//	cloud-1: no zone, no verdict.
+var (
+	testNow  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	nodeLost = time.Date(2026, 3, 1, 11, 58, 0, 0, time.UTC)
+)
+
+func verdictJSON(state zone.State, zoneName string) string {
+	b, _ := json.Marshal(zone.Annotation{State: state, Zone: zoneName, Term: 7, Leader: "leader", At: nodeLost, Pros: 2, Members: 3})
+	return string(b)
+}
+
+// testNode is a node in zoneName (none when empty) with a verdict (none when
+// state is empty) and the given Ready status, which changed at nodeLost.
+func testNode(name, zoneName string, state zone.State, ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(nodeLost),
+		}}},
+	}
+	if zoneName != "" {
+		n.Labels[zone.DefaultZoneLabel] = zoneName
+	}
+	if state != "" {
+		n.Annotations = map[string]string{zone.AnnotationKey: verdictJSON(state, zoneName)}
+	}
+	return n
+}
+
+func testLease(namespace, name string, renew time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &name, RenewTime: &metav1.MicroTime{Time: renew}},
+	}
+}
+
+// testPod is a pod on node whose Ready condition is status since since.
+func testPod(name, node string, ready corev1.ConditionStatus, since time.Time) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(since)},
+		}},
+	}
+}
+
+var (
+	unreachableNoExecute  = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
+	unreachableNoSchedule = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}
+)
+
+// testCluster is the state described above.
+func testCluster() []runtime.Object {
+	ns := zone.DefaultLeaseNamespace
+	markedAt := nodeLost.Add(time.Second) // the node lifecycle controller's MarkPodsNotReady
+	objs := []runtime.Object{
+		testNode("edge-a1", "zone-a", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-a2", "zone-a", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-a3", "zone-a", zone.Unhealthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-a4", "zone-a", zone.Healthy, corev1.ConditionTrue),
+		testNode("edge-b1", "zone-b", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-c1", "zone-c", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-c2", "zone-c", zone.Healthy, corev1.ConditionTrue),
+		testNode("cloud-1", "", "", corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+
+		testLease(ns, zone.LeaseName("zone-a"), testNow.Add(-5*time.Second)),
+		testLease(ns, zone.LeaseName("zone-b"), testNow.Add(-20*time.Minute)),
+		testLease(ns, zone.LeaseName("zone-c"), testNow.Add(-10*time.Minute)),
+		testLease(NodeLeaseNamespace, "edge-a1", nodeLost.Add(-40*time.Second)),
+		testLease(NodeLeaseNamespace, "edge-a4", testNow.Add(-3*time.Second)),
+		testLease(NodeLeaseNamespace, "edge-b1", testNow.Add(-20*time.Minute-30*time.Second)),
+		testLease(NodeLeaseNamespace, "edge-c1", nodeLost.Add(-40*time.Second)),
+		testLease(NodeLeaseNamespace, "edge-c2", testNow.Add(-3*time.Second)),
+
+		testPod("web-a1-1", "edge-a1", corev1.ConditionFalse, markedAt),
+		testPod("web-a1-2", "edge-a1", corev1.ConditionFalse, markedAt),
+		testPod("web-a1-early", "edge-a1", corev1.ConditionFalse, nodeLost.Add(-10*time.Minute)),
+		testPod("web-a1-slack", "edge-a1", corev1.ConditionFalse, nodeLost.Add(-3*time.Second)),
+		testPod("web-a1-nil", "edge-a1", corev1.ConditionFalse, markedAt),
+		testPod("web-a1-term", "edge-a1", corev1.ConditionFalse, markedAt),
+		testPod("web-a2-1", "edge-a2", corev1.ConditionFalse, markedAt),
+		testPod("web-a3-1", "edge-a3", corev1.ConditionFalse, markedAt),
+		testPod("web-a4-1", "edge-a4", corev1.ConditionFalse, markedAt),
+		testPod("web-a4-2", "edge-a4", corev1.ConditionTrue, nodeLost.Add(-time.Hour)),
+		testPod("web-a4-3", "edge-a4", corev1.ConditionTrue, nodeLost.Add(-time.Hour)),
+		testPod("web-b1-1", "edge-b1", corev1.ConditionFalse, markedAt),
+		testPod("web-c1-1", "edge-c1", corev1.ConditionFalse, markedAt),
+		testPod("web-cloud-1", "cloud-1", corev1.ConditionFalse, markedAt),
+		testPod("vm-1", "edge-a1", corev1.ConditionFalse, markedAt),
+	}
+	return objs
+}
+
+// testEnv is a running webhook over a fake clientset.
+type testEnv struct {
+	w      *Webhook
+	client *fake.Clientset
+	clock  *clocktesting.FakeClock
+	reg    *prometheus.Registry
+	cfg    Config
+	addr   string // the HTTPS listener
+	caPool []byte // PEM of the CA that signed the serving certificate
+	dir    string // where tls.crt and tls.key live
+}
+
+// startWebhook runs a webhook over objs (testCluster when nil) with the test
+// defaults, after mod changed cfg, and waits until it is ready. It is stopped
+// at the end of the test, and the test fails if Run returned an error.
+func startWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEnv {
+	t.Helper()
+	env := newWebhook(t, mod, objs...)
+	env.start(t)
+	return env
+}
+
+// start runs a webhook made by newWebhook on a loopback port and returns a
+// function that stops it early; the test's cleanup stops it otherwise.
+// Reactors on the fake clientset must be in place before: the fake does not
+// guard them.
+func (env *testEnv) start(t *testing.T) (stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.w.cfg.Listener = ln
+	env.addr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Run did not return within 30s of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	waitFor(t, "caches to sync", env.w.Ready)
+	return stop
+}
+
+// newWebhook builds but does not run a webhook.
+func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEnv {
+	t.Helper()
+	if objs == nil {
+		objs = testCluster()
+	}
+	dir := t.TempDir()
+	bundle := writeTestCerts(t, dir)
+	env := &testEnv{
+		client: fake.NewClientset(objs...),
+		clock:  clocktesting.NewFakeClock(testNow),
+		reg:    prometheus.NewRegistry(),
+		caPool: bundle.CACert,
+		dir:    dir,
+	}
+	cfg := DefaultConfig()
+	cfg.TLSCertFile = filepath.Join(dir, CertFile)
+	cfg.TLSKeyFile = filepath.Join(dir, KeyFile)
+	cfg.Repair = false
+	cfg.Identity = "test"
+	cfg.Clock = env.clock
+	cfg.Registerer = env.reg
+	cfg.MaxRequestBytes = 256 << 10
+	if mod != nil {
+		mod(&cfg)
+	}
+	env.cfg = cfg
+	w, err := New(cfg, env.client)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	env.w = w
+	return env
+}
+
+func writeTestCerts(t *testing.T, dir string) *CertBundle {
+	t.Helper()
+	b, err := GenerateCerts(CertOptions{
+		Service: "edgequorum-webhook", Namespace: "edgequorum-system",
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteFiles(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// post sends body to path on the webhook's handler and returns the recorder.
+func (env *testEnv) post(t *testing.T, path string, body []byte) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	env.w.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	return rec
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func counter(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}
+
+func httptestDo(env *testEnv, method, path, body string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	env.w.Handler().ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	return rec
+}

@@ -1,0 +1,130 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Values of the resource label.
+const (
+	resNode          = "node"
+	resEndpointSlice = "endpointslice"
+	resEndpoints     = "endpoints"
+)
+
+// Values of the decision label of edgequorum_admission_requests_total.
+const (
+	decisionMutated   = "mutated"
+	decisionUnchanged = "unchanged"
+	decisionDryRun    = "dry_run"
+	decisionError     = "error"
+)
+
+// metrics are the webhook's Prometheus collectors. Two webhooks on one registry
+// (as in tests) share the registered collectors instead of failing.
+type metrics struct {
+	requests       *prometheus.CounterVec
+	taintsStripped prometheus.Counter
+	endpoints      *prometheus.CounterVec
+	errors         *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	repairs        *prometheus.CounterVec
+	repairLeader   prometheus.Gauge
+	tlsReloads     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "requests_total",
+			Help: "AdmissionReviews answered, by resource and decision (mutated, unchanged, dry_run: would have mutated, error: allowed unchanged after an internal error). Malformed bodies are not reviews; see errors_total.",
+		}, []string{"resource", "decision"}),
+		taintsStripped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "taints_stripped_total",
+			Help: "node.kubernetes.io/unreachable:NoExecute taints removed from vouched nodes by a returned patch (not counted in dry-run).",
+		}),
+		endpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "endpoints_rewritten_total",
+			Help: "Endpoints (EndpointSlice) or addresses (Endpoints) marked ready again by a returned patch (not counted in dry-run).",
+		}, []string{"resource"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "errors_total",
+			Help: "Requests the webhook could not judge, by resource and reason; each was allowed unchanged or, for a malformed body, answered 4xx.",
+		}, []string{"resource", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "duration_seconds",
+			Help:    "Time to answer one admission request, by resource.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"resource"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "repairs_total",
+			Help: "Repair loop re-sends, by resource and result (mutated: the webhook changed it on the way; unchanged: it came back as sent; dry_run: not sent; error).",
+		}, []string{"resource", "result"}),
+		repairLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "repair_leader",
+			Help: "1 while this replica leads the repair loop.",
+		}),
+		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "tls_reloads_total",
+			Help: "Serving certificate reloads after the files changed, by result (ok, error: the previous pair stays in use).",
+		}, []string{"result"}),
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.taintsStripped, err = register(reg, m.taintsStripped); err != nil {
+		return nil, err
+	}
+	if m.endpoints, err = register(reg, m.endpoints); err != nil {
+		return nil, err
+	}
+	if m.errors, err = register(reg, m.errors); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.repairs, err = register(reg, m.repairs); err != nil {
+		return nil, err
+	}
+	if m.repairLeader, err = register(reg, m.repairLeader); err != nil {
+		return nil, err
+	}
+	if m.tlsReloads, err = register(reg, m.tlsReloads); err != nil {
+		return nil, err
+	}
+	// Zero series up front, so a dashboard shows "no errors" rather than
+	// "no data".
+	for _, r := range []string{resNode, resEndpointSlice, resEndpoints} {
+		m.repairs.WithLabelValues(r, repairMutated)
+		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {
+			m.requests.WithLabelValues(r, d)
+		}
+		m.duration.WithLabelValues(r)
+		for _, reason := range []string{"bad_review", "too_large", "wrong_kind", "not_synced", "decode_object", "cache"} {
+			m.errors.WithLabelValues(r, reason)
+		}
+		if r != resNode {
+			m.endpoints.WithLabelValues(r)
+		}
+	}
+	return m, nil
+}
+
+// register registers c, or returns the equivalent collector already registered.
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register admission metrics: %w", err)
+}

@@ -1,0 +1,323 @@
+package admission
+
+//lint:file-ignore SA1019 core/v1 Endpoints is deprecated, but its controller still writes it and the webhook keeps serving it.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+)
+
+// fieldManager names the repair loop's writes in managedFields and audit logs.
+const fieldManager = "edgequorum-webhook"
+
+// Values of the result label of edgequorum_admission_repairs_total.
+const (
+	repairMutated   = "mutated"
+	repairUnchanged = "unchanged"
+	repairDryRun    = "dry_run"
+	repairConflict  = "conflict"
+	repairError     = "error"
+)
+
+// repairKey names one object the repair loop may re-send.
+type repairKey struct {
+	resource  string
+	namespace string
+	name      string
+}
+
+// repairer re-sends objects whose admission was missed (webhook down, timed out,
+// restarted): a node vouched for that still carries unreachable:NoExecute, an
+// EndpointSlice or Endpoints object with endpoints the webhook would mark ready.
+// It re-sends each one unchanged, as read from the cache, so the update passes
+// through the webhook, which applies the mutation; the rules live in one place
+// and a write the webhook does not change is a no-op the apiserver drops.
+//
+// Only the elected leader among webhook replicas runs it. While leading it
+// follows informer events and rescans every period, because vouching changes
+// with time (a zone Lease turning fresh) without any event on the object.
+// Like sample-controller it never acts on an event's payload: a key is re-read
+// from the cache and re-judged when its turn comes. Writes are paced by a token
+// bucket and an object that comes back unchanged is retried with exponential
+// backoff, both from the workqueue's rate limiter.
+type repairer struct {
+	client    kubernetes.Interface
+	mut       *mutator
+	nodes     corelisters.NodeLister
+	slices    discoverylisters.EndpointSliceLister
+	endpoints corelisters.EndpointsLister
+	informers []cache.SharedIndexInformer
+	clock     clock.WithTicker
+	period    time.Duration
+	qps       float64
+	burst     int
+	dryRun    bool
+	metrics   *metrics
+	log       *slog.Logger
+}
+
+// runElected campaigns for the election lock until ctx is done, leading the
+// repair loop whenever it holds the lock.
+func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, cfg Config) error {
+	for ctx.Err() == nil {
+		leading := make(chan context.Context, 1)
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   cfg.LeaseDuration,
+			RenewDeadline:   cfg.RenewDeadline,
+			RetryPeriod:     cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            cfg.LeaderElectionID,
+			Callbacks: leaderelection.LeaderCallbacks{
+				// client-go runs this in a goroutine of its own; hand the
+				// term's context over so the loop runs on a goroutine
+				// this function owns and waits for.
+				OnStartedLeading: func(lctx context.Context) { leading <- lctx },
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("repair leader election: %w", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			le.Run(ctx)
+		}()
+		select {
+		case lctx := <-leading:
+			r.log.Info("leading the repair loop", "identity", lock.Identity())
+			r.metrics.repairLeader.Set(1)
+			r.lead(lctx)
+			r.metrics.repairLeader.Set(0)
+			<-done
+			r.log.Info("stopped leading the repair loop", "identity", lock.Identity())
+		case <-done:
+		}
+	}
+	return nil
+}
+
+// lead runs the repair loop for one term of leadership and returns, with every
+// goroutine it started stopped, once ctx is done.
+func (r *repairer) lead(ctx context.Context) {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[repairKey](time.Second, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[repairKey]{Limiter: rate.NewLimiter(rate.Limit(r.qps), r.burst)},
+	)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[repairKey]{Clock: r.clock})
+
+	// The handlers' initial replay of every cached object doubles as the
+	// first scan.
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.consider(q, obj) },
+		UpdateFunc: func(_, obj any) { r.consider(q, obj) },
+	}
+	regs := make([]cache.ResourceEventHandlerRegistration, len(r.informers))
+	for i, inf := range r.informers {
+		var err error
+		if regs[i], err = inf.AddEventHandler(handler); err != nil {
+			r.log.Error("repair loop cannot follow informer events; relying on rescans", "err", err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for r.processNext(ctx, q) {
+		}
+	})
+	wg.Go(func() {
+		t := r.clock.NewTicker(r.period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				r.scan(q)
+			}
+		}
+	})
+
+	<-ctx.Done()
+	for i, reg := range regs {
+		if reg != nil {
+			_ = r.informers[i].RemoveEventHandler(reg)
+		}
+	}
+	q.ShutDown()
+	wg.Wait()
+}
+
+// scan considers every cached node, EndpointSlice and Endpoints object.
+func (r *repairer) scan(q workqueue.TypedRateLimitingInterface[repairKey]) {
+	nodes, _ := r.nodes.List(labels.Everything())
+	for _, n := range nodes {
+		r.consider(q, n)
+	}
+	slices, _ := r.slices.List(labels.Everything())
+	for _, s := range slices {
+		r.consider(q, s)
+	}
+	eps, _ := r.endpoints.List(labels.Everything())
+	for _, e := range eps {
+		r.consider(q, e)
+	}
+}
+
+// consider queues obj if the webhook would change it now.
+func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], obj any) {
+	key, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	if need, err := r.needsRepair(obj); err == nil && need {
+		q.AddRateLimited(key)
+	}
+}
+
+func keyOf(obj any) (repairKey, bool) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return repairKey{resource: resNode, name: o.Name}, true
+	case *discoveryv1.EndpointSlice:
+		return repairKey{resource: resEndpointSlice, namespace: o.Namespace, name: o.Name}, true
+	case *corev1.Endpoints:
+		return repairKey{resource: resEndpoints, namespace: o.Namespace, name: o.Name}, true
+	}
+	return repairKey{}, false
+}
+
+// needsRepair applies the webhook's own rules to a copy of obj.
+func (r *repairer) needsRepair(obj any) (bool, error) {
+	var n int
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Node:
+		n, _, err = r.mut.node(o.DeepCopy())
+	case *discoveryv1.EndpointSlice:
+		n, err = r.mut.endpointSlice(o.DeepCopy())
+	case *corev1.Endpoints:
+		n, err = r.mut.endpoints(o.DeepCopy())
+	}
+	return n > 0, err
+}
+
+func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[repairKey]) bool {
+	key, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(key)
+	result, err := r.sync(ctx, key)
+	if result != "" {
+		r.metrics.repairs.WithLabelValues(key.resource, result).Inc()
+	}
+	switch result {
+	case repairUnchanged, repairConflict, repairError:
+		// The webhook did not answer, or the cache was behind: try again
+		// later, backing off per object.
+		r.log.Debug("repair not done, will retry", "resource", key.resource, "namespace", key.namespace, "name", key.name, "result", result, "err", err)
+		q.AddRateLimited(key)
+	default:
+		if result == repairMutated {
+			r.log.Info("repaired a missed admission", "resource", key.resource, "namespace", key.namespace, "name", key.name)
+		}
+		q.Forget(key)
+	}
+	return true
+}
+
+// sync re-judges the cached object and, if the webhook would change it,
+// re-sends it unchanged. It returns the result label, or "" when there was
+// nothing to do.
+func (r *repairer) sync(ctx context.Context, key repairKey) (string, error) {
+	obj, err := r.get(key)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return repairError, err
+	}
+	need, err := r.needsRepair(obj)
+	if err != nil {
+		return repairError, err
+	}
+	if !need {
+		return "", nil
+	}
+	if r.dryRun {
+		return repairDryRun, nil
+	}
+	sent := obj.(metav1.Object).GetResourceVersion()
+	got, err := r.update(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case apierrors.IsConflict(err):
+		return repairConflict, err
+	case err != nil:
+		return repairError, err
+	case got == sent:
+		// The apiserver stored nothing: the webhook was not called or left
+		// the object alone.
+		return repairUnchanged, nil
+	}
+	return repairMutated, nil
+}
+
+func (r *repairer) get(key repairKey) (any, error) {
+	switch key.resource {
+	case resNode:
+		return r.nodes.Get(key.name)
+	case resEndpointSlice:
+		return r.slices.EndpointSlices(key.namespace).Get(key.name)
+	case resEndpoints:
+		return r.endpoints.Endpoints(key.namespace).Get(key.name)
+	}
+	return nil, fmt.Errorf("unknown repair resource %q", key.resource)
+}
+
+// update sends obj back as it is and returns the stored resourceVersion.
+func (r *repairer) update(ctx context.Context, key repairKey, obj any) (string, error) {
+	opts := metav1.UpdateOptions{FieldManager: fieldManager}
+	switch o := obj.(type) {
+	case *corev1.Node:
+		out, err := r.client.CoreV1().Nodes().Update(ctx, o.DeepCopy(), opts)
+		if err != nil {
+			return "", err
+		}
+		return out.ResourceVersion, nil
+	case *discoveryv1.EndpointSlice:
+		out, err := r.client.DiscoveryV1().EndpointSlices(o.Namespace).Update(ctx, o.DeepCopy(), opts)
+		if err != nil {
+			return "", err
+		}
+		return out.ResourceVersion, nil
+	case *corev1.Endpoints:
+		out, err := r.client.CoreV1().Endpoints(o.Namespace).Update(ctx, o.DeepCopy(), opts)
+		if err != nil {
+			return "", err
+		}
+		return out.ResourceVersion, nil
+	}
+	return "", fmt.Errorf("unknown repair resource %q", key.resource)
+}

@@ -1,0 +1,273 @@
+package admission
+
+//lint:file-ignore SA1019 core/v1 Endpoints is deprecated, but its controller still writes it and the webhook keeps serving it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+)
+
+// repairCluster is testCluster plus an EndpointSlice and an Endpoints object
+// with endpoints the webhook would revive, and one with none.
+func repairCluster() []runtime.Object {
+	epRef := func(pod string) *corev1.ObjectReference {
+		return &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: types.UID("uid-" + pod)}
+	}
+	endpoint := func(pod, node string, ready bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To(node), TargetRef: epRef(pod),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)}}
+	}
+	slice := func(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: "1"},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps}
+	}
+	return append(testCluster(),
+		slice("web-broken", endpoint("web-a1-1", "edge-a1", false), endpoint("web-a1-early", "edge-a1", false)),
+		slice("web-fine", endpoint("web-a1-early", "edge-a1", false), endpoint("web-cloud-1", "cloud-1", false)),
+		&corev1.Endpoints{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "1"},
+			Subsets: []corev1.EndpointSubset{{
+				NotReadyAddresses: []corev1.EndpointAddress{{IP: "10.0.0.2", NodeName: ptr.To("edge-a2"), TargetRef: epRef("web-a2-1")}},
+				Ports:             []corev1.EndpointPort{{Port: 80}},
+			}},
+		},
+	)
+}
+
+// routeAdmission makes the fake clientset call the webhook on every update, as
+// the apiserver would, and store the patched object with a new
+// resourceVersion; an update the webhook leaves alone keeps its version.
+func routeAdmission(t *testing.T, env *testEnv) {
+	t.Helper()
+	var rv atomic.Int64
+	rv.Store(100)
+	paths := map[string]string{"nodes": "/mutate/node", "endpointslices": "/mutate/endpointslice", "endpoints": "/mutate/endpoints"}
+	kinds := map[string]metav1.GroupVersionKind{
+		"nodes":          nodeReview.kind,
+		"endpointslices": endpointSliceReview.kind,
+		"endpoints":      endpointsReview.kind,
+	}
+	env.client.PrependReactor("update", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ua := a.(clienttesting.UpdateAction)
+		res := ua.GetResource().Resource
+		if paths[res] == "" {
+			return false, nil, nil // leases and the like: the default tracker
+		}
+		obj := ua.GetObject()
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		review, _ := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "repair", Kind: kinds[res], Operation: admissionv1.Update,
+				Object: runtime.RawExtension{Raw: raw}},
+		})
+		rec := httptestDo(env, "POST", paths[res], string(review))
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+			return true, nil, fmt.Errorf("webhook answered %d %s", rec.Code, rec.Body)
+		}
+		if out.Response.Patch == nil {
+			return true, obj, nil // no-op update: nothing stored
+		}
+		p, err := jsonpatch.DecodePatch(out.Response.Patch)
+		if err != nil {
+			return true, nil, err
+		}
+		patched, err := p.Apply(raw)
+		if err != nil {
+			return true, nil, err
+		}
+		// Decode into a zero object: decoding into a copy would keep the
+		// fields the patch removed.
+		stored := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
+		if err := json.Unmarshal(patched, stored); err != nil {
+			return true, nil, err
+		}
+		stored.(metav1.Object).SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+		if err := env.client.Tracker().Update(ua.GetResource(), stored, ua.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, stored, nil
+	})
+}
+
+// updated lists "resource/name" of every update the client received, except
+// the leader election's.
+func updated(env *testEnv) []string {
+	var out []string
+	for _, a := range env.client.Actions() {
+		if ua, ok := a.(clienttesting.UpdateAction); ok && ua.GetResource().Resource != "leases" {
+			out = append(out, ua.GetResource().Resource+"/"+ua.GetObject().(metav1.Object).GetName())
+		}
+	}
+	return out
+}
+
+func fastElection(c *Config) {
+	c.Repair = true
+	c.RetryPeriod, c.RenewDeadline, c.LeaseDuration = 50*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond
+}
+
+// stepUntil advances the fake clock a second at a time (the repair queue's
+// first delay) until cond holds or a real-time deadline passes.
+func stepUntil(t *testing.T, env *testEnv, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; updates so far: %v", what, updated(env))
+		}
+		env.clock.Step(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRepairResendsThroughWebhook(t *testing.T) {
+	// The fake clock runs ahead while the test waits for the queue; with
+	// Lease ages of a day no Lease turns stale meanwhile, so every zone
+	// Lease counts as fresh and the nodes to repair stay the same: all
+	// healthy, Unknown and tainted ones.
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.ZoneLeaseMaxAge, c.NodeLeaseMaxAge = 24*time.Hour, 24*time.Hour
+	}, repairCluster()...)
+	routeAdmission(t, env)
+	env.start(t)
+	repaired := func(resource string) float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairMutated))
+	}
+	stepUntil(t, env, "4 nodes, 1 slice and 1 Endpoints repaired", func() bool {
+		return repaired(resNode) == 4 && repaired(resEndpointSlice) == 1 && repaired(resEndpoints) == 1
+	})
+	// What is stored now gives the loop nothing more to do, so it settles
+	// instead of re-sending.
+	ctx := context.Background()
+	nodes, err := env.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sliceList, err := env.client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := env.client.CoreV1().Endpoints("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []metav1.Object
+	for i := range nodes.Items {
+		stored = append(stored, &nodes.Items[i])
+	}
+	for i := range sliceList.Items {
+		stored = append(stored, &sliceList.Items[i])
+	}
+	for i := range eps.Items {
+		stored = append(stored, &eps.Items[i])
+	}
+	for _, o := range stored {
+		if need, err := env.w.repair.needsRepair(o); need || err != nil {
+			t.Errorf("%T %s still needs repair (%v)", o, o.GetName(), err)
+		}
+	}
+
+	for _, name := range []string{"edge-a1", "edge-a2", "edge-b1", "edge-c1"} {
+		n, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(n.(*corev1.Node).Spec.Taints, isUnreachableNoExecute) {
+			t.Errorf("%s still carries unreachable:NoExecute after repair", name)
+		}
+	}
+	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eps := s.(*discoveryv1.EndpointSlice).Endpoints; !*eps[0].Conditions.Ready || *eps[1].Conditions.Ready {
+		t.Errorf("web-broken after repair: ready = %v, %v; want true, false", *eps[0].Conditions.Ready, *eps[1].Conditions.Ready)
+	}
+
+	// Nothing the webhook would leave alone was sent.
+	for _, u := range updated(env) {
+		switch u {
+		case "nodes/edge-a1", "nodes/edge-a2", "nodes/edge-b1", "nodes/edge-c1", "endpointslices/web-broken", "endpoints/web":
+		default:
+			t.Errorf("repair loop sent %s, which needs no repair", u)
+		}
+	}
+}
+
+// TestRepairUnchangedRetries: when the webhook does not answer (here: the fake
+// apiserver stores nothing), the re-send comes back unchanged, is counted,
+// and is retried after a backoff rather than forgotten.
+func TestRepairUnchangedRetries(t *testing.T) {
+	env := newWebhook(t, fastElection)
+	env.client.PrependReactor("update", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, a.(clienttesting.UpdateAction).GetObject(), nil
+	})
+	env.start(t)
+	unchanged := env.w.metrics.repairs.WithLabelValues(resNode, repairUnchanged)
+	stepUntil(t, env, "each vouched node re-sent twice", func() bool { return counter(t, unchanged) >= 6 })
+}
+
+func TestRepairDryRunWritesNothing(t *testing.T) {
+	env := startWebhook(t, func(c *Config) { fastElection(c); c.DryRun = true }, repairCluster()...)
+	dry := func(resource string) float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairDryRun))
+	}
+	stepUntil(t, env, "dry-run repairs counted", func() bool {
+		return dry(resNode) >= 3 && dry(resEndpointSlice) >= 1 && dry(resEndpoints) >= 1
+	})
+	if u := updated(env); len(u) != 0 {
+		t.Errorf("dry-run repair wrote %v", u)
+	}
+}
+
+// TestRepairLeaderElection runs two replicas on one cluster: while the first
+// leads the second waits, and when the first stops the second takes over.
+func TestRepairLeaderElection(t *testing.T) {
+	a := newWebhook(t, func(c *Config) { fastElection(c); c.Identity = "replica-a" })
+	stopA := a.start(t)
+	leading := func(w *Webhook) bool { return counter(t, w.metrics.repairLeader) == 1 }
+	waitFor(t, "replica a to lead", func() bool { return leading(a.w) })
+
+	regB := prometheus.NewRegistry()
+	cfgB := a.cfg
+	cfgB.Identity, cfgB.Registerer, cfgB.Gatherer = "replica-b", regB, regB
+	wb, err := New(cfgB, a.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &testEnv{w: wb, client: a.client, clock: a.clock}
+	b.start(t)
+	if leading(b.w) {
+		t.Fatal("replica b leads while replica a holds the lease")
+	}
+
+	stopA()
+	waitFor(t, "replica b to take over", func() bool { return leading(b.w) })
+	if leading(a.w) {
+		t.Error("replica a still counts itself leader after stopping")
+	}
+}

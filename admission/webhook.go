@@ -1,0 +1,237 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Webhook is the admission webhook process: informer caches, the HTTPS server
+// and, when enabled, the repair loop.
+type Webhook struct {
+	cfg      Config
+	client   kubernetes.Interface
+	log      *slog.Logger
+	metrics  *metrics
+	decider  *Decider
+	admitter *admitter
+	certs    *certReloader
+	handler  http.Handler
+	repair   *repairer
+
+	factories []informers.SharedInformerFactory
+	hasSynced []cache.InformerSynced
+	synced    atomic.Bool
+}
+
+// New builds a Webhook from a valid cfg and a client. It reads the TLS pair once
+// so a missing or broken pair fails here, before anything is served, but starts
+// nothing: Run does.
+func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Webhook{cfg: cfg, client: client, log: cfg.Logger, metrics: m}
+	if w.certs, err = newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m); err != nil {
+		return nil, err
+	}
+
+	all := informers.NewSharedInformerFactory(client, 0)
+	nodeLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(NodeLeaseNamespace))
+	zoneLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(cfg.LeaseNamespace))
+	w.factories = []informers.SharedInformerFactory{all, nodeLeases, zoneLeases}
+
+	podInformer := all.Core().V1().Pods()
+	// Every pod of the cluster is cached, but only to read its Ready
+	// condition: keep just that.
+	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	caches := Caches{
+		Nodes:      all.Core().V1().Nodes().Lister(),
+		Pods:       podInformer.Lister(),
+		NodeLeases: nodeLeases.Coordination().V1().Leases().Lister().Leases(NodeLeaseNamespace),
+		ZoneLeases: zoneLeases.Coordination().V1().Leases().Lister().Leases(cfg.LeaseNamespace),
+	}
+	w.hasSynced = []cache.InformerSynced{
+		all.Core().V1().Nodes().Informer().HasSynced,
+		podInformer.Informer().HasSynced,
+		nodeLeases.Coordination().V1().Leases().Informer().HasSynced,
+		zoneLeases.Coordination().V1().Leases().Informer().HasSynced,
+	}
+	w.decider = NewDecider(cfg, caches)
+	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack}
+	w.admitter = &admitter{
+		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,
+		dryRun: cfg.DryRun, maxBytes: cfg.MaxRequestBytes, synced: w.synced.Load,
+	}
+
+	if cfg.Repair {
+		// Only the repair loop needs these caches; the admission path gets
+		// its EndpointSlices and Endpoints in the review.
+		slices := all.Discovery().V1().EndpointSlices()
+		eps := all.Core().V1().Endpoints()
+		w.repair = &repairer{
+			client: client, mut: mut,
+			nodes: caches.Nodes, slices: slices.Lister(), endpoints: eps.Lister(),
+			informers: []cache.SharedIndexInformer{all.Core().V1().Nodes().Informer(), slices.Informer(), eps.Informer()},
+			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
+			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
+		}
+		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
+	}
+	w.handler = w.routes()
+	return w, nil
+}
+
+// Decider is the webhook's vouching rule over its own caches.
+func (w *Webhook) Decider() *Decider { return w.decider }
+
+// Handler serves every route without TLS, for tests that wrap it in httptest.
+// Answers are only meaningful once Run has synced the caches (see Ready).
+func (w *Webhook) Handler() http.Handler { return w.handler }
+
+// Ready reports whether the informer caches have synced, as /readyz does.
+func (w *Webhook) Ready() bool { return w.synced.Load() }
+
+// routes are the server's endpoints. Review routes check the method themselves
+// so a wrong one is counted, not just refused by the router.
+func (w *Webhook) routes() http.Handler {
+	r := mux.NewRouter()
+	r.Handle("/mutate/node", w.admitter.serve(nodeReview))
+	r.Handle("/mutate/endpointslice", w.admitter.serve(endpointSliceReview))
+	r.Handle("/mutate/endpoints", w.admitter.serve(endpointsReview))
+	r.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		_, _ = rw.Write([]byte("ok\n"))
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if !w.synced.Load() {
+			http.Error(rw, "informer caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = rw.Write([]byte("ok\n"))
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/metrics", promhttp.HandlerFor(w.cfg.Gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	return r
+}
+
+// Run serves until ctx is done, then stops the server (letting in-flight
+// reviews finish within ShutdownTimeout), the repair loop and the informers,
+// and returns once all of them have. It returns early with an error if the
+// server cannot listen or fails. A Webhook runs once.
+func (w *Webhook) Run(ctx context.Context) error {
+	ln := w.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", w.cfg.ListenAddress); err != nil {
+			return fmt.Errorf("listen on --listen-address %s: %w", w.cfg.ListenAddress, err)
+		}
+	}
+	srv := &http.Server{
+		Handler: w.handler,
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: w.certs.GetCertificate,
+		},
+		ReadHeaderTimeout: w.cfg.ReadTimeout,
+		ReadTimeout:       w.cfg.ReadTimeout,
+		WriteTimeout:      w.cfg.WriteTimeout,
+		IdleTimeout:       w.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, f := range w.factories {
+		f.Start(ctx.Done())
+	}
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() {
+		err := srv.ServeTLS(ln, "", "")
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+		}
+	})
+	w.log.Info("serving admission reviews", "address", ln.Addr().String(), "dryRun", w.cfg.DryRun, "repair", w.cfg.Repair)
+	wg.Go(func() {
+		if !cache.WaitForCacheSync(ctx.Done(), w.hasSynced...) {
+			return
+		}
+		w.synced.Store(true)
+		w.log.Info("informer caches synced; ready")
+		if w.repair == nil {
+			return
+		}
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: w.cfg.LeaseNamespace, Name: w.cfg.LeaderElectionID},
+			Client:     w.client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: w.cfg.Identity},
+		}
+		if err := w.repair.runElected(ctx, lock, w.cfg); err != nil {
+			w.log.Error("repair loop stopped", "err", err)
+		}
+	})
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	w.synced.Store(false)
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ShutdownTimeout)
+	defer cancelShutdown()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		w.log.Warn("server shutdown", "err", serr)
+		_ = srv.Close()
+	}
+	cancel()
+	wg.Wait()
+	for _, f := range w.factories {
+		f.Shutdown()
+	}
+	w.log.Info("stopped")
+	return err
+}
+
+// slimPod keeps what qualifies reads of a pod: identity, node, deletion, and
+// the Ready condition. Everything else would only cost memory.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
+	}
+	if c := podReadyCondition(p.Status.Conditions); c != nil {
+		slim.Status.Conditions = []corev1.PodCondition{*c}
+	}
+	return slim, nil
+}

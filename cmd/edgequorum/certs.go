@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func init() {
+	register(command{name: "certs", summary: "write a CA and the webhook's serving certificate", run: runCerts})
+}
+
+const certsUsage = `Writes ca.crt, tls.crt and tls.key for the webhook Service
+<service>.<namespace>.svc into --out-dir and prints the base64 caBundle for the
+MutatingWebhookConfiguration on stdout. For clusters without cert-manager:
+
+  edgequorum certs --out-dir ./tls > cabundle.txt
+  kubectl -n edgequorum-system create secret tls edgequorum-webhook-tls \
+    --cert=./tls/tls.crt --key=./tls/tls.key
+
+The CA key is not kept: rotating means running this again and updating the
+caBundle.`
+
+func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	opts := admission.CertOptions{Service: "edgequorum-webhook", Namespace: zone.DefaultLeaseNamespace, Validity: 365 * 24 * time.Hour}
+	fs := newFlagSet("certs", certsUsage, stderr)
+	fs.StringVar(&opts.Service, "service", opts.Service, "name of the webhook's Service")
+	fs.StringVar(&opts.Namespace, "namespace", opts.Namespace, "namespace of the webhook's Service")
+	outDir := fs.String("out-dir", "", "directory to write ca.crt, tls.crt and tls.key into (required)")
+	ipSANs := fs.String("ip-sans", "", "comma-separated extra IP SANs, e.g. 127.0.0.1 for a webhook reached by address in tests")
+	fs.DurationVar(&opts.Validity, "validity", opts.Validity, "how long the CA and the certificate are valid")
+	force := fs.Bool("force", false, "overwrite existing files in --out-dir")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *outDir == "" {
+		return usageErrorf("--out-dir is required")
+	}
+	if opts.Validity <= 0 {
+		return usageErrorf("--validity must be positive, got %s", opts.Validity)
+	}
+	for _, s := range strings.Split(*ipSANs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return usageErrorf("--ip-sans: %q is not an IP address", s)
+		}
+		opts.IPs = append(opts.IPs, ip)
+	}
+	b, err := admission.GenerateCerts(opts)
+	if err != nil {
+		return usageErrorf("--service/--namespace: %v", err)
+	}
+	if err := b.WriteFiles(*outDir, *force); err != nil {
+		if errors.Is(err, admission.ErrExists) {
+			return usageErrorf("%v (pass --force to overwrite)", err)
+		}
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, b.CABundle())
+	return err
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgequorum/edgequorum/admission"
+)
+
+func init() {
+	register(command{name: "webhook", summary: "run the cloud admission webhook (Deployment)", run: runWebhook})
+}
+
+const webhookUsage = `Runs in the cloud behind a MutatingWebhookConfiguration: strips
+node.kubernetes.io/unreachable:NoExecute from nodes their zone vouches for and
+keeps their pods' endpoints ready. Never denies a request. /healthz, /readyz and
+/metrics are served on the same HTTPS port. The repair loop (leader-elected)
+re-sends objects whose admission was missed.`
+
+func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
+	cfg := admission.DefaultConfig()
+	fs := newFlagSet("webhook", webhookUsage, stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster config)")
+	fs.StringVar(&cfg.ListenAddress, "listen-address", cfg.ListenAddress, "host:port of the HTTPS server (reviews, /healthz, /readyz, /metrics)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate, PEM; re-read when it changes (required)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (required)")
+	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases and of the repair loop's election Lease")
+	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
+	fs.DurationVar(&cfg.ZoneLeaseMaxAge, "zone-lease-max-age", cfg.ZoneLeaseMaxAge, "how old a zone Lease's renewTime may be for the zone's quorum to count as alive")
+	fs.DurationVar(&cfg.NodeLeaseMaxAge, "node-lease-max-age", cfg.NodeLeaseMaxAge, "how old a kubelet Lease's renewTime may be for its node to count as reaching the cloud")
+	fs.DurationVar(&cfg.MaxCutoffProtection, "max-cutoff-protection", cfg.MaxCutoffProtection, "how long a zone cut off as a whole keeps its vouched nodes protected (0: never)")
+	fs.DurationVar(&cfg.PodReadySlack, "pod-ready-slack", cfg.PodReadySlack, "how much before its node went Unknown a pod may have turned not ready and still be revived")
+	fs.BoolVar(&cfg.DryRun, "dry-run", cfg.DryRun, "decide and count, but patch nothing and let the repair loop write nothing")
+	fs.BoolVar(&cfg.Repair, "repair", cfg.Repair, "run the leader-elected repair loop (needs update rights on nodes, endpointslices, endpoints)")
+	fs.DurationVar(&cfg.RepairPeriod, "repair-period", cfg.RepairPeriod, "how often the repair loop's leader rescans every node, EndpointSlice and Endpoints")
+	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
+	fs.IntVar(&cfg.RepairBurst, "repair-burst", cfg.RepairBurst, "repair writes allowed in a burst")
+	fs.StringVar(&cfg.LeaderElectionID, "leader-election-id", cfg.LeaderElectionID, "name of the repair loop's election Lease in --lease-namespace")
+	fs.StringVar(&cfg.Identity, "leader-election-identity", "", "this replica's name in the election Lease (default: the host name; Deployment: the pod name)")
+	fs.DurationVar(&cfg.LeaseDuration, "leader-elect-lease-duration", cfg.LeaseDuration, "how long a repair leader's lease lasts without renewal")
+	fs.DurationVar(&cfg.RenewDeadline, "leader-elect-renew-deadline", cfg.RenewDeadline, "how long a repair leader keeps trying to renew before it steps down")
+	fs.DurationVar(&cfg.RetryPeriod, "leader-elect-retry-period", cfg.RetryPeriod, "pause between election attempts")
+	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest AdmissionReview body accepted; larger ones get 413")
+	fs.DurationVar(&cfg.ReadTimeout, "http-read-timeout", cfg.ReadTimeout, "bound on reading one request, headers included")
+	fs.DurationVar(&cfg.WriteTimeout, "http-write-timeout", cfg.WriteTimeout, "bound on answering one request")
+	fs.DurationVar(&cfg.IdleTimeout, "http-idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	logFlags := addLogFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := logFlags.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.Identity == "" {
+		if cfg.Identity, err = os.Hostname(); err != nil {
+			return usageErrorf("--leader-election-identity is empty and the host name is unknown: %v", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{err}
+	}
+	cfg.Logger = log
+
+	restCfg, err := webhookRESTConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	w, err := admission.New(cfg, client)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// webhookRESTConfig loads the kubeconfig at path, or the in-cluster config when
+// path is empty, and names the webhook in the apiserver's audit log.
+func webhookRESTConfig(path string) (*rest.Config, error) {
+	var (
+		c   *rest.Config
+		err error
+	)
+	if path == "" {
+		if c, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("in-cluster config (pass --kubeconfig outside a cluster): %w", err)
+		}
+	} else if c, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	c.UserAgent = "edgequorum-webhook"
+	return c, nil
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWebhookUsage: every configuration mistake exits 2 with the flag named,
+// before any connection to a cluster is tried.
+func TestWebhookUsage(t *testing.T) {
+	dir := t.TempDir()
+	if code := run(context.Background(), []string{"certs", "--out-dir", dir}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("certs: exit %d", code)
+	}
+	tls := []string{"--tls-cert-file", filepath.Join(dir, "tls.crt"), "--tls-key-file", filepath.Join(dir, "tls.key")}
+	tests := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"no TLS pair", nil, "--tls-cert-file is required"},
+		{"no key", []string{"--tls-cert-file", "x"}, "--tls-key-file is required"},
+		{"bad listen address", append([]string{"--listen-address", "9443"}, tls...), "--listen-address"},
+		{"bad lease namespace", append([]string{"--lease-namespace", "Not_A_Namespace"}, tls...), "--lease-namespace"},
+		{"bad zone label", append([]string{"--zone-label", "a/b/c"}, tls...), "--zone-label"},
+		{"zero zone lease age", append([]string{"--zone-lease-max-age", "0s"}, tls...), "--zone-lease-max-age"},
+		{"negative node lease age", append([]string{"--node-lease-max-age", "-1s"}, tls...), "--node-lease-max-age"},
+		{"negative protection", append([]string{"--max-cutoff-protection", "-1h"}, tls...), "--max-cutoff-protection"},
+		{"slack below a second", append([]string{"--pod-ready-slack", "100ms"}, tls...), "--pod-ready-slack"},
+		{"election timers", append([]string{"--leader-elect-lease-duration", "5s"}, tls...), "--leader-elect-lease-duration"},
+		{"repair qps", append([]string{"--repair-qps", "0"}, tls...), "--repair-qps"},
+		{"tiny body limit", append([]string{"--max-request-bytes", "10"}, tls...), "--max-request-bytes"},
+		{"bad log level", append([]string{"--log-level", "loud"}, tls...), "--log-level"},
+		{"unknown flag", []string{"--nope"}, "nope"},
+		{"not a duration", []string{"--zone-lease-max-age", "soon"}, "zone-lease-max-age"},
+		{"stray argument", append([]string{"extra"}, tls...), "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"webhook"}, tt.args...), &bytes.Buffer{}, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), tt.says) {
+				t.Errorf("exit %d, stderr %q; want 2 mentioning %q", code, stderr.String(), tt.says)
+			}
+		})
+	}
+}
+
+// TestWebhookNeedsACluster: with valid flags and no reachable cluster config
+// the command fails at run time (exit 1), naming what it tried.
+func TestWebhookNeedsACluster(t *testing.T) {
+	dir := t.TempDir()
+	if code := run(context.Background(), []string{"certs", "--out-dir", dir}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("certs: exit %d", code)
+	}
+	missing := filepath.Join(dir, "no-kubeconfig")
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"webhook", "--kubeconfig", missing,
+		"--tls-cert-file", filepath.Join(dir, "tls.crt"), "--tls-key-file", filepath.Join(dir, "tls.key")}, &bytes.Buffer{}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "--kubeconfig") {
+		t.Errorf("exit %d, stderr %q; want 1 naming --kubeconfig", code, stderr.String())
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("the command created the kubeconfig it was pointed at")
+	}
+}
+
+func TestWebhookHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"webhook", "--help"}, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, flag := range []string{"-tls-cert-file", "-zone-lease-max-age", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address"} {
+		if !strings.Contains(stderr.String(), flag) {
+			t.Errorf("--help does not list %s", flag)
+		}
+	}
+}
