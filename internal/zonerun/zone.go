@@ -52,12 +52,11 @@ type Options struct {
 
 // Zone is a running zone.
 type Zone struct {
-	opts       Options
-	cluster    *testcluster.Cluster
-	keyFile    string
-	kubeconfig string
-	mu         sync.Mutex
-	agents     []*Agent
+	opts    Options
+	cluster *testcluster.Cluster
+	keyFile string
+	mu      sync.Mutex
+	agents  []*Agent
 }
 
 // Start applies deploy/agent (namespace and RBAC), writes a zone key, adds the
@@ -86,11 +85,6 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 	if err := InstallAgentRBAC(ctx, c); err != nil {
 		return nil, err
 	}
-	kc, err := AgentKubeconfig(c, filepath.Join(opts.Dir, "agent.kubeconfig"))
-	if err != nil {
-		return nil, err
-	}
-	z.kubeconfig = kc
 	line, err := raftzone.GenerateKeyLine("k1")
 	if err != nil {
 		return nil, err
@@ -109,6 +103,22 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 		a := &Agent{zone: z, Kubelet: k, Name: name, IP: k.IP().String(),
 			DataDir: filepath.Join(opts.Dir, name, "data"), LogPath: filepath.Join(opts.Dir, name, "agent.log")}
 		z.agents = append(z.agents, a)
+		// Each agent reaches the apiserver through its own cuttable link.
+		if a.link, err = newCloudLink(c.APIServerURL()); err != nil {
+			z.Stop()
+			return nil, err
+		}
+		userCfg, err := c.UserConfig(AgentUser, agentGroups...)
+		if err != nil {
+			z.Stop()
+			return nil, err
+		}
+		userCfg.Host = a.link.URL()
+		a.kubeconfig = filepath.Join(opts.Dir, name, "kubeconfig")
+		if err := WriteKubeconfig(userCfg, a.kubeconfig); err != nil {
+			z.Stop()
+			return nil, err
+		}
 	}
 	for _, a := range z.agents {
 		if err := a.Start(); err != nil {
@@ -135,14 +145,8 @@ func InstallAgentRBAC(ctx context.Context, c *testcluster.Cluster) error {
 	return deploy.Apply(ctx, c.RESTConfig(), keep, false)
 }
 
-// AgentKubeconfig writes a kubeconfig that authenticates as AgentUser.
-func AgentKubeconfig(c *testcluster.Cluster, path string) (string, error) {
-	cfg, err := c.UserConfig(AgentUser, "system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated")
-	if err != nil {
-		return "", err
-	}
-	return path, WriteKubeconfig(cfg, path)
-}
+// agentGroups are the groups a ServiceAccount token would carry.
+var agentGroups = []string{"system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated"}
 
 // WriteKubeconfig writes cfg (certificate auth) as a kubeconfig file.
 func WriteKubeconfig(cfg *rest.Config, path string) error {
@@ -202,10 +206,13 @@ func (z *Zone) Leader(ctx context.Context) (*Agent, error) {
 	return leader, nil
 }
 
-// Stop stops every agent (SIGTERM, then SIGKILL).
+// Stop stops every agent (SIGTERM, then SIGKILL) and closes their cloud links.
 func (z *Zone) Stop() {
 	for _, a := range z.Agents() {
 		a.Stop()
+		if a.link != nil {
+			a.link.close()
+		}
 	}
 }
 
@@ -218,9 +225,46 @@ type Agent struct {
 	DataDir string
 	LogPath string
 
+	link       *cloudLink
+	kubeconfig string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+}
+
+// CutCloud cuts the node from the cloud: its kubelet stops renewing and its
+// agent's apiserver connections fail; the zone network and the kubelet's
+// listener stay up.
+func (a *Agent) CutCloud() {
+	a.Kubelet.Cut()
+	a.link.setCut(true)
+}
+
+// ReconnectCloud undoes CutCloud.
+func (a *Agent) ReconnectCloud(ctx context.Context) error {
+	a.link.setCut(false)
+	return a.Kubelet.Reconnect(ctx)
+}
+
+// CutCloud cuts every node of the zone from the cloud.
+func (z *Zone) CutCloud() {
+	for _, a := range z.Agents() {
+		a.CutCloud()
+	}
+}
+
+// ReconnectCloud undoes Zone.CutCloud for every node still alive.
+func (z *Zone) ReconnectCloud(ctx context.Context) error {
+	for _, a := range z.Agents() {
+		if a.Kubelet.State() == testcluster.StateKilled {
+			continue
+		}
+		if err := a.ReconnectCloud(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StatusAddress is host:port of the agent's status server.
@@ -233,7 +277,7 @@ func (a *Agent) Args() []string {
 		"--advertise-address=" + a.IP,
 		"--data-dir=" + a.DataDir,
 		"--key-file=" + a.zone.keyFile,
-		"--kubeconfig=" + a.zone.kubeconfig,
+		"--kubeconfig=" + a.kubeconfig,
 		"--status-address=" + a.StatusAddress(),
 		"--peer-port=" + strconv.Itoa(PeerPort),
 		"--log-level=debug",

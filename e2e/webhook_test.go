@@ -1,0 +1,364 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// tolerationSeconds is short so that, without edgequorum, eviction would come
+// quickly: every scenario below watches several such periods.
+const tolerationSeconds = 20
+
+// app is one Service with one Ready pod on each zone node.
+type app struct {
+	name string
+	pods map[string]string // pod → node
+}
+
+func deployApp(t *testing.T, c kubernetes.Interface, name string, nodes []string) *app {
+	t.Helper()
+	ctx := context.Background()
+	a := &app{name: name, pods: map[string]string{}}
+	_, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tol := []corev1.Toleration{
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](tolerationSeconds)},
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](tolerationSeconds)},
+	}
+	for _, node := range nodes {
+		pod := name + "-" + node
+		_, err := c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: pod, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{NodeName: node, Tolerations: tol,
+				Containers: []corev1.Container{{Name: "web", Image: "web", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.pods[pod] = node
+	}
+	eventually(t, 2*time.Minute, "every endpoint ready", func() (bool, string) {
+		ready := a.readyEndpoints(t, c)
+		return len(ready) == len(nodes), fmt.Sprintf("%d/%d ready", len(ready), len(nodes))
+	})
+	return a
+}
+
+// readyEndpoints returns the pods whose EndpointSlice endpoint is ready.
+func (a *app) readyEndpoints(t *testing.T, c kubernetes.Interface) map[string]bool {
+	t.Helper()
+	slices, err := c.DiscoveryV1().EndpointSlices("default").List(context.Background(),
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + a.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.TargetRef != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+				out[e.TargetRef.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// deletedPods returns pods that are gone or terminating.
+func (a *app) deletedPods(t *testing.T, c kubernetes.Interface) []string {
+	t.Helper()
+	var out []string
+	for pod := range a.pods {
+		p, err := c.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+func (a *app) podOn(node string) string {
+	for pod, n := range a.pods {
+		if n == node {
+			return pod
+		}
+	}
+	return ""
+}
+
+func nodeCondition(t *testing.T, c kubernetes.Interface, node string) (corev1.ConditionStatus, bool) {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noExecute := false
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute {
+			noExecute = true
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status, noExecute
+		}
+	}
+	return corev1.ConditionUnknown, noExecute
+}
+
+// taintWatch records every stored version of the watched nodes that carried
+// unreachable:NoExecute, so "the taint never stays" is checked on every write,
+// not on samples.
+type taintWatch struct {
+	mu      sync.Mutex
+	tainted map[string]int
+	stop    func()
+}
+
+func watchTaints(t *testing.T, c kubernetes.Interface, nodes []string) *taintWatch {
+	t.Helper()
+	watched := map[string]bool{}
+	for _, n := range nodes {
+		watched[n] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := &taintWatch{tainted: map[string]int{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Error || !watched[n.Name] {
+				continue
+			}
+			for _, tn := range n.Spec.Taints {
+				if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute {
+					tw.mu.Lock()
+					tw.tainted[n.Name]++
+					tw.mu.Unlock()
+				}
+			}
+		}
+	}()
+	tw.stop = func() { cancel(); w.Stop(); <-done }
+	t.Cleanup(tw.stop)
+	return tw
+}
+
+func (tw *taintWatch) seen() map[string]int {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range tw.tainted {
+		out[k] = v
+	}
+	return out
+}
+
+// holdFor checks cond on every poll for d, failing at the first violation.
+// Scenarios that assert something does NOT happen must watch long enough for
+// it to have happened without edgequorum (several toleration periods).
+func holdFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok, detail := cond(); !ok {
+			t.Fatalf("%s broke: %s", what, detail)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestWebhookEndToEnd runs the four scenarios of the webhook issue on one real
+// control plane: the real KCM taints and marks pods not ready, the real
+// taint-eviction controller evicts, and the webhook registered through a real
+// MutatingWebhookConfiguration answers.
+func TestWebhookEndToEnd(t *testing.T) {
+	c, z := startZone(t, testcluster.Options{}, zonerun.Options{Zone: "edge-w", Nodes: 5})
+	ctx := context.Background()
+	client := c.Client()
+	all := names(z)
+	healthy := map[string]zone.State{}
+	for _, n := range all {
+		healthy[n] = zone.Healthy
+	}
+	waitStates(t, client, 2*time.Minute, healthy)
+
+	// The webhook must call a kubelet Lease stale no later than the KCM calls
+	// its node Unknown (the harness's grace period is 20s), or a cut-off zone
+	// goes unprotected in between; in production, 40s against KCM's 50s.
+	wh, err := zonerun.StartWebhook(ctx, c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
+		"--node-lease-max-age=15s", "--zone-lease-max-age=15s", "--repair-period=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wh.Stop)
+	web := deployApp(t, client, "web", all)
+	taints := watchTaints(t, client, all)
+
+	nonLeaders := func() []*zonerun.Agent {
+		l, err := z.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*zonerun.Agent
+		for _, a := range z.Agents() {
+			if a != l && a.Running() {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+
+	if !t.Run("whole zone cut from the cloud", func(t *testing.T) {
+		z.CutCloud()
+		eventually(t, 2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
+			for _, n := range all {
+				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
+					return false, fmt.Sprintf("%s is %s", n, st)
+				}
+			}
+			return true, ""
+		})
+		// Three toleration periods: without edgequorum every pod would be
+		// evicted and every endpoint not ready by now.
+		holdFor(t, 3*tolerationSeconds*time.Second, "zone protection", func() (bool, string) {
+			if del := web.deletedPods(t, client); len(del) > 0 {
+				return false, fmt.Sprintf("pods deleted: %v", del)
+			}
+			if ready := web.readyEndpoints(t, client); len(ready) != len(all) {
+				return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(all))
+			}
+			return true, ""
+		})
+		if seen := taints.seen(); len(seen) > 0 {
+			t.Errorf("unreachable:NoExecute was stored on %v", seen)
+		}
+		if err := z.ReconnectCloud(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "zone Ready again", func() (bool, string) {
+			for _, n := range all {
+				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
+					return false, fmt.Sprintf("%s is %s", n, st)
+				}
+			}
+			return true, ""
+		})
+	}) {
+		return
+	}
+
+	if !t.Run("one node cut while the zone is connected", func(t *testing.T) {
+		cut := nonLeaders()[0]
+		cut.CutCloud()
+		eventually(t, 2*time.Minute, cut.Name+" Ready=Unknown", func() (bool, string) {
+			st, _ := nodeCondition(t, client, cut.Name)
+			return st == corev1.ConditionUnknown, string(st)
+		})
+		holdFor(t, 3*tolerationSeconds*time.Second, "protection of "+cut.Name, func() (bool, string) {
+			if del := web.deletedPods(t, client); len(del) > 0 {
+				return false, fmt.Sprintf("pods deleted: %v", del)
+			}
+			if !web.readyEndpoints(t, client)[web.podOn(cut.Name)] {
+				return false, "endpoint of " + web.podOn(cut.Name) + " not ready"
+			}
+			return true, ""
+		})
+		if seen := taints.seen(); seen[cut.Name] > 0 {
+			t.Errorf("unreachable:NoExecute was stored on %s %d times", cut.Name, seen[cut.Name])
+		}
+		if err := cut.ReconnectCloud(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, cut.Name+" Ready again", func() (bool, string) {
+			st, _ := nodeCondition(t, client, cut.Name)
+			return st == corev1.ConditionTrue, string(st)
+		})
+	}) {
+		return
+	}
+
+	if !t.Run("killed node is left to upstream eviction", func(t *testing.T) {
+		victim := nonLeaders()[0]
+		victim.Kill()
+		victim.Kubelet.Kill()
+		waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
+		eventually(t, 2*time.Minute, victim.Name+" tainted unreachable:NoExecute", func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, victim.Name)
+			return noExecute, "no taint"
+		})
+		pod := web.podOn(victim.Name)
+		took := eventually(t, 2*time.Minute, pod+" evicted", func() (bool, string) {
+			for _, d := range web.deletedPods(t, client) {
+				if d == pod {
+					return true, ""
+				}
+			}
+			return false, "still running"
+		})
+		t.Logf("%s evicted %s after its node was tainted (tolerationSeconds %d)", pod, took.Round(time.Second), tolerationSeconds)
+		eventually(t, time.Minute, "its endpoint not ready", func() (bool, string) {
+			return !web.readyEndpoints(t, client)[pod], "still ready"
+		})
+	}) {
+		return
+	}
+
+	t.Run("webhook stopped: upstream behaviour returns", func(t *testing.T) {
+		wh.Stop()
+		cut := nonLeaders()[0]
+		pod := web.podOn(cut.Name)
+		cut.CutCloud()
+		eventually(t, 2*time.Minute, cut.Name+" tainted unreachable:NoExecute", func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, cut.Name)
+			return noExecute, "no taint"
+		})
+		// A write the webhook would be asked about returns at once: the
+		// webhook is down and failurePolicy is Ignore.
+		start := time.Now()
+		patch := []byte(`{"metadata":{"labels":{"edgequorum.io/e2e":"touched"}}}`)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, cut.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 6*time.Second {
+			t.Errorf("a node write took %s with the webhook down; the webhook timeout is 5s", took)
+		} else {
+			t.Logf("node write with the webhook down took %s", took.Round(time.Millisecond))
+		}
+		eventually(t, 2*time.Minute, pod+" evicted as upstream would", func() (bool, string) {
+			for _, d := range web.deletedPods(t, client) {
+				if d == pod {
+					return true, ""
+				}
+			}
+			return false, "still running"
+		})
+	})
+}

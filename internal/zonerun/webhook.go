@@ -1,0 +1,215 @@
+package zonerun
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+)
+
+// WebhookUser is the identity the webhook runs as: the ServiceAccount
+// deploy/webhook binds.
+const WebhookUser = "system:serviceaccount:edgequorum-system:edgequorum-webhook"
+
+// Webhook is `edgequorum webhook` as a local process, registered with the
+// apiserver through deploy/webhook's MutatingWebhookConfiguration pointed at
+// https://127.0.0.1:<port> with the CA `edgequorum certs` printed.
+type Webhook struct {
+	Address string
+	LogPath string
+	binary  string
+	args    []string
+	caPool  *x509.CertPool
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartWebhook installs deploy/webhook's RBAC, makes certificates with
+// `edgequorum certs`, starts the webhook, waits until it is ready and registers
+// it. extraArgs are added to its flags.
+func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir string, extraArgs ...string) (*Webhook, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	objs, err := deploy.Render(deploy.Dir("webhook"))
+	if err != nil {
+		return nil, err
+	}
+	var rbac []*unstructured.Unstructured
+	var mwc *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			rbac = append(rbac, o)
+		case "MutatingWebhookConfiguration":
+			mwc = o
+		}
+	}
+	if mwc == nil {
+		return nil, errors.New("deploy/webhook renders no MutatingWebhookConfiguration")
+	}
+	if err := InstallAgentRBAC(ctx, c); err != nil { // the namespace comes with deploy/agent
+		return nil, err
+	}
+	if err := deploy.Apply(ctx, c.RESTConfig(), rbac, false); err != nil {
+		return nil, err
+	}
+	userCfg, err := c.UserConfig(WebhookUser, "system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "webhook.kubeconfig")
+	if err := WriteKubeconfig(userCfg, kubeconfig); err != nil {
+		return nil, err
+	}
+
+	certDir := filepath.Join(dir, "certs")
+	out, err := exec.CommandContext(ctx, binary, "certs", "--out-dir", certDir, "--ip-sans", "127.0.0.1", "--force").Output()
+	if err != nil {
+		return nil, fmt.Errorf("edgequorum certs: %w", err)
+	}
+	caBundle := strings.TrimSpace(string(out))
+	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &Webhook{
+		Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		LogPath: filepath.Join(dir, "webhook.log"),
+		binary:  binary,
+		caPool:  pool,
+	}
+	w.args = append([]string{"webhook",
+		"--kubeconfig=" + kubeconfig,
+		"--listen-address=" + w.Address,
+		"--tls-cert-file=" + filepath.Join(certDir, "tls.crt"),
+		"--tls-key-file=" + filepath.Join(certDir, "tls.key"),
+		"--leader-election-identity=webhook-0",
+		"--log-level=debug",
+	}, extraArgs...)
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	if err := w.WaitReady(ctx, time.Minute); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	// Point every webhook of the configuration at the local process.
+	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+	for i := range hooks {
+		h := hooks[i].(map[string]any)
+		cc := h["clientConfig"].(map[string]any)
+		svc := cc["service"].(map[string]any)
+		cc["url"] = "https://" + w.Address + svc["path"].(string)
+		delete(cc, "service")
+		cc["caBundle"] = caBundle
+	}
+	unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
+	if err := deploy.Apply(ctx, c.RESTConfig(), []*unstructured.Unstructured{mwc}, false); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	return w, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start starts the webhook process.
+func (w *Webhook) Start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd != nil {
+		return errors.New("webhook already running")
+	}
+	logFile, err := os.OpenFile(w.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(w.binary, w.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start webhook: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(done) }()
+	w.cmd, w.done = cmd, done
+	return nil
+}
+
+// WaitReady polls /readyz until the webhook's caches synced.
+func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.caPool}}}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		resp, err := client.Get("https://" + w.Address + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("readyz: %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("webhook not ready after %s: %w (log: %s)", timeout, last, w.LogPath)
+}
+
+// Stop stops the webhook (SIGTERM, then SIGKILL after 10 s). Its registration
+// stays: with failurePolicy Ignore the apiserver then admits everything
+// unchanged.
+func (w *Webhook) Stop() {
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.cmd = nil
+	w.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
