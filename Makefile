@@ -7,7 +7,7 @@ TEST_TIMEOUT  ?= 60m
 # Tests that need the control plane look for its binaries here.
 export EDGEQUORUM_BIN_DIR := $(BIN)
 
-.PHONY: all build test lint clean help
+.PHONY: all build test lint clean help demo
 
 all: build
 
@@ -19,6 +19,9 @@ build: ## build bin/edgequorum
 
 test: build ## run every test with -race (control-plane tests need `make controlplane`)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+demo: build controlplane ## play the story on a local real control plane (builds everything first)
+	$(BIN)/edgequorum demo $(DEMO_ARGS)
 
 lint: ## gofmt check, go vet, staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/controlplane/')); \
@@ -60,3 +63,21 @@ $(BIN)/kube-controller-manager: $(CONTROLPLANE_DEPS)
 	@echo "building kube-controller-manager (~1 min after kube-apiserver, longer alone)..."
 	$(GO) build -C $(CONTROLPLANE_DIR) -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 	@touch $@
+
+# Zone-size benchmark suite (benchmarks/README.md): edgequorum against the
+# SuperEdge edge-health baseline on the real control plane. Both build the
+# baseline daemon into bin/ first.
+BENCH_OUT       ?= benchmarks/results
+BENCH_QUICK_OUT ?= benchmarks/results/quick
+BENCH_FLAGS     ?=
+
+.PHONY: bench bench-quick bench-tools
+bench-tools: build $(CONTROLPLANE_BINS)
+	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
+	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
+
+bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline; results in benchmarks/results (about 75 min)
+	$(BIN)/bench -out $(BENCH_OUT) -readme benchmarks/README.md $(BENCH_FLAGS)
+
+bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9 (about 7 min)
+	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)
