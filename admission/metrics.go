@@ -1,10 +1,11 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
 )
 
 // Values of the resource label.
@@ -114,17 +115,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// register registers c, or returns the equivalent collector already registered.
+// register is promutil.Register with the package named in the error.
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promutil.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("register admission metrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register admission metrics: %w", err)
+	return c, nil
 }

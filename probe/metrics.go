@@ -1,11 +1,12 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
 )
 
 // metrics are the Manager's Prometheus collectors. Each Manager builds its own;
@@ -53,19 +54,13 @@ func newMetrics(reg prometheus.Registerer, specs []Spec) (*metrics, error) {
 	return m, nil
 }
 
-// register registers c, or returns the equivalent collector already registered.
+// register is promutil.Register with the package named in the error.
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promutil.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("register probe metrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register probe metrics: %w", err)
+	return c, nil
 }
 
 func (m *metrics) observe(kind Kind, r Result, took time.Duration) {

@@ -14,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/internal/proc"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
@@ -38,8 +38,7 @@ type Webhook struct {
 	caPool  *x509.CertPool
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *proc.Process
 }
 
 // StartWebhook installs deploy/webhook's RBAC, makes certificates with
@@ -150,23 +149,14 @@ func freePort() (int, error) {
 func (w *Webhook) Start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cmd != nil {
+	if w.proc != nil && w.proc.Running() {
 		return errors.New("webhook already running")
 	}
-	logFile, err := os.OpenFile(w.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(w.binary, w.args, w.LogPath)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(w.binary, w.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start webhook: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logFile.Close(); close(done) }()
-	w.cmd, w.done = cmd, done
+	w.proc = p
 	return nil
 }
 
@@ -199,17 +189,10 @@ func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
 // unchanged.
 func (w *Webhook) Stop() {
 	w.mu.Lock()
-	cmd, done := w.cmd, w.done
-	w.cmd = nil
+	p := w.proc
+	w.proc = nil
 	w.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	if p != nil {
+		p.Stop(10 * time.Second)
 	}
 }

@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -21,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/internal/proc"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/raftzone"
 )
@@ -229,8 +228,7 @@ type Agent struct {
 	kubeconfig string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *proc.Process
 }
 
 // CutCloud cuts the node from the cloud: its kubelet stops renewing and its
@@ -289,27 +287,14 @@ func (a *Agent) Args() []string {
 func (a *Agent) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.cmd != nil {
+	if a.proc != nil && a.proc.Running() {
 		return fmt.Errorf("agent %s already running", a.Name)
 	}
-	if err := os.MkdirAll(filepath.Dir(a.LogPath), 0o755); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(a.zone.opts.Binary, a.Args(), a.LogPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
-	cmd := exec.Command(a.zone.opts.Binary, a.Args()...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, and killed by the kernel if we die.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start agent %s: %w", a.Name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logFile.Close(); close(done) }()
-	a.cmd, a.done = cmd, done
+	a.proc = p
 	return nil
 }
 
@@ -317,41 +302,39 @@ func (a *Agent) Start() error {
 func (a *Agent) Running() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.cmd == nil {
-		return false
+	return a.proc != nil && a.proc.Running()
+}
+
+// Pid is the agent's process ID, 0 when it is not running.
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc == nil || !a.proc.Running() {
+		return 0
 	}
-	select {
-	case <-a.done:
-		return false
-	default:
-		return true
-	}
+	return a.proc.Pid()
 }
 
 // Stop asks the agent to stop (SIGTERM) and kills it after 10 s.
-func (a *Agent) Stop() { a.signal(syscall.SIGTERM, 10*time.Second) }
+func (a *Agent) Stop() {
+	if p := a.take(); p != nil {
+		p.Stop(10 * time.Second)
+	}
+}
 
 // Kill kills the agent with SIGKILL, like a node losing power.
-func (a *Agent) Kill() { a.signal(syscall.SIGKILL, 0) }
+func (a *Agent) Kill() {
+	if p := a.take(); p != nil {
+		p.Kill()
+	}
+}
 
-func (a *Agent) signal(sig syscall.Signal, grace time.Duration) {
+func (a *Agent) take() *proc.Process {
 	a.mu.Lock()
-	cmd, done := a.cmd, a.done
-	a.cmd = nil
-	a.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	syscall.Kill(-cmd.Process.Pid, sig)
-	if grace > 0 {
-		select {
-		case <-done:
-			return
-		case <-time.After(grace):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}
-	<-done
+	defer a.mu.Unlock()
+	p := a.proc
+	a.proc = nil
+	return p
 }
 
 // Status fetches the agent's /v1/status.

@@ -1,0 +1,51 @@
+package proc
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartStopKill(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "sub", "out.log")
+	p, err := Start("/bin/sh", []string{"-c", "echo hello; trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(log)
+		if strings.Contains(string(b), "hello") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child never wrote to its log: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !p.Running() {
+		t.Fatal("child not running")
+	}
+	p.Stop(10 * time.Second)
+	if p.Running() {
+		t.Fatal("child still running after Stop")
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "bye") {
+		t.Fatalf("child did not get SIGTERM: %q", b)
+	}
+
+	q, err := Start("/bin/sh", []string{"-c", "trap '' TERM; while :; do sleep 0.1; done"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Stop(200 * time.Millisecond) // ignores TERM: killed after the grace
+	if q.Running() {
+		t.Fatal("child survived Stop")
+	}
+	if _, err := Start(filepath.Join(dir, "missing"), nil, log); err == nil {
+		t.Fatal("started a missing binary")
+	}
+}
