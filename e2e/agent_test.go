@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -69,6 +71,11 @@ func TestAgentZone(t *testing.T) {
 			break
 		}
 	}
+	vst, err := victim.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimID := vst.ServerID
 	killedAt := time.Now()
 	victim.Kill()
 	victim.Kubelet.Kill()
@@ -136,6 +143,26 @@ func TestAgentZone(t *testing.T) {
 		}
 	}
 	t.Logf("agent writes: %d node patches for 7 verdict changes, %d lease writes", len(writes["nodes"]), leaseWrites)
+
+	// kill -9 lost nothing: the dead node comes back with its data dir, keeps
+	// its server ID and is judged healthy again.
+	if err := victim.Kubelet.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var st raftzone.Status
+	eventually(t, time.Minute, victim.Name+" rejoined", func() (bool, string) {
+		var err error
+		st, err = victim.Status(ctx)
+		return err == nil && st.Ready, fmt.Sprintf("%+v %v", st.State, err)
+	})
+	if st.ServerID != victimID {
+		t.Errorf("%s came back as server %s, was %s", victim.Name, st.ServerID, victimID)
+	}
+	took = waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Healthy})
+	t.Logf("restarted node %s judged healthy again %s after it was ready", victim.Name, took.Round(100*time.Millisecond))
 }
 
 func runStatus(t *testing.T, z *zonerun.Zone, a *zonerun.Agent) string {

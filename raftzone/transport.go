@@ -97,15 +97,17 @@ func (s *secureNet) listen(bind string) error {
 	return nil
 }
 
+// close stops accepting and waits for every handshake in flight. The channel
+// listeners close first so that no handshake waits for a consumer that is gone.
 func (s *secureNet) close() {
 	if s.listener != nil {
 		s.listener.Close()
 	}
-	s.wg.Wait()
 	if s.raft != nil {
 		s.raft.Close()
 		s.peerAPI.Close()
 	}
+	s.wg.Wait()
 }
 
 func (s *secureNet) acceptLoop() {
