@@ -61,6 +61,7 @@ type Server struct {
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.
 	hadState bool
+	members memberIndex
 	// membershipMu serializes the leader's configuration changes (joins and
 	// reconcile rounds) so each works from the configuration the last left.
 	membershipMu sync.Mutex
@@ -309,23 +310,47 @@ func (s *Server) startRaft() error {
 
 // addressBook resolves server IDs to the addresses in the replicated member
 // list, so a member whose IP changed is followed without a config change.
+// Raft asks for every RPC (a leader of 129 sends over a thousand a second), so
+// the answer comes from a cache rebuilt only when the store applied something.
 type addressBook struct{ s *Server }
 
 func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	if string(id) == a.s.serverID {
 		return raft.ServerAddress(a.s.cfg.raftAddress()), nil
 	}
-	ms, err := a.s.store.Members()
-	if err != nil {
-		return "", err
+	if m, ok := a.s.memberByID(string(id)); ok {
+		return raft.ServerAddress(m.RaftAddress), nil
 	}
-	for _, m := range ms {
-		if m.ServerID == string(id) {
-			return raft.ServerAddress(m.RaftAddress), nil
-		}
-	}
-	// Not (yet) a member: fall back to the address in the Raft configuration.
+	// Not (yet) a member: raft falls back to the configuration's address.
 	return "", fmt.Errorf("server %s is not in the member list", id)
+}
+
+// memberIndex caches the member list by server ID, keyed by the store's
+// applied index.
+type memberIndex struct {
+	mu      sync.Mutex
+	applied uint64
+	byID    map[string]zone.Member
+}
+
+func (s *Server) memberByID(id string) (zone.Member, bool) {
+	applied, _ := s.store.AppliedIndex()
+	c := &s.members
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil || c.applied != applied {
+		ms, err := s.store.Members()
+		if err != nil {
+			return zone.Member{}, false
+		}
+		c.byID = make(map[string]zone.Member, len(ms))
+		for _, m := range ms {
+			c.byID[m.ServerID] = m
+		}
+		c.applied = applied
+	}
+	m, ok := c.byID[id]
+	return m, ok
 }
 
 // leadershipLoop starts leader duties when this member wins leadership and stops
@@ -465,18 +490,6 @@ func (s *Server) Leader() (node, address string, ok bool) {
 	return "", string(addr), addr != ""
 }
 
-func (s *Server) memberByID(id string) (zone.Member, bool) {
-	ms, err := s.store.Members()
-	if err != nil {
-		return zone.Member{}, false
-	}
-	for _, m := range ms {
-		if m.ServerID == id {
-			return m, true
-		}
-	}
-	return zone.Member{}, false
-}
 
 // inConfiguration reports whether this member is in the latest Raft
 // configuration, i.e. has joined a cluster.
