@@ -62,8 +62,14 @@ type Config struct {
 	// [--join-retry].
 	JoinRetry time.Duration
 	// BatchWindow is how long the leader gathers reports into one raft.Apply
-	// [--report-batch-window].
+	// once a report that changes a result arrives [--report-batch-window].
 	BatchWindow time.Duration
+	// HeartbeatBatchWindow is how long the leader gathers reports that change
+	// nothing (heartbeats) before committing them. Every entry goes to every
+	// follower, so in a large zone this is what keeps Raft traffic down; a
+	// report carrying a change cuts the wait to BatchWindow
+	// [--heartbeat-batch-window].
+	HeartbeatBatchWindow time.Duration
 	// HandshakeTimeout bounds TLS and zone-key authentication on the zone port
 	// [--handshake-timeout].
 	HandshakeTimeout time.Duration
@@ -104,6 +110,7 @@ func DefaultConfig() Config {
 		ReconcilePeriod:        5 * time.Second,
 		JoinRetry:              time.Second,
 		BatchWindow:            20 * time.Millisecond,
+		HeartbeatBatchWindow:   time.Second,
 		HandshakeTimeout:       5 * time.Second,
 		RaftHeartbeatTimeout:   time.Second,
 		RaftElectionTimeout:    time.Second,
@@ -157,7 +164,8 @@ func (c *Config) ValidateFlags() error {
 		{"--vote-timeout", c.VoteTimeout}, {"--max-clock-skew", c.MaxClockSkew},
 		{"--dead-voter-timeout", c.DeadVoterTimeout}, {"--apiserver-fail-timeout", c.APIServerFailTimeout},
 		{"--reconcile-period", c.ReconcilePeriod}, {"--join-retry", c.JoinRetry},
-		{"--report-batch-window", c.BatchWindow}, {"--handshake-timeout", c.HandshakeTimeout},
+		{"--report-batch-window", c.BatchWindow}, {"--heartbeat-batch-window", c.HeartbeatBatchWindow},
+		{"--handshake-timeout", c.HandshakeTimeout},
 		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
 		{"--raft-leader-lease-timeout", c.RaftLeaderLeaseTimeout}, {"--snapshot-interval", c.SnapshotInterval},
 	}
@@ -171,6 +179,12 @@ func (c *Config) ValidateFlags() error {
 	}
 	if c.BatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
 		bad("--report-batch-window %s must be shorter than --report-period %s", c.BatchWindow, c.ReportPeriod)
+	}
+	if c.HeartbeatBatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
+		bad("--heartbeat-batch-window %s must be shorter than --report-period %s", c.HeartbeatBatchWindow, c.ReportPeriod)
+	}
+	if c.HeartbeatBatchWindow < c.BatchWindow {
+		bad("--heartbeat-batch-window %s must not be shorter than --report-batch-window %s", c.HeartbeatBatchWindow, c.BatchWindow)
 	}
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
 		bad("--raft-leader-lease-timeout %s must not exceed --raft-heartbeat-timeout %s", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)

@@ -229,6 +229,7 @@ func testConfig(n *testNode) Config {
 	cfg.ReconcilePeriod = 200 * time.Millisecond
 	cfg.JoinRetry = 100 * time.Millisecond
 	cfg.BatchWindow = 10 * time.Millisecond
+	cfg.HeartbeatBatchWindow = 100 * time.Millisecond
 	cfg.HandshakeTimeout = 2 * time.Second
 	cfg.DeadVoterTimeout = 2 * time.Second
 	cfg.APIServerFailTimeout = 2 * time.Second

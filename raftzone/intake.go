@@ -53,15 +53,19 @@ func reject(reason string, status int, err error) *RejectError {
 // load rather than queueing without limit.
 const maxPending = 4096
 
-// intake verifies reports on the leader and commits them in batches: every
-// report that arrives within BatchWindow goes into one raft.Apply, so a zone of
-// N members costs about one log entry per period instead of N.
+// intake verifies reports on the leader and commits them in batches. A report
+// that changes a result is committed within BatchWindow, so a failure is judged
+// promptly; heartbeats wait up to HeartbeatBatchWindow and go along, so a zone
+// of N members costs a couple of log entries per report period instead of N —
+// each of which Raft sends to every follower.
 type intake struct {
 	s       *Server
 	mu      sync.Mutex
 	pending []pendingReport
 	seqs    map[string]uint64 // highest pending seq per sender
+	urgent  bool              // a pending report changes a result
 	kick    chan struct{}
+	hurry   chan struct{}
 }
 
 type pendingReport struct {
@@ -70,7 +74,7 @@ type pendingReport struct {
 }
 
 func newIntake(s *Server) *intake {
-	return &intake{s: s, seqs: map[string]uint64{}, kick: make(chan struct{}, 1)}
+	return &intake{s: s, seqs: map[string]uint64{}, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 }
 
 // verify runs every check that does not need the batch: well-formed, right zone,
@@ -126,10 +130,12 @@ func (in *intake) submit(ctx context.Context, r zone.Report) error {
 	}
 	in.seqs[r.From] = r.Seq
 	in.pending = append(in.pending, pendingReport{r: r, done: done})
+	urgent := len(r.Results) > 0
+	in.urgent = in.urgent || urgent
 	in.mu.Unlock()
-	select {
-	case in.kick <- struct{}{}:
-	default:
+	signal(in.kick)
+	if urgent {
+		signal(in.hurry)
 	}
 	select {
 	case rj := <-done:
@@ -148,7 +154,15 @@ func (in *intake) count(rj *RejectError) error {
 	return rj
 }
 
-// run commits pending reports, one batch per BatchWindow.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// run commits pending reports: BatchWindow after the first report that
+// changes something, else HeartbeatBatchWindow after the first heartbeat.
 func (in *intake) run(ctx context.Context) {
 	defer in.flush(reject(RejectNotLeader, http.StatusMisdirectedRequest, errors.New("member shutting down")))
 	for {
@@ -157,10 +171,24 @@ func (in *intake) run(ctx context.Context) {
 			return
 		case <-in.kick:
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-in.s.clock.After(in.s.cfg.BatchWindow):
+		in.mu.Lock()
+		urgent := in.urgent
+		in.mu.Unlock()
+		if !urgent {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in.s.clock.After(in.s.cfg.HeartbeatBatchWindow):
+			case <-in.hurry:
+				urgent = true
+			}
+		}
+		if urgent {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in.s.clock.After(in.s.cfg.BatchWindow):
+			}
 		}
 		in.commit(ctx)
 	}
@@ -169,8 +197,12 @@ func (in *intake) run(ctx context.Context) {
 func (in *intake) commit(ctx context.Context) {
 	in.mu.Lock()
 	batch := in.pending
-	in.pending = nil
+	in.pending, in.urgent = nil, false
 	in.mu.Unlock()
+	select { // this batch answers any hurry signalled so far
+	case <-in.hurry:
+	default:
+	}
 	if len(batch) == 0 {
 		return
 	}
@@ -207,7 +239,7 @@ func (in *intake) commit(ctx context.Context) {
 func (in *intake) flush(err *RejectError) {
 	in.mu.Lock()
 	batch := in.pending
-	in.pending = nil
+	in.pending, in.urgent = nil, false
 	in.seqs = map[string]uint64{}
 	in.mu.Unlock()
 	for _, p := range batch {

@@ -74,7 +74,9 @@ func (s *Server) reportOnce(ctx context.Context) {
 		s.metrics.reportsSent.WithLabelValues("error").Inc()
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReportPeriod)
+	// The leader may hold a heartbeat for HeartbeatBatchWindow before it
+	// commits it; the wait must cover that and the commit.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReportPeriod+s.cfg.HeartbeatBatchWindow)
 	defer cancel()
 	if s.Term() != 0 {
 		err = s.intake.submit(ctx, rep)

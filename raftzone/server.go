@@ -61,7 +61,7 @@ type Server struct {
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.
 	hadState bool
-	members memberIndex
+	members  memberIndex
 	// membershipMu serializes the leader's configuration changes (joins and
 	// reconcile rounds) so each works from the configuration the last left.
 	membershipMu sync.Mutex
@@ -489,7 +489,6 @@ func (s *Server) Leader() (node, address string, ok bool) {
 	}
 	return "", string(addr), addr != ""
 }
-
 
 // inConfiguration reports whether this member is in the latest Raft
 // configuration, i.e. has joined a cluster.

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
@@ -602,4 +604,35 @@ func TestTrafficIsCounted(t *testing.T) {
 			t.Errorf("%s counted %v sent / %v received; fabric saw %d sent", n.name, sent, recv, host.BytesSent)
 		}
 	}
+}
+
+// TestHeartbeatsShareEntries shows the leader commits reports that change
+// nothing in shared entries (each entry goes to every follower), while a
+// report with a change still gets through.
+func TestHeartbeatsShareEntries(t *testing.T) {
+	z := newTestZone(t, 7)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 5)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	entries := func() uint64 {
+		var m dto.Metric
+		l.srv.metrics.applyDuration.WithLabelValues("reports").(prometheus.Histogram).Write(&m)
+		return m.GetHistogram().GetSampleCount()
+	}
+	accepted := func() float64 { return testutil.ToFloat64(l.srv.metrics.reportsAccepted) }
+	e0, a0 := entries(), accepted()
+	waitRounds(t, z.running(), 10)
+	e1, a1 := entries(), accepted()
+	reports, batches := a1-a0, float64(e1-e0)
+	t.Logf("%v reports in %v entries", reports, batches)
+	if batches == 0 || reports/batches < 2 {
+		t.Fatalf("%v reports took %v entries; heartbeats should share entries", reports, batches)
+	}
+	// A change is still committed and judged.
+	victim := "node-7"
+	if l.name == victim {
+		victim = "node-6"
+	}
+	z.setDead(victim, true)
+	z.waitVerdicts(60*time.Second, map[string]zone.State{victim: zone.Unhealthy})
 }
