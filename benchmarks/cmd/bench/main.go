@@ -1,0 +1,315 @@
+// Command bench runs edgequorum's zone-size benchmark suite against the
+// SuperEdge edge-health baseline and writes results.md, results.csv,
+// results.json and the plots into -out. `make bench` and `make bench-quick`
+// run it; see benchmarks/README.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/edgequorum/edgequorum/benchmarks/suite"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		quick         = flag.Bool("quick", false, "CI smoke run: sizes 3,5,9, fewer repetitions, no run at SuperEdge's default timings")
+		sizes         = flag.String("sizes", "", "comma-separated zone sizes (default: 3,5,9,17,33,65,129; with -quick 3,5,9)")
+		kills         = flag.Int("kills", 0, "node kills per size (default 8; quick 3)")
+		failovers     = flag.Int("failovers", -1, "leader kills per size (default 3; quick 1)")
+		defaultsKills = flag.Int("defaults-kills", -1, "kills for the baseline at SuperEdge's default timings, 0 to skip (default 3; quick 0)")
+		steady        = flag.Duration("steady", 0, "steady-state window (default 1m; quick 20s)")
+		cut           = flag.Duration("cut", 0, "whole-zone cloud cut (default 30s; quick 15s)")
+		out           = flag.String("out", "benchmarks/results", "directory for results.md, results.csv, results.json and the plots")
+		readme        = flag.String("readme", "", "README whose results section to replace with the new summary (full runs)")
+		binDir        = flag.String("bin", "", "directory with the control plane, edgequorum and edgehealth-baseline (default: the repository's bin/)")
+		work          = flag.String("work", "", "directory for the control plane and logs (default: a new temporary directory, removed unless -keep)")
+		data          = flag.String("data", "", "directory for agent state (default: a new directory under /dev/shm when it exists)")
+		keep          = flag.Bool("keep", false, "keep the work directory (logs) after the run")
+		seed          = flag.Uint64("seed", 1, "seed for victim choice")
+		render        = flag.String("render", "", "only re-render the outputs from these results.json files (comma-separated; sizes are merged)")
+		scale         = flag.String("scale", "", "time dilation per size as N=ours/baseline, e.g. 65=4/4,129=16/32 (default: suite.DefaultScale)")
+		onlyDefaults  = flag.Bool("only-defaults", false, "run only the baseline at SuperEdge's default timings (on fresh nodes), e.g. to merge into a full run with -render")
+		defaultsSizes = flag.String("defaults-sizes", "", "sizes that get the run at SuperEdge's default timings (default 5,9; empty with -defaults-kills 0)")
+	)
+	flag.Parse()
+
+	if *render != "" {
+		rep, err := merge(strings.Split(*render, ","))
+		if err != nil {
+			return err
+		}
+		return writeOutputs(rep, *out, *readme)
+	}
+
+	cfg := suite.FullConfig()
+	if *quick {
+		cfg = suite.QuickConfig()
+	}
+	if *sizes != "" {
+		ns, err := parseSizes(*sizes)
+		if err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+		cfg.Sizes = ns
+	}
+	if *kills > 0 {
+		cfg.Kills = *kills
+	}
+	if *failovers >= 0 {
+		cfg.Failovers = *failovers
+	}
+	if *defaultsKills >= 0 {
+		cfg.DefaultsKills = *defaultsKills
+	}
+	if *defaultsSizes != "" {
+		ns, err := parseSizes(*defaultsSizes)
+		if err != nil {
+			return fmt.Errorf("-defaults-sizes: %w", err)
+		}
+		cfg.DefaultsSizes = ns
+	}
+	if *scale != "" {
+		scales := map[int]suite.Scale{}
+		for _, f := range strings.Split(*scale, ",") {
+			n, ks, ok := strings.Cut(strings.TrimSpace(f), "=")
+			ko, kb, ok2 := strings.Cut(ks, "/")
+			size, err1 := strconv.Atoi(n)
+			o, err2 := strconv.ParseFloat(ko, 64)
+			b, err3 := strconv.ParseFloat(kb, 64)
+			if !ok || !ok2 || errors.Join(err1, err2, err3) != nil || o < 1 || b < 1 {
+				return fmt.Errorf("-scale %q: want N=ours/baseline with factors ≥ 1", f)
+			}
+			scales[size] = suite.Scale{Ours: o, Base: b}
+		}
+		cfg.Scale = func(n int) suite.Scale {
+			if s, ok := scales[n]; ok {
+				return s
+			}
+			return suite.DefaultScale(n)
+		}
+	}
+	if *steady > 0 {
+		cfg.Steady = *steady
+	}
+	if *cut > 0 {
+		cfg.Cut = *cut
+	}
+	cfg.Seed = *seed
+	cfg.OnlyDefaults = *onlyDefaults
+	cfg.Progress = os.Stdout
+
+	if *binDir == "" {
+		dir, err := testcluster.FindBinDir()
+		if err != nil {
+			return fmt.Errorf("-bin: %w", err)
+		}
+		*binDir = dir
+	}
+	cfg.BinDir = *binDir
+	if *work == "" {
+		dir, err := os.MkdirTemp("", "edgequorum-bench-")
+		if err != nil {
+			return err
+		}
+		*work = dir
+		if !*keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	if err := os.MkdirAll(*work, 0o755); err != nil {
+		return err
+	}
+	cfg.WorkDir = *work
+	// client-go's complaints about an overloaded apiserver belong in a log
+	// file, not between the progress lines.
+	klogFile, err := os.Create(filepath.Join(*work, "client-go.log"))
+	if err != nil {
+		return err
+	}
+	defer klogFile.Close()
+	klog.LogToStderr(false)
+	klog.SetOutput(klogFile)
+	if *data == "" {
+		parent := ""
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			parent = "/dev/shm"
+		}
+		dir, err := os.MkdirTemp(parent, "edgequorum-bench-data-")
+		if err != nil {
+			return err
+		}
+		*data = dir
+		defer os.RemoveAll(dir)
+	}
+	cfg.DataDir = *data
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d; logs in %s\n",
+		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.WorkDir)
+	rep, err := suite.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	rep.Commit = commit()
+	if werr := writeOutputs(rep, *out, *readme); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Printf("done in %s; results in %s\n", rep.Took.Round(time.Second), *out)
+	return err
+}
+
+// writeOutputs writes every result file and, when asked, the README section.
+func writeOutputs(rep *suite.Report, out, readme string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	var md, csv bytes.Buffer
+	if err := suite.WriteMarkdown(&md, rep); err != nil {
+		return err
+	}
+	if err := suite.WriteCSV(&csv, rep); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results.json: %w", err)
+	}
+	for name, b := range map[string][]byte{"results.md": md.Bytes(), "results.csv": csv.Bytes(), "results.json": raw} {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := suite.WritePlots(out, rep); err != nil {
+		return err
+	}
+	if readme != "" {
+		return updateReadme(readme, out, rep)
+	}
+	return nil
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// merge reads results.json files and joins their sizes into one report (the
+// first file's header), so a long run can be done in parts.
+func merge(paths []string) (*suite.Report, error) {
+	var rep *suite.Report
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r suite.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", p, err)
+		}
+		if rep == nil {
+			rep = &r
+			continue
+		}
+		rep.Took += r.Took
+		for _, sr := range r.Sizes {
+			i := slices.IndexFunc(rep.Sizes, func(x suite.SizeResult) bool { return x.N == sr.N })
+			if i < 0 {
+				rep.Sizes = append(rep.Sizes, sr)
+				rep.Config.Sizes = append(rep.Config.Sizes, sr.N)
+				continue
+			}
+			// A later file's systems that ran replace the earlier ones.
+			if sr.Ours.Ran {
+				rep.Sizes[i].Ours = sr.Ours
+			}
+			if sr.Base.Ran {
+				rep.Sizes[i].Base = sr.Base
+			}
+			if sr.Defaults != nil && sr.Defaults.Ran {
+				rep.Sizes[i].Defaults = sr.Defaults
+			}
+		}
+		if r.Config.DefaultsKills > rep.Config.DefaultsKills {
+			rep.Config.DefaultsKills = r.Config.DefaultsKills
+		}
+	}
+	slices.SortFunc(rep.Sizes, func(a, b suite.SizeResult) int { return a.N - b.N })
+	return rep, nil
+}
+
+const (
+	readmeStart = "<!-- results:start -->"
+	readmeEnd   = "<!-- results:end -->"
+)
+
+// updateReadme replaces the README's results section with the new summary
+// table and the detection plot, linked relative to the README.
+func updateReadme(path, out string, rep *suite.Report) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, readmeStart), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s section", path, readmeStart, readmeEnd)
+	}
+	rel, err := filepath.Rel(filepath.Dir(path), out)
+	if err != nil {
+		return err
+	}
+	rel = filepath.ToSlash(rel)
+	var sec strings.Builder
+	fmt.Fprintf(&sec, "%s\n\nMeasured %s on %s (%d cores), %s; full tables in [%s/results.md](%s/results.md), numbers in [%s/results.csv](%s/results.csv).\n\n",
+		readmeStart, rep.Started.UTC().Format("2006-01-02"), rep.Machine.CPU, rep.Machine.Cores, rep.GoVersion, rel, rel, rel, rel)
+	sec.WriteString(suite.SummaryTable(rep))
+	fmt.Fprintf(&sec, "\n![detection time against zone size](%s/%s)\n\nAlso: [bytes/s](%s/%s), [apiserver writes/min](%s/%s).\n\n%s",
+		rel, suite.PlotDetection, rel, suite.PlotBytes, rel, suite.PlotWrites, readmeEnd)
+	s = s[:i] + sec.String() + s[j+len(readmeEnd):]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// commit names the source revision, marked dirty when the tree has changes.
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += " (uncommitted changes)"
+	}
+	return c
+}

@@ -1,0 +1,71 @@
+package procstat
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	line := "1234 (edge quorum) (x)) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 12345 1000 200\n"
+	got, err := parseStatCPU([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3 * time.Second; got != want {
+		t.Errorf("cpu = %v, want %v", got, want)
+	}
+	if _, err := parseStatCPU([]byte("1 (x) S 1 2")); err == nil {
+		t.Error("short line accepted")
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := "Name:\tagent\nVmPeak:\t  900 kB\nVmHWM:\t   40960 kB\nVmRSS:\t 30000 kB\n"
+	got, err := parseStatusKB([]byte(status), "VmHWM:")
+	if err != nil || got != 40960*1024 {
+		t.Errorf("VmHWM = %d, %v", got, err)
+	}
+	if _, err := parseStatusKB([]byte("Name: x\n"), "VmHWM:"); err == nil {
+		t.Error("missing key accepted")
+	}
+}
+
+func TestParseHostCPU(t *testing.T) {
+	got, err := parseHostCPU([]byte("cpu  100 0 100 700 100 0 0 0 50 0\ncpu0 1 2 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Total != 10*time.Second || got.Busy != 2*time.Second {
+		t.Errorf("host cpu = %+v", got)
+	}
+	if u := Utilisation(HostCPU{}, got); u != 0.2 {
+		t.Errorf("utilisation = %v", u)
+	}
+}
+
+func TestSelf(t *testing.T) {
+	pid := os.Getpid()
+	if _, err := CPU(pid); err != nil {
+		t.Error(err)
+	}
+	if rss, err := PeakRSS(pid); err != nil || rss == 0 {
+		t.Errorf("PeakRSS = %d, %v", rss, err)
+	}
+	if got, err := FindPID(os.Args[0]); err != nil || got != pid {
+		t.Errorf("FindPID(own argv0) = %d, %v; want %d", got, err, pid)
+	}
+	if _, err := FindPID("--no-such-flag-anywhere=1"); err == nil {
+		t.Error("FindPID matched nothing real")
+	}
+}
+
+func TestIndex(t *testing.T) {
+	idx, err := Index(os.Args[0][:len(os.Args[0])-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx[os.Args[0]] != os.Getpid() {
+		t.Errorf("Index missed this process: %v", idx)
+	}
+}

@@ -1,0 +1,309 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgequorum/edgequorum/benchmarks/baseline"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// baselineMetricsPort serves the daemons' /metrics, apart from the exchange
+// port so that scraping is not counted as exchange traffic.
+const baselineMetricsPort = "51006"
+
+var baselineCounters = counterSet{
+	bytes: baseline.MetricBytes,
+	msgs:  []metricRef{{name: baseline.MetricRequests, match: map[string]string{"direction": "out"}}},
+}
+
+// variant is one way of running the baseline.
+type variant struct {
+	name, label string
+	args        []string
+	k           float64
+	// phase is the longest protocol period; each kill waits a random part
+	// of it so that kills do not fall at the same point of every cycle.
+	phase         time.Duration
+	kills         int
+	steady        time.Duration
+	settle        time.Duration
+	detectTimeout time.Duration
+}
+
+// matchedVariant runs SuperEdge's protocol at edgequorum's cadence: check and
+// exchange every probe period, vote every vote period, votes valid for the
+// vote timeout, probe timeout 1 s like edgequorum's probes.
+// At a scaled size every one of these (and the exchange timeout) is
+// stretched by the plan's factor.
+func matchedVariant(p plan) variant {
+	d := func(base time.Duration) string { return scaled(base, p.k).String() }
+	return variant{name: "baseline", label: "base", k: p.k, phase: scaled(ProbePeriod, p.k),
+		args: []string{"--check-period=" + d(ProbePeriod), "--commun-period=" + d(ProbePeriod),
+			"--vote-period=" + d(VotePeriod), "--vote-timeout=" + d(VoteTimeout), "--ping-timeout=" + d(time.Second),
+			"--commun-timeout=" + d(2*time.Second)},
+		kills: p.kills, steady: p.steady, settle: p.settle, detectTimeout: p.timeout}
+}
+
+// defaultsVariant runs it with SuperEdge's own defaults (check 10 s,
+// exchange 60 s, vote 10 s, vote timeout 60 s).
+// Its settle time lets the formation's write storm (every daemon retrying
+// stale updates at 5 QPS) drain before the steady window.
+func defaultsVariant(cfg Config) variant {
+	d := baseline.DefaultConfig()
+	return variant{name: "baseline-defaults", label: "superedge", k: 1, phase: d.CommunPeriod, kills: cfg.DefaultsKills,
+		steady: cfg.DefaultsSteady, settle: 2 * d.CheckPeriod, detectTimeout: 5 * time.Minute}
+}
+
+// baseNode is one baseline daemon process on a fake kubelet's IP.
+type baseNode struct {
+	name, ip string
+	kubelet  *testcluster.Kubelet
+	bin      string
+	args     []string
+	logPath  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (b *baseNode) metricsAddress() string { return net.JoinHostPort(b.ip, baselineMetricsPort) }
+
+func (b *baseNode) start() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd != nil {
+		return fmt.Errorf("baseline %s already running", b.name)
+	}
+	if err := os.MkdirAll(filepath.Dir(b.logPath), 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(b.bin, b.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start baseline %s: %w", b.name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(done) }()
+	b.cmd, b.done = cmd, done
+	return nil
+}
+
+// kill is a power cut: SIGKILL to the process group.
+func (b *baseNode) kill() {
+	b.mu.Lock()
+	cmd, done := b.cmd, b.done
+	b.cmd = nil
+	b.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+func (b *baseNode) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd != nil
+}
+
+// baselineRun is one variant at one zone size.
+type baselineRun struct {
+	s     *suite
+	n     int
+	v     variant
+	nodes []*baseNode
+	names []string
+	w     *watcher
+	res   *System
+}
+
+// runBaseline runs the baseline on the zone's kubelets (edgequorum's agents
+// are stopped by then): formation, steady state and kills, measured exactly as
+// for edgequorum.
+func (s *suite) runBaseline(ctx context.Context, n int, zoneName string, kubelets []*testcluster.Kubelet, v variant) System {
+	res := s.runBaselineScaled(ctx, n, zoneName, kubelets, v)
+	res.normalize(v.k)
+	return res
+}
+
+func (s *suite) runBaselineScaled(ctx context.Context, n int, zoneName string, kubelets []*testcluster.Kubelet, v variant) System {
+	res := System{Name: v.name}
+	r := &baselineRun{s: s, n: n, v: v, res: &res}
+	fail := func(phase string, err error) {
+		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", phase, err))
+		s.progress(n, v.label, "%s failed: %v", phase, err)
+	}
+	client := s.cluster.Client()
+	if err := waitUntainted(ctx, client, zoneName, 2*time.Minute); err != nil {
+		fail("wait for KCM to untaint", err)
+	}
+	for _, k := range kubelets {
+		r.names = append(r.names, k.Name())
+	}
+	if err := prepareBaselineNodes(ctx, client, zoneName, r.names); err != nil {
+		fail("prepare", err)
+		return res
+	}
+	w, err := watchZone(ctx, client, zoneName, baselineState)
+	if err != nil {
+		fail("watch", err)
+		return res
+	}
+	defer w.stop()
+	r.w = w
+
+	for _, k := range kubelets {
+		ip := k.IP().String()
+		b := &baseNode{name: k.Name(), ip: ip, kubelet: k, bin: s.cfg.BaselineBinary,
+			logPath: filepath.Join(s.cfg.WorkDir, "logs", fmt.Sprintf("n%d", n), v.name, k.Name()+".log")}
+		b.args = append([]string{"--node-name=" + k.Name(), "--local-ip=" + ip, "--kubeconfig=" + s.baselineKubeconfig,
+			"--metrics-address=" + b.metricsAddress(), "--log-level=info"}, v.args...)
+		r.nodes = append(r.nodes, b)
+	}
+	s.progress(n, v.label, "starting %d edge-health daemons %v", n, v.args)
+	started := time.Now()
+	defer func() {
+		var wg sync.WaitGroup
+		for _, b := range r.nodes {
+			wg.Go(b.kill)
+		}
+		wg.Wait()
+	}()
+	for _, b := range r.nodes {
+		if err := b.start(); err != nil {
+			fail("start", err)
+			return res
+		}
+	}
+	res.Ran = true
+	if err := w.waitAll(ctx, formTimeout(n, v.k), r.names, zone.Healthy); err != nil {
+		fail("formation", fmt.Errorf("%w (not healthy: %v)", err, w.notHealthy(r.names)))
+		return res
+	}
+	res.FormSeconds = time.Since(started).Seconds()
+	s.progress(n, v.label, "every node annotated healthy after %.1fs", res.FormSeconds)
+	if err := r.steady(ctx); err != nil {
+		fail("steady", err)
+	}
+	if ctx.Err() == nil {
+		if err := r.kills(ctx); err != nil {
+			fail("kills", err)
+		}
+	}
+	return res
+}
+
+func (r *baselineRun) members() []member {
+	var out []member
+	for _, b := range r.nodes {
+		out = append(out, member{name: b.name, metricsURL: "http://" + b.metricsAddress() + "/metrics",
+			pidArg: "--metrics-address=" + b.metricsAddress()})
+	}
+	return out
+}
+
+func (r *baselineRun) steady(ctx context.Context) error {
+	if err := sleep(ctx, r.v.settle); err != nil {
+		return err
+	}
+	r.s.progress(r.n, r.v.label, "steady state: sampling %d daemons for %s", r.n, r.v.steady)
+	members := r.members()
+	before := takeSnapshot(ctx, members, "--metrics-address=")
+	if err := sleep(ctx, r.v.steady); err != nil {
+		return err
+	}
+	after := takeSnapshot(ctx, members, "--metrics-address=")
+	st := summarize(before, after, baselineCounters, "")
+	if err := r.s.audit.poll(); err != nil {
+		return err
+	}
+	writes := r.s.audit.writes(BaselineUser, before.at, after.at)
+	st.Writes = len(writes)
+	for _, e := range writes {
+		if e.ObjectRef.Resource == "nodes" {
+			st.NodeWrites++
+		}
+	}
+	r.res.Steady = st
+	shown := System{Steady: st}
+	shown.normalize(r.v.k)
+	st = shown.Steady
+	r.s.progress(r.n, r.v.label, "steady: node %s/s, zone %s/s, node CPU %.2f s/min, peak RSS %.0f MiB, %.1f writes/min, host CPU %.0f%%",
+		humanBytes(st.NodeBytes()), humanBytes(st.ZoneBytes), st.NodeCPU, st.PeakRSS()/(1<<20), st.WritesPerMinute(), 100*st.HostBusy)
+	return nil
+}
+
+func (r *baselineRun) kills(ctx context.Context) error {
+	start := time.Now()
+	var last string
+	for i := 1; i <= r.v.kills; i++ {
+		var cands []*baseNode
+		for _, b := range r.nodes {
+			if b.name != last && b.running() {
+				cands = append(cands, b)
+			}
+		}
+		victim := cands[r.s.rng.IntN(len(cands))]
+		last = victim.name
+		if err := r.s.jitter(ctx, r.v.phase); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		victim.kill()
+		victim.kubelet.Kill()
+		annotS := "—"
+		at, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Unhealthy, t0)
+		if err != nil {
+			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, victim.name, err))
+		} else {
+			d := at.Sub(t0).Seconds()
+			r.res.DetectAnnot = append(r.res.DetectAnnot, d)
+			annotS = fmt.Sprintf("%.2fs", d/r.v.k)
+		}
+		t1 := time.Now()
+		if err := victim.kubelet.Restart(ctx); err != nil {
+			return fmt.Errorf("restart kubelet %s: %w", victim.name, err)
+		}
+		if err := victim.start(); err != nil {
+			return err
+		}
+		healthy, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Healthy, t1)
+		if err != nil {
+			return fmt.Errorf("revive %s: %w", victim.name, err)
+		}
+		rec := healthy.Sub(t1).Seconds()
+		r.res.Recovery = append(r.res.Recovery, rec)
+		r.s.progress(r.n, r.v.label, "kill %d/%d %s: annotated unhealthy %s; healthy again %.2fs after restart",
+			i, r.v.kills, victim.name, annotS, rec/r.v.k)
+	}
+	// Let the stragglers of the last round (other daemons still voting on a
+	// stale copy) be counted with the phase that caused them.
+	if err := sleep(ctx, r.v.settle+2*time.Second); err != nil {
+		return err
+	}
+	end := time.Now()
+	if err := r.s.audit.poll(); err != nil {
+		return err
+	}
+	writes := r.s.audit.writes(BaselineUser, start, end, "nodes")
+	r.res.Churn = Churn{Seconds: end.Sub(start).Seconds(), Changes: len(r.w.transitions(start, end)),
+		WriteAttempts: len(writes), WritesOK: succeeded(writes)}
+	return nil
+}

@@ -1,0 +1,252 @@
+package suite
+
+import (
+	"math"
+	"time"
+
+	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
+)
+
+// Report is one run of the suite.
+type Report struct {
+	Machine   Machine
+	GoVersion string
+	// Commit is the source revision, filled in by the caller.
+	Commit  string
+	Started time.Time
+	Took    time.Duration
+	Config  Config
+	Sizes   []SizeResult
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPU     string
+	Cores   int
+	MemGiB  float64
+	Kernel  string
+	LoadAvg string // at start: other work on the machine skews every figure
+}
+
+// SizeResult is everything measured at one zone size.
+type SizeResult struct {
+	N    int
+	Ours System
+	// Base is the baseline at edgequorum's probe cadence.
+	Base System
+	// Defaults is the baseline at SuperEdge's own default timings; nil when
+	// not run.
+	Defaults *System
+}
+
+// System is one system's figures at one zone size. Durations are seconds.
+type System struct {
+	Name   string
+	Ran    bool
+	Errors []string
+	// Scale is the time-dilation factor the system ran at (see Scale); every
+	// figure below is already converted back to protocol time.
+	Scale float64
+
+	// FormSeconds is start to every node annotated healthy.
+	FormSeconds float64
+
+	// DetectCommit is node death → unhealthy verdict committed (the leader's
+	// decidedAt); edgequorum only.
+	DetectCommit []float64
+	// DetectAnnot is node death → unhealthy annotation on the Node.
+	DetectAnnot []float64
+	// Recovery is node back (kubelet and agent started) → healthy annotation.
+	Recovery []float64
+
+	// Failover is leader death → a surviving voter leads and has passed its
+	// Barrier (edgequorum_raft_is_leader = 1): from then its next verdict is
+	// written within a vote period. FailoverWrite is leader death → the new
+	// leader's first API write (the zone Lease, renewed on its own period);
+	// FailoverVerdict is leader death → the dead leader's unhealthy annotation,
+	// written by the new leader.
+	Failover, FailoverWrite, FailoverVerdict []float64
+
+	Steady Steady
+	// Measured is Steady as measured on the dilated clock, before conversion:
+	// at a scaled size the true rates lie between Measured and Steady (see
+	// normalize). Equal to Steady at real time.
+	Measured Steady
+	Churn    Churn
+
+	// CutRan, CutSeconds and FalseVerdicts: non-healthy annotations written
+	// while every kubelet of the zone was cut from the cloud; CutWrites is
+	// every node write in that time.
+	CutRan        bool
+	CutSeconds    float64
+	FalseVerdicts int
+	CutWrites     int
+}
+
+// Steady is the steady-state window. Byte and message rates are per second,
+// CPU in CPU-seconds per minute, RSS in bytes.
+type Steady struct {
+	Seconds float64
+	Members int // members sampled on both ends of the window
+	Leader  string
+
+	// Ordinary members: every member but the leader (every member for the
+	// baseline, which has none). Node* are means over them, *Max maxima.
+	NodeSent, NodeRecv, NodeMsgs float64
+	NodeBytesMax                 float64
+	NodeCPU, NodeCPUMax          float64
+	NodeRSSMax                   float64
+
+	LeaderSent, LeaderRecv, LeaderMsgs, LeaderCPU, LeaderRSS float64
+
+	// Zone totals: every byte or message is sent by exactly one member.
+	ZoneBytes, ZoneMsgs float64
+
+	// Writes are the system's apiserver writes in the window; NodeWrites the
+	// ones on Nodes (verdicts), LeaseWrites the zone Lease renewals.
+	Writes, NodeWrites, LeaseWrites int
+
+	// CommitP50 and CommitP99 are the leader's Raft apply-to-commit latency of
+	// report batches, in seconds; edgequorum only.
+	CommitP50, CommitP99 float64
+
+	// HostBusy is the machine's CPU utilisation in the window, 0..1: above
+	// ~0.9 every latency is the machine's, not the protocol's.
+	HostBusy float64
+}
+
+// Churn is the kill phase: verdict changes and the writes they cost.
+type Churn struct {
+	Seconds float64
+	// Changes are annotation state changes seen on the watch.
+	Changes int
+	// WriteAttempts are node write requests (any answer); WritesOK the 2xx ones.
+	WriteAttempts, WritesOK int
+}
+
+// WritesPerMinute in the steady window.
+func (s Steady) WritesPerMinute() float64 { return perMinute(float64(s.Writes), s.Seconds) }
+
+// LeaseWritesPerMinute in the steady window.
+func (s Steady) LeaseWritesPerMinute() float64 { return perMinute(float64(s.LeaseWrites), s.Seconds) }
+
+// NodeBytes is an ordinary member's mean sent+received bytes/s.
+func (s Steady) NodeBytes() float64 { return s.NodeSent + s.NodeRecv }
+
+// LeaderBytes is the leader's sent+received bytes/s.
+func (s Steady) LeaderBytes() float64 { return s.LeaderSent + s.LeaderRecv }
+
+// BusiestBytes is the busiest member's sent+received bytes/s.
+func (s Steady) BusiestBytes() float64 { return maxNaN(s.LeaderBytes(), s.NodeBytesMax) }
+
+// PeakRSS is the largest peak RSS of any member.
+func (s Steady) PeakRSS() float64 { return maxNaN(s.LeaderRSS, s.NodeRSSMax) }
+
+// LeaderCPUShare is the leader's share of one core.
+func (s Steady) LeaderCPUShare() float64 { return s.LeaderCPU / 60 }
+
+// WritesPerChange is node write requests per verdict change in the kill phase.
+func (c Churn) WritesPerChange() float64 {
+	if c.Changes == 0 {
+		return math.NaN()
+	}
+	return float64(c.WriteAttempts) / float64(c.Changes)
+}
+
+// WritesPerMinute is node write requests per minute during the kill phase.
+func (c Churn) WritesPerMinute() float64 { return perMinute(float64(c.WriteAttempts), c.Seconds) }
+
+func perMinute(n, seconds float64) float64 {
+	if seconds <= 0 {
+		return math.NaN()
+	}
+	return n * 60 / seconds
+}
+
+func maxNaN(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a):
+		return b
+	case math.IsNaN(b):
+		return a
+	}
+	return math.Max(a, b)
+}
+
+// p50 and p99 of a sample list, NaN when empty.
+func p50(xs []float64) float64 { return stats.Percentile(xs, 50) }
+func p99(xs []float64) float64 { return stats.Percentile(xs, 99) }
+
+// summarize turns two snapshots into the steady-state figures. leader is ""
+// for the baseline.
+func summarize(before, after snapshot, cs counterSet, leader string) Steady {
+	st := Steady{Seconds: after.at.Sub(before.at).Seconds(), Leader: leader,
+		LeaderSent: math.NaN(), LeaderRecv: math.NaN(), LeaderMsgs: math.NaN(), LeaderCPU: math.NaN(), LeaderRSS: math.NaN(),
+		CommitP50: math.NaN(), CommitP99: math.NaN()}
+	st.HostBusy = hostBusy(before, after)
+	var sent, recv, msgs, cpu, rss, bytesPer []float64
+	for name, r := range memberRates(before, after, cs) {
+		st.Members++
+		st.ZoneBytes += r.sent
+		st.ZoneMsgs += r.msgs
+		if name == leader {
+			st.LeaderSent, st.LeaderRecv, st.LeaderMsgs, st.LeaderCPU = r.sent, r.received, r.msgs, r.cpuPerMin
+			st.LeaderRSS = float64(r.rss)
+			continue
+		}
+		sent, recv, msgs = append(sent, r.sent), append(recv, r.received), append(msgs, r.msgs)
+		bytesPer = append(bytesPer, r.sent+r.received)
+		if !math.IsNaN(r.cpuPerMin) {
+			cpu = append(cpu, r.cpuPerMin)
+		}
+		if r.rss > 0 {
+			rss = append(rss, float64(r.rss))
+		}
+	}
+	st.NodeSent, st.NodeRecv, st.NodeMsgs = stats.Mean(sent), stats.Mean(recv), stats.Mean(msgs)
+	st.NodeBytesMax = stats.Max(bytesPer)
+	st.NodeCPU, st.NodeCPUMax = stats.Mean(cpu), stats.Max(cpu)
+	st.NodeRSSMax = stats.Max(rss)
+	return st
+}
+
+func hostBusy(before, after snapshot) float64 {
+	total := after.host.Total - before.host.Total
+	if total <= 0 {
+		return math.NaN()
+	}
+	return float64(after.host.Busy-before.host.Busy) / float64(total)
+}
+
+// quantile estimates a latency quantile from histogram buckets.
+func quantile(q float64, b []stats.Bucket) float64 { return stats.HistogramQuantile(q, b) }
+
+// normalize converts figures measured at time-dilation factor k back to
+// protocol time: durations shrink by k, per-second and per-minute rates grow
+// by k. Counts stay; their windows shrink, so per-minute figures follow.
+//
+// Rates converted this way are upper bounds: Raft's commit timeout (50 ms, not
+// an agent flag) keeps sending about 20 AppendEntries per follower per second
+// whatever the other timers, so that part is multiplied without having slowed.
+// The measured rates are the matching lower bounds.
+func (s *System) normalize(k float64) {
+	s.Scale = k
+	s.Measured = s.Steady
+	if k == 1 {
+		return
+	}
+	for _, xs := range [][]float64{s.DetectCommit, s.DetectAnnot, s.Recovery, s.Failover, s.FailoverWrite, s.FailoverVerdict} {
+		for i := range xs {
+			xs[i] /= k
+		}
+	}
+	s.FormSeconds /= k
+	s.CutSeconds /= k
+	s.Churn.Seconds /= k
+	st := &s.Steady
+	st.Seconds /= k
+	for _, f := range []*float64{&st.NodeSent, &st.NodeRecv, &st.NodeMsgs, &st.NodeBytesMax, &st.NodeCPU, &st.NodeCPUMax,
+		&st.LeaderSent, &st.LeaderRecv, &st.LeaderMsgs, &st.LeaderCPU, &st.ZoneBytes, &st.ZoneMsgs} {
+		*f *= k
+	}
+}

@@ -1,0 +1,122 @@
+package suite
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/edgequorum/edgequorum/benchmarks/internal/procstat"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
+)
+
+// member is one process the suite samples: an agent or a baseline daemon.
+type member struct {
+	name       string
+	metricsURL string
+	// pidArg is a command-line argument only this process carries.
+	pidArg string
+}
+
+// memberSample is one process at one instant.
+type memberSample struct {
+	pid     int
+	metrics scrape.Sample
+	cpu     time.Duration
+	rss     uint64
+	err     error
+}
+
+type snapshot struct {
+	at      time.Time
+	host    procstat.HostCPU
+	members map[string]memberSample
+}
+
+// pidPrefix is the flag prefix that identifies processes; both systems are
+// started with a per-node address flag.
+func takeSnapshot(ctx context.Context, members []member, pidPrefix string) snapshot {
+	s := snapshot{at: time.Now(), members: map[string]memberSample{}}
+	s.host, _ = procstat.ReadHostCPU()
+	pids, _ := procstat.Index(pidPrefix)
+	var mu sync.Mutex
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ms := memberSample{pid: pids[m.pidArg]}
+			ms.metrics, ms.err = scrape.Fetch(ctx, m.metricsURL)
+			if ms.pid != 0 {
+				ms.cpu, _ = procstat.CPU(ms.pid)
+				ms.rss, _ = procstat.PeakRSS(ms.pid)
+			}
+			mu.Lock()
+			s.members[m.name] = ms
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return s
+}
+
+// rates is one member's cost between two snapshots.
+type rates struct {
+	sent, received float64 // bytes/s
+	msgs           float64 // messages sent/s
+	cpuPerMin      float64 // CPU seconds per minute
+	rss            uint64  // peak RSS at the later snapshot
+}
+
+// counterSet names the metrics of one system.
+type counterSet struct {
+	bytes string
+	// msgs lists the counters (name, label filter) whose sum is messages sent.
+	msgs []metricRef
+}
+
+type metricRef struct {
+	name  string
+	match map[string]string
+}
+
+// memberRates computes rates for every member present, with the same PID, in
+// both snapshots: a process that restarted has reset its counters.
+func memberRates(before, after snapshot, cs counterSet) map[string]rates {
+	out := map[string]rates{}
+	for name, a := range after.members {
+		b, ok := before.members[name]
+		if !ok || a.err != nil || b.err != nil {
+			continue
+		}
+		secs := a.metrics.At.Sub(b.metrics.At).Seconds()
+		if secs <= 0 {
+			continue
+		}
+		delta := func(n string, m map[string]string) float64 {
+			return (a.metrics.Sum(n, m) - b.metrics.Sum(n, m)) / secs
+		}
+		r := rates{
+			sent:     delta(cs.bytes, map[string]string{"direction": "sent"}),
+			received: delta(cs.bytes, map[string]string{"direction": "received"}),
+			rss:      a.rss,
+		}
+		for _, m := range cs.msgs {
+			r.msgs += delta(m.name, m.match)
+		}
+		r.cpuPerMin = math.NaN()
+		if a.pid != 0 && a.pid == b.pid {
+			r.cpuPerMin = (a.cpu - b.cpu).Seconds() / after.at.Sub(before.at).Minutes()
+		}
+		out[name] = r
+	}
+	return out
+}
+
+// histogramDelta is the named histogram's observations between two samples
+// of one member.
+func histogramDelta(before, after memberSample, name string, match map[string]string) []stats.Bucket {
+	return stats.SubBuckets(after.metrics.Buckets(name, match), before.metrics.Buckets(name, match))
+}
