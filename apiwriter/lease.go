@@ -38,6 +38,7 @@ func (w *Writer) leaseLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-w.renewNow:
 		}
 		if err := w.renewLease(ctx); err != nil && ctx.Err() == nil {
 			w.log.Info("zone lease not renewed", "err", err)

@@ -48,6 +48,7 @@ type Writer struct {
 	lastWrite time.Time
 	reach     reachability
 	lease     leaseState
+	renewNow  chan struct{}
 }
 
 // New returns a Writer; Run starts it.
@@ -63,10 +64,11 @@ func New(cfg Config, client kubernetes.Interface, fence Fence, members MemberCou
 	}
 	w := &Writer{
 		cfg: cfg, client: client, fence: fence, members: members,
-		log:     cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
-		clock:   cfg.Clock,
-		metrics: newMetrics(cfg.Registerer),
-		pending: map[string]zone.Verdict{},
+		log:      cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
+		clock:    cfg.Clock,
+		metrics:  newMetrics(cfg.Registerer),
+		pending:  map[string]zone.Verdict{},
+		renewNow: make(chan struct{}, 1),
 	}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, cfg.RetryMax),
@@ -89,6 +91,14 @@ func (w *Writer) Verdicts(term uint64, vs []zone.Verdict, resync bool) {
 	w.mu.Unlock()
 	for _, v := range vs {
 		w.queue.Add(v.Node)
+	}
+	if resync {
+		// A new leader: take the zone Lease now rather than at the next
+		// renewal, so the webhook sees a live quorum without a gap.
+		select {
+		case w.renewNow <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,6 +102,17 @@ func (h *harness) writeLog() []string {
 	return append([]string(nil), h.writes...)
 }
 
+// nodeWrites is writeLog without the zone Lease.
+func (h *harness) nodeWrites() []string {
+	var out []string
+	for _, w := range h.writeLog() {
+		if strings.Contains(w, " nodes/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func (h *harness) annotation(node string) (zone.Annotation, bool) {
 	n, err := h.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
@@ -147,14 +159,14 @@ func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
 	// A resync after a leader change re-delivers the same verdict: no write.
 	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, true)
 	eventually(t, "resync handled", func() bool { return h.w.Pending() == 0 })
-	if w := h.writeLog(); len(w) != 1 || w[0] != "patch nodes/node-2" {
-		t.Fatalf("writes %v, want one patch", w)
+	if w := h.nodeWrites(); len(w) != 1 || w[0] != "patch nodes/node-2" {
+		t.Fatalf("node writes %v, want one patch", w)
 	}
 	// A real change is written.
 	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Unhealthy, 4, at.Add(time.Second))}, false)
 	eventually(t, "change written", func() bool { a, _ := h.annotation("node-2"); return a.State == zone.Unhealthy })
-	if n := len(h.writeLog()); n != 2 {
-		t.Fatalf("%d writes, want 2", n)
+	if n := len(h.nodeWrites()); n != 2 {
+		t.Fatalf("%d node writes, want 2", n)
 	}
 }
 
@@ -283,4 +295,17 @@ func TestUnreachableErr(t *testing.T) {
 			t.Errorf("unreachableErr(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
+}
+
+// TestNewLeaderTakesLeaseAtOnce: the resync a new leader receives makes it
+// renew the zone Lease immediately, not one renewal period later.
+func TestNewLeaderTakesLeaseAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.fence.term.Store(6)
+	h.run()
+	h.w.Verdicts(6, nil, true)
+	eventually(t, "zone lease taken without waiting for the renewal period", func() bool {
+		l, err := h.client.CoordinationV1().Leases("edgequorum-system").Get(context.Background(), zone.LeaseName("zone-a"), metav1.GetOptions{})
+		return err == nil && l.Annotations[LeaseTermAnnotation] == "6"
+	})
 }
