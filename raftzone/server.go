@@ -238,6 +238,7 @@ func (s *Server) startRaft() error {
 	rc.HeartbeatTimeout = s.cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = s.cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = s.cfg.RaftLeaderLeaseTimeout
+	rc.CommitTimeout = s.cfg.RaftCommitTimeout
 	rc.SnapshotInterval = s.cfg.SnapshotInterval
 	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
 	rc.Logger = newHCLog(s.log)
