@@ -77,6 +77,17 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 			o.LabelSelector = labels.Set{label: zoneName}.String()
 		}))
 	nodes := factory.Core().V1().Nodes()
+	// Keep only what the member list needs: a Node's managed fields, images
+	// and conditions are most of its size, multiplied by the zone's size on
+	// every member.
+	nodes.Informer().SetTransform(func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			n.ManagedFields = nil
+			n.Status.Images = nil
+			n.Status.Conditions = nil
+		}
+		return obj, nil
+	})
 	return &nodeMembers{informer: nodes.Informer(), lister: nodes.Lister(), peerPort: peerPort}
 }
 
