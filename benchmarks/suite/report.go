@@ -73,7 +73,7 @@ func SummaryTable(rep *Report) string {
 const dilationNote = "⏱×a/×b: this 2-core host cannot run that many nodes' probing in real time (both protocols need O(N²) CPU per second, " +
 	"the baseline O(N³)), so every protocol timer of edgequorum was stretched a times and the baseline's b times, and every figure " +
 	"converted back to protocol time (durations ÷ factor, rates × factor). Raft commit latency and RSS are as measured. Rates and CPU at those sizes " +
-	"are upper bounds: Raft's 50 ms commit timeout (not an agent flag) and other fixed-rate work do not slow down but are multiplied; " +
+	"are upper bounds: fixed-rate work that no flag slows (the Go runtime, informer events from kubelet heartbeats) is multiplied too; " +
 	"results.csv has the measured lower bounds (measured_* columns)."
 
 func writeSummary(b *strings.Builder, rep *Report) {

@@ -225,10 +225,9 @@ func quantile(q float64, b []stats.Bucket) float64 { return stats.HistogramQuant
 // protocol time: durations shrink by k, per-second and per-minute rates grow
 // by k. Counts stay; their windows shrink, so per-minute figures follow.
 //
-// Rates converted this way are upper bounds: Raft's commit timeout (50 ms, not
-// an agent flag) keeps sending about 20 AppendEntries per follower per second
-// whatever the other timers, so that part is multiplied without having slowed.
-// The measured rates are the matching lower bounds.
+// Rates converted this way are upper bounds: work no flag slows (the Go
+// runtime, informer events from kubelet heartbeats) is multiplied without
+// having slowed. The measured rates are the matching lower bounds.
 func (s *System) normalize(k float64) {
 	s.Scale = k
 	s.Measured = s.Steady
