@@ -143,6 +143,14 @@ func (m *mutator) newQualifier() *qualifier {
 // lifecycle controller's doing; a pod that failed its own readiness probe
 // before the link broke stays not ready. A pod missing from the cache is left
 // alone.
+//
+// A pod the cache still holds as Ready qualifies too. The endpoint says not
+// ready, so a newer pod status exists that the cache has not caught up with;
+// and as the node's kubelet has not been heard from since before the node went
+// Unknown (a whole grace period earlier), that status was written by the node
+// lifecycle controller, seconds ago. Without this, an EndpointSlice update that
+// races ahead of the pod's watch event would leave the endpoint not ready until
+// the repair loop's next look.
 func (q *qualifier) qualifies(nodeName *string, ref *corev1.ObjectReference, namespace string) (bool, error) {
 	if nodeName == nil || *nodeName == "" || ref == nil || ref.Kind != "Pod" || ref.Name == "" {
 		return false, nil
@@ -165,10 +173,15 @@ func (q *qualifier) qualifies(nodeName *string, ref *corev1.ObjectReference, nam
 		return false, nil
 	}
 	c := podReadyCondition(pod.Status.Conditions)
-	if c == nil || c.Status != corev1.ConditionFalse {
+	switch {
+	case c == nil:
 		return false, nil
+	case c.Status == corev1.ConditionTrue:
+		return true, nil
+	case c.Status == corev1.ConditionFalse:
+		return !c.LastTransitionTime.Time.Before(loss.lostAt.Add(-q.m.slack)), nil
 	}
-	return !c.LastTransitionTime.Time.Before(loss.lostAt.Add(-q.m.slack)), nil
+	return false, nil
 }
 
 func (q *qualifier) node(name string) (nodeLoss, error) {

@@ -30,6 +30,7 @@ func TestQualifies(t *testing.T) {
 		testPod("at-slack", "edge-a1", corev1.ConditionFalse, nodeLost.Add(-5*time.Second)),
 		testPod("past-slack", "edge-a1", corev1.ConditionFalse, nodeLost.Add(-6*time.Second)),
 		testPod("ready-true", "edge-a1", corev1.ConditionTrue, nodeLost),
+		testPod("ready-unknown", "edge-a1", corev1.ConditionUnknown, nodeLost),
 		testPod("unknown-node-pod", "edge-z1", corev1.ConditionFalse, nodeLost))
 	d := newTestDecider(t, nil, objs...)
 	m := &mutator{decider: d, pods: d.caches.Pods, slack: 5 * time.Second}
@@ -50,7 +51,8 @@ func TestQualifies(t *testing.T) {
 		{"pod is being deleted", ptr.To("edge-a1"), ref("deleting"), "default", false},
 		{"pod runs on another node", ptr.To("edge-a1"), ref("moved"), "default", false},
 		{"pod has no Ready condition", ptr.To("edge-a1"), ref("no-ready"), "default", false},
-		{"pod is ready after all", ptr.To("edge-a1"), ref("ready-true"), "default", false},
+		{"pod still ready in a cache behind the endpoint", ptr.To("edge-a1"), ref("ready-true"), "default", true},
+		{"pod readiness unknown", ptr.To("edge-a1"), ref("ready-unknown"), "default", false},
 		{"namespace from the reference", ptr.To("edge-a1"), &corev1.ObjectReference{Kind: "Pod", Namespace: "other", Name: "elsewhere"}, "default", true},
 		{"namespace from the object", ptr.To("edge-a1"), ref("elsewhere"), "other", true},
 		{"pod in another namespace than the object", ptr.To("edge-a1"), ref("elsewhere"), "default", false},

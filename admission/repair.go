@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,13 +66,17 @@ type repairer struct {
 	slices    discoverylisters.EndpointSliceLister
 	endpoints corelisters.EndpointsLister
 	informers []cache.SharedIndexInformer
-	clock     clock.WithTicker
-	period    time.Duration
-	qps       float64
-	burst     int
-	dryRun    bool
-	metrics   *metrics
-	log       *slog.Logger
+	// byNode index the EndpointSlice and Endpoints caches by the nodes of
+	// their not-ready endpoints (see notReadyNodes), so a node that turns
+	// revivable brings its objects along without waiting for a rescan.
+	byNode  []cache.Indexer
+	clock   clock.WithTicker
+	period  time.Duration
+	qps     float64
+	burst   int
+	dryRun  bool
+	metrics *metrics
+	log     *slog.Logger
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -120,7 +125,11 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 // goroutine it started stopped, once ctx is done.
 func (r *repairer) lead(ctx context.Context) {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[repairKey](time.Second, 5*time.Minute),
+		// A first repair waits 5ms, as in client-go's default controller
+		// limiter: an endpoint the webhook missed should not stay not ready
+		// for long. Retries of one object double from there; the bucket
+		// paces all writes together.
+		workqueue.NewTypedItemExponentialFailureRateLimiter[repairKey](5*time.Millisecond, 5*time.Minute),
 		&workqueue.TypedBucketRateLimiter[repairKey]{Limiter: rate.NewLimiter(rate.Limit(r.qps), r.burst)},
 	)
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[repairKey]{Clock: r.clock})
@@ -183,7 +192,10 @@ func (r *repairer) scan(q workqueue.TypedRateLimitingInterface[repairKey]) {
 	}
 }
 
-// consider queues obj if the webhook would change it now.
+// consider queues obj if the webhook would change it now. A node that went
+// Unknown also brings the EndpointSlices and Endpoints with not-ready endpoints
+// on it: one admitted while the webhook's node cache still had the node Ready
+// was left alone, and no event on the object itself will come to fix it.
 func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], obj any) {
 	key, ok := keyOf(obj)
 	if !ok {
@@ -192,6 +204,52 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 	if need, err := r.needsRepair(obj); err == nil && need {
 		q.AddRateLimited(key)
 	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if c := readyCondition(n.Status.Conditions); c == nil || c.Status != corev1.ConditionUnknown {
+		return
+	}
+	for _, idx := range r.byNode {
+		objs, err := idx.ByIndex(notReadyNodeIndex, n.Name)
+		if err != nil {
+			r.log.Error("read the node index", "node", n.Name, "err", err)
+			continue
+		}
+		for _, o := range objs {
+			r.consider(q, o)
+		}
+	}
+}
+
+// notReadyNodeIndex names the index notReadyNodes builds.
+const notReadyNodeIndex = "notReadyNode"
+
+// notReadyNodes indexes an EndpointSlice or Endpoints object by the nodes of its
+// not-ready endpoints, the only ones the webhook may change.
+func notReadyNodes(obj any) ([]string, error) {
+	var out []string
+	add := func(node *string) {
+		if node != nil && *node != "" && !slices.Contains(out, *node) {
+			out = append(out, *node)
+		}
+	}
+	switch o := obj.(type) {
+	case *discoveryv1.EndpointSlice:
+		for _, ep := range o.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				add(ep.NodeName)
+			}
+		}
+	case *corev1.Endpoints:
+		for _, sub := range o.Subsets {
+			for _, a := range sub.NotReadyAddresses {
+				add(a.NodeName)
+			}
+		}
+	}
+	return out, nil
 }
 
 func keyOf(obj any) (repairKey, bool) {

@@ -129,8 +129,8 @@ func fastElection(c *Config) {
 	c.RetryPeriod, c.RenewDeadline, c.LeaseDuration = 50*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond
 }
 
-// stepUntil advances the fake clock a second at a time (the repair queue's
-// first delay) until cond holds or a real-time deadline passes.
+// stepUntil advances the fake clock a second at a time (past the repair
+// queue's first delays) until cond holds or a real-time deadline passes.
 func stepUntil(t *testing.T, env *testEnv, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -269,5 +269,77 @@ func TestRepairLeaderElection(t *testing.T) {
 	waitFor(t, "replica b to take over", func() bool { return leading(b.w) })
 	if leading(a.w) {
 		t.Error("replica a still counts itself leader after stopping")
+	}
+}
+
+// TestRepairFollowsNodeGoingUnknown: an EndpointSlice admitted while the node
+// cache still had its node Ready was left alone; when the node's turn to
+// Unknown reaches the cache, the slice is repaired at once, not at the next
+// rescan (a day away here).
+func TestRepairFollowsNodeGoingUnknown(t *testing.T) {
+	late := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-late", ResourceVersion: "1"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"10.0.0.4"}, NodeName: ptr.To("edge-a4"),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-a4-1", UID: "uid-web-a4-1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)},
+		}},
+	}
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.RepairPeriod = 24 * time.Hour
+		c.ZoneLeaseMaxAge, c.NodeLeaseMaxAge = 24*time.Hour, 24*time.Hour
+	}, append(testCluster(), late)...)
+	routeAdmission(t, env)
+	env.start(t)
+	repaired := func(resource string) float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairMutated))
+	}
+	stepUntil(t, env, "the tainted nodes repaired", func() bool { return repaired(resNode) == 4 })
+	if n := repaired(resEndpointSlice); n != 0 {
+		t.Fatalf("%v slices repaired while edge-a4 is Ready", n)
+	}
+
+	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
+	obj, err := env.client.Tracker().Get(nodes, "", "edge-a4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := obj.(*corev1.Node).DeepCopy()
+	n.Status.Conditions[0].Status = corev1.ConditionUnknown
+	n.ResourceVersion = "2"
+	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil(t, env, "web-late repaired", func() bool { return repaired(resEndpointSlice) == 1 })
+	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.(*discoveryv1.EndpointSlice).Endpoints[0].Conditions; !*c.Ready || !*c.Serving {
+		t.Errorf("web-late after repair: ready %v serving %v, want both true", *c.Ready, *c.Serving)
+	}
+}
+
+func TestNotReadyNodes(t *testing.T) {
+	ep := func(node string, ready *bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{NodeName: ptr.To(node), Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+	}
+	s := &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{
+		ep("n1", ptr.To(false)), ep("n1", ptr.To(false)), ep("n2", ptr.To(true)), ep("n3", nil), ep("n4", ptr.To(false)), {Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+	}}
+	if got, _ := notReadyNodes(s); !reflect.DeepEqual(got, []string{"n1", "n4"}) {
+		t.Errorf("slice indexed under %v, want [n1 n4]", got)
+	}
+	e := &corev1.Endpoints{Subsets: []corev1.EndpointSubset{
+		{Addresses: []corev1.EndpointAddress{{NodeName: ptr.To("n1")}}, NotReadyAddresses: []corev1.EndpointAddress{{NodeName: ptr.To("n2")}}},
+		{NotReadyAddresses: []corev1.EndpointAddress{{NodeName: ptr.To("n2")}, {NodeName: ptr.To("n3")}, {}}},
+	}}
+	if got, _ := notReadyNodes(e); !reflect.DeepEqual(got, []string{"n2", "n3"}) {
+		t.Errorf("Endpoints indexed under %v, want [n2 n3]", got)
+	}
+	if got, _ := notReadyNodes(&corev1.Pod{}); got != nil {
+		t.Errorf("a pod indexed under %v", got)
 	}
 }

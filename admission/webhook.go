@@ -91,10 +91,16 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		// its EndpointSlices and Endpoints in the review.
 		slices := all.Discovery().V1().EndpointSlices()
 		eps := all.Core().V1().Endpoints()
+		for _, inf := range []cache.SharedIndexInformer{slices.Informer(), eps.Informer()} {
+			if err := inf.AddIndexers(cache.Indexers{notReadyNodeIndex: notReadyNodes}); err != nil {
+				return nil, fmt.Errorf("index the repair caches by node: %w", err)
+			}
+		}
 		w.repair = &repairer{
 			client: client, mut: mut,
 			nodes: caches.Nodes, slices: slices.Lister(), endpoints: eps.Lister(),
 			informers: []cache.SharedIndexInformer{all.Core().V1().Nodes().Informer(), slices.Informer(), eps.Informer()},
+			byNode:    []cache.Indexer{slices.Informer().GetIndexer(), eps.Informer().GetIndexer()},
 			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
 		}
