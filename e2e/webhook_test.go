@@ -218,7 +218,12 @@ func TestWebhookEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(wh.Stop)
+	t.Cleanup(func() {
+		wh.Stop()
+		if t.Failed() {
+			t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
+		}
+	})
 	web := deployApp(t, client, "web", all)
 	taints := watchTaints(t, client, all)
 

@@ -184,6 +184,9 @@ func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
 	return fmt.Errorf("webhook not ready after %s: %w (log: %s)", timeout, last, w.LogPath)
 }
 
+// LogTail returns the last n bytes of the webhook's log.
+func (w *Webhook) LogTail(n int64) string { return logTail(w.LogPath, n) }
+
 // Stop stops the webhook (SIGTERM, then SIGKILL after 10 s). Its registration
 // stays: with failurePolicy Ignore the apiserver then admits everything
 // unchanged.

@@ -374,8 +374,12 @@ func (a *Agent) fetch(ctx context.Context, path string) (raftzone.Status, error)
 }
 
 // LogTail returns the last n bytes of the agent's log.
-func (a *Agent) LogTail(n int64) string {
-	f, err := os.Open(a.LogPath)
+func (a *Agent) LogTail(n int64) string { return logTail(a.LogPath, n) }
+
+// logTail returns the last n bytes of the file at path, or "" if it cannot be
+// read: it only feeds failure reports.
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
