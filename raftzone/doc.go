@@ -46,9 +46,17 @@
 // the zone label): members that left are removed, changed addresses followed.
 // While the cluster's list is unavailable nothing is removed. At most --voters
 // members vote (all of them in a zone no larger than that, so an evenly split
-// small zone stalls instead of one half condemning the other); the leader promotes healthy nonvoters that reach the apiserver,
-// replaces a voter that looked dead for --dead-voter-timeout, and promotes before
-// it demotes.
+// small zone stalls instead of one half condemning the other); the leader promotes
+// healthy nonvoters that reach the apiserver, replaces a voter that looked dead for
+// --dead-voter-timeout, and promotes before it demotes.
+//
+// A promotion is checked live: right before it, the leader asks the candidate for
+// its replica state over the peer API and promotes it only if it answers with its
+// server ID and trails the log by at most a few entries. A committed report only
+// says the member was alive up to a vote timeout ago, and a voter that is dead
+// when it is added can cost the zone its quorum for good: a configuration of two
+// voters, one dead, can neither commit nor elect a leader. For the same reason the
+// voter set grows from an odd count in pairs (1 → 3 → 5), never resting at two.
 //
 // # Security
 //
