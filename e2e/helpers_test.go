@@ -85,7 +85,7 @@ func startZone(t *testing.T, opts testcluster.Options, zopts zonerun.Options) (*
 		z.Stop()
 		if t.Failed() {
 			for _, a := range z.Agents() {
-				t.Logf("---- agent %s (last 6 KiB) ----\n%s", a.Name, a.LogTail(6<<10))
+				t.Logf("---- agent %s (last 40 lines above debug) ----\n%s", a.Name, a.NoticeTail(40))
 			}
 		}
 	})

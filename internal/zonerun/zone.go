@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -375,6 +376,24 @@ func (a *Agent) fetch(ctx context.Context, path string) (raftzone.Status, error)
 
 // LogTail returns the last n bytes of the agent's log.
 func (a *Agent) LogTail(n int64) string { return logTail(a.LogPath, n) }
+
+// NoticeTail returns the last n lines of the agent's log above debug level:
+// elections, membership changes, verdicts and errors, without the probe lines
+// that fill a debug log. Failure reports use it so a test's output keeps what
+// explains the failure.
+func (a *Agent) NoticeTail(n int) string {
+	b, err := os.ReadFile(a.LogPath)
+	if err != nil {
+		return ""
+	}
+	var keep []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && !strings.Contains(line, "level=DEBUG") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
+}
 
 // logTail returns the last n bytes of the file at path, or "" if it cannot be
 // read: it only feeds failure reports.
