@@ -14,8 +14,9 @@ all: build
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-build: ## build bin/edgequorum
-	$(GO) build -o $(BIN)/edgequorum ./cmd/edgequorum
+# Static (no cgo): the binary runs in a scratch or distroless image.
+build: ## build bin/edgequorum (static)
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/edgequorum ./cmd/edgequorum
 
 test: build ## run every test with -race (control-plane tests need `make controlplane`)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...

@@ -1,12 +1,16 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/edgequorum/edgequorum/deploy/internal/kustomize"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
@@ -19,7 +23,7 @@ func kinds(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructu
 }
 
 func TestAgentManifestRenders(t *testing.T) {
-	objs, err := Render(Dir("agent"))
+	objs, err := kustomize.Render(kustomize.Dir("agent"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +72,7 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx := context.Background()
 	for _, dir := range []string{"agent", "webhook"} {
-		if _, err := os.Stat(Dir(dir)); err != nil {
-			t.Fatalf("deploy/%s: %v", dir, err)
-		}
-		objs, err := Render(Dir(dir))
+		objs, err := kustomize.Render(kustomize.Dir(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,5 +92,41 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 			t.Fatalf("deploy/%s: %v", dir, err)
 		}
 		t.Logf("deploy/%s: %d objects pass server-side dry run", dir, len(objs))
+	}
+}
+
+// TestInstallFilesUpToDate keeps install/*.yaml, which the demo and the test
+// harness embed and operators may apply, equal to what kustomize renders now.
+func TestInstallFilesUpToDate(t *testing.T) {
+	for _, name := range kustomize.Installs {
+		rendered, err := kustomize.YAML(kustomize.Dir(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(kustomize.Dir("install"), name+".yaml")
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, kustomize.InstallFile(name, rendered)) {
+			t.Errorf("%s is stale: run `go generate ./deploy` and commit it", path)
+			continue
+		}
+		objs, err := Objects(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := kustomize.Render(kustomize.Dir(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != len(want) {
+			t.Fatalf("Objects(%q) has %d objects, kustomize renders %d", name, len(objs), len(want))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(objs[i].Object, want[i].Object) {
+				t.Errorf("Objects(%q)[%d] %s/%s differs from kustomize's", name, i, want[i].GetKind(), want[i].GetName())
+			}
+		}
 	}
 }

@@ -11,12 +11,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/deploy/internal/kustomize"
 )
 
 func render(t *testing.T, dir string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	objs, err := deploy.Render(deploy.Dir(dir))
+	objs, err := kustomize.Render(kustomize.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

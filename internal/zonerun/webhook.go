@@ -48,7 +48,7 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	objs, err := deploy.Render(deploy.Dir("webhook"))
+	objs, err := deploy.Objects("webhook")
 	if err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 // InstallAgentRBAC creates the Namespace, ServiceAccount and RBAC of
 // deploy/agent (not the DaemonSet: agents run as local processes here).
 func InstallAgentRBAC(ctx context.Context, c *testcluster.Cluster) error {
-	objs, err := deploy.Render(deploy.Dir("agent"))
+	objs, err := deploy.Objects("agent")
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"runtime"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,40 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
-
-// Dir returns the absolute path of a kustomization under deploy/ (e.g. "agent"),
-// found from this source file so tests in any package can render it.
-func Dir(name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), name)
-}
-
-// Render builds the kustomization in dir exactly as `kubectl kustomize` would.
-func Render(dir string) ([]*unstructured.Unstructured, error) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
-	}
-	var out []*unstructured.Unstructured
-	for _, r := range res.Resources() {
-		// Through JSON, so numbers become the int64/float64 that
-		// unstructured objects require.
-		b, err := r.MarshalJSON()
-		if err != nil {
-			return nil, fmt.Errorf("kustomize %s: %w", dir, err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
-			return nil, fmt.Errorf("kustomize %s: %w", dir, err)
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
 
 // Apply creates objs on the cluster behind cfg (server-side dry run when
 // dryRun), resolving each kind through discovery. Objects that already exist
