@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // in one process (tests, benchmarks) never collide in a registry.
 type metrics struct {
 	handshakeFailures *prometheus.CounterVec
+	handshakes        *prometheus.CounterVec
 	bytes             *prometheus.CounterVec
 	rpcs              *prometheus.CounterVec
 	peerRequests      *prometheus.CounterVec
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_transport_handshake_failures_total",
 			Help: "Zone-port connections closed before authentication completed, by reason.",
 		}, []string{"reason"}),
+		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_handshakes_total",
+			Help: "Zone-port connections authenticated, by side (client dialled, server accepted); each costs a TLS handshake and the zone-key proof.",
+		}, []string{"side"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_transport_bytes_total",
 			Help: "Bytes this member sent and received on the zone port (Raft and peer API, TLS included).",
@@ -82,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.handshakeFailures, m.bytes, m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
+		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes, m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.membershipChanges,
 			m.isLeader, m.term, m.members)
 	}

@@ -140,13 +140,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.transport.Close()
 	}()
 
-	api := &http.Server{
-		Handler:           s.peerRouter(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	api := s.peerServer()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -151,6 +151,7 @@ func (s *secureNet) serveConn(raw net.Conn) {
 		return
 	}
 	raw.SetDeadline(time.Time{})
+	s.metrics.handshakes.WithLabelValues("server").Inc()
 	var dst *channelListener
 	switch ch {
 	case channelRaft:
@@ -232,6 +233,7 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 		return nil, fmt.Errorf("authenticate to zone peer %s: %w", address, err)
 	}
 	raw.SetDeadline(time.Time{})
+	s.metrics.handshakes.WithLabelValues("client").Inc()
 	return tc, nil
 }
 
