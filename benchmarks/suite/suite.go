@@ -56,7 +56,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		BinDir:      cfg.BinDir,
 		Dir:         filepath.Join(cfg.WorkDir, "cluster"),
 		AuditPolicy: auditPolicy(zonerun.AgentUser, BaselineUser),
-		// A cut zone must look cut to KCM: the kubelets' own default timings.
+		// A cut zone must look cut to KCM: the kubelets' own default Lease
+		// timings. Their NodeStatus, though, comes once a minute, as a real
+		// kubelet's does when nothing changes (it posts every 5 min and
+		// heartbeats through its Lease); the harness's 10 s default would
+		// have every agent decode a Node update per node every 10 s, a cost
+		// no real zone pays.
+		NodeStatusInterval: time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
