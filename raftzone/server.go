@@ -254,7 +254,7 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("open raft log in --data-dir %s (is another agent using it?): %w", s.cfg.DataDir, err)
 	}
 	s.boltStore = bs
-	logs, err := raft.NewLogCache(512, bs)
+	logs, err := raft.NewLogCache(logCacheEntries, bs)
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
@@ -302,6 +302,13 @@ func (s *Server) startRaft() error {
 	s.raft = r
 	return nil
 }
+
+// logCacheEntries is how many recent Raft entries every member keeps in memory
+// so the leader replicates to a follower that is just behind without reading
+// bbolt. A zone appends about one entry a second, so this is a minute; each
+// entry can hold a report from every member, so a larger cache is megabytes of
+// heap on every node of a large zone.
+const logCacheEntries = 64
 
 // addressBook resolves server IDs to the addresses in the replicated member
 // list, so a member whose IP changed is followed without a config change.
