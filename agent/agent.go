@@ -69,9 +69,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wcfg.Zone, wcfg.Node, wcfg.LeaseNamespace = zoneName, cfg.Raft.Node, cfg.LeaseNamespace
 	wcfg.LeaseRenew, wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.ZoneLeaseRenew, cfg.APICheckPeriod, cfg.APITimeout
 	wcfg.Logger, wcfg.Registerer = log.With("component", "apiwriter"), reg
-	writer, err := apiwriter.New(wcfg, client, fenceFunc(func(ctx context.Context) (uint64, error) {
-		return srv.VerifyLeader(ctx)
-	}), memberCount(func() int {
+	writer, err := apiwriter.New(wcfg, client, fence{&srv}, memberCount(func() int {
 		ms, err := srv.Store().Members()
 		if err != nil {
 			return 0
@@ -185,9 +183,12 @@ func restConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	return c, nil
 }
 
-type fenceFunc func(context.Context) (uint64, error)
+// fence is apiwriter's view of the zone member, which is built after the
+// writer.
+type fence struct{ srv **raftzone.Server }
 
-func (f fenceFunc) VerifyLeader(ctx context.Context) (uint64, error) { return f(ctx) }
+func (f fence) VerifyLeader(ctx context.Context) (uint64, error) { return (*f.srv).VerifyLeader(ctx) }
+func (f fence) Term() uint64                                     { return (*f.srv).Term() }
 
 type memberCount func() int
 

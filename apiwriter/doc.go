@@ -6,7 +6,9 @@
 // Every write is fenced: the writer confirms leadership with a quorum
 // (Fence.VerifyLeader) right before it, stamps the leader's Raft term, and never
 // overwrites an annotation or Lease carrying a higher term, so a deposed leader
-// that wakes up late cannot undo its successor's work. Writes are Patch (verdicts)
+// that wakes up late cannot undo its successor's work. A member that lost
+// leadership drops its pending verdicts (its successor re-delivers every committed
+// one); a leader whose quorum merely answered too slowly keeps them and retries. Writes are Patch (verdicts)
 // and Update with a resourceVersion precondition (Lease), never blind.
 //
 // While the apiserver is unreachable, pending verdicts coalesce — the latest per

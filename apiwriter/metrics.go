@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_apiwriter_skipped_total",
-			Help: "Writes not made, by reason (unchanged, fenced, not_leader, gone).",
+			Help: "Writes not made, by reason (unchanged, fenced, not_leader, unconfirmed: retried later, gone).",
 		}, []string{"reason"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_pending_verdicts",

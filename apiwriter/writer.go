@@ -22,8 +22,13 @@ import (
 // Fence confirms leadership. raftzone.Server implements it.
 type Fence interface {
 	// VerifyLeader returns the leader's term after a quorum confirmed it, or
-	// an error when this member does not lead.
+	// an error when this member does not lead or the quorum did not answer
+	// in time.
 	VerifyLeader(ctx context.Context) (uint64, error)
+	// Term is the term this member believes it leads, unconfirmed, or 0
+	// when it does not lead. It tells a failed VerifyLeader of a leader
+	// whose quorum was slow from one of a member that lost leadership.
+	Term() uint64
 }
 
 // MemberCounter tells how many members the zone has, for the zone Lease.
@@ -159,6 +164,13 @@ func (w *Writer) processNext(ctx context.Context) bool {
 		}
 		w.metrics.pending.Set(float64(len(w.pending)))
 		w.mu.Unlock()
+	case errors.Is(err, errNotLeader) && w.fence.Term() != 0:
+		// The quorum did not confirm us in time, but we still lead: no
+		// one else will write this verdict, so it stays and is retried
+		// (and fenced again) with backoff.
+		w.metrics.skipped.WithLabelValues("unconfirmed").Inc()
+		w.log.Info("leadership not confirmed in time; will retry", "peer", node, "err", err)
+		w.queue.AddRateLimited(node)
 	case errors.Is(err, errNotLeader):
 		// A new leader re-delivers every committed verdict; drop ours so a
 		// deposed leader never writes them late.

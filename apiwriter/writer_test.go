@@ -25,14 +25,23 @@ import (
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-type fakeFence struct{ term atomic.Uint64 }
+type fakeFence struct {
+	term atomic.Uint64
+	// unconfirmed makes VerifyLeader fail while term says we lead, as when
+	// the quorum answers too slowly.
+	unconfirmed atomic.Bool
+	verifies    atomic.Int32
+}
 
 func (f *fakeFence) VerifyLeader(context.Context) (uint64, error) {
-	if t := f.term.Load(); t != 0 {
+	f.verifies.Add(1)
+	if t := f.term.Load(); t != 0 && !f.unconfirmed.Load() {
 		return t, nil
 	}
 	return 0, errors.New("not leader")
 }
+
+func (f *fakeFence) Term() uint64 { return f.term.Load() }
 
 type fixedMembers int
 
@@ -203,6 +212,29 @@ func TestFollowerWritesNothing(t *testing.T) {
 	}
 	if w := h.writeLog(); len(w) != 0 {
 		t.Fatalf("a follower wrote %v", w)
+	}
+}
+
+// TestUnconfirmedLeaderKeepsVerdicts: a leader whose quorum is too slow to
+// confirm it still leads, and nobody else will write its verdicts; dropping
+// them (as a deposed leader must) left nodes unannotated for good.
+func TestUnconfirmedLeaderKeepsVerdicts(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.fence.term.Store(2)
+	h.fence.unconfirmed.Store(true)
+	h.run()
+	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Unhealthy, 2, h.clock.Now())}, false)
+	eventually(t, "a write attempt", func() bool { return h.fence.verifies.Load() > 0 })
+	if h.w.Pending() != 1 {
+		t.Fatalf("pending %d after an unconfirmed attempt, want the verdict kept", h.w.Pending())
+	}
+	h.fence.unconfirmed.Store(false)
+	eventually(t, "written after the retry", func() bool {
+		h.clock.Step(h.w.cfg.RetryMax)
+		return h.w.Pending() == 0
+	})
+	if a, ok := h.annotation("node-2"); !ok || a.State != zone.Unhealthy {
+		t.Fatalf("node-2 annotation %+v (present %v), want unhealthy", a, ok)
 	}
 }
 
