@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -31,9 +29,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
-	}
+	applyMemoryLimit(cfg.MemoryLimit, "/sys/fs/cgroup", log)
 	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
 	if err != nil {
 		return fmt.Errorf("--key-file: %w", err)

@@ -41,9 +41,10 @@ type Config struct {
 	// TargetSyncPeriod is how often probe targets follow the member list.
 	TargetSyncPeriod time.Duration
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, unless the
-	// GOMEMLIMIT environment variable sets one; 0 leaves the runtime default
-	// [--memory-limit]. An agent's live heap is a few MiB; without a limit
-	// the collector lets garbage grow to twice that and more before it runs.
+	// GOMEMLIMIT environment variable sets one; MemoryLimitAuto (the default)
+	// takes 90 % of the container's memory limit, 0 sets none
+	// [--memory-limit]. Near the limit the collector works harder instead of
+	// letting the kernel kill the agent.
 	MemoryLimit int64
 }
 
@@ -59,7 +60,7 @@ func DefaultConfig() Config {
 		StatusAddress:    ":9471",
 		ScoreLine:        100,
 		TargetSyncPeriod: 2 * time.Second,
-		MemoryLimit:      48 << 20,
+		MemoryLimit:      MemoryLimitAuto,
 	}
 }
 
@@ -90,8 +91,8 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.StatusAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--status-address %q: %w", c.StatusAddress, err))
 	}
-	if c.MemoryLimit < 0 || (c.MemoryLimit > 0 && c.MemoryLimit < 16<<20) {
-		errs = append(errs, fmt.Errorf("--memory-limit %d must be 0 (no limit) or at least 16Mi", c.MemoryLimit))
+	if (c.MemoryLimit < 0 && c.MemoryLimit != MemoryLimitAuto) || (c.MemoryLimit > 0 && c.MemoryLimit < 16<<20) {
+		errs = append(errs, fmt.Errorf("--memory-limit %d must be auto, 0 (no limit) or at least 16Mi", c.MemoryLimit))
 	}
 	if c.ScoreLine <= 0 || c.ScoreLine > 100 {
 		errs = append(errs, fmt.Errorf("--score-line %v must be in (0, 100]", c.ScoreLine))

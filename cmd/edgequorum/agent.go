@@ -55,8 +55,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	var probes probe.SpecList
 	fs.Var(&probes, "probe", "probe run against every peer, repeatable, e.g. tcp:port=10250,weight=0.5,timeout=1s,period=2s,failure-threshold=3\n(default: agent:port=<peer-port>,weight=0.5 and kubelet:weight=0.5)")
 	fs.Float64Var(&cfg.ScoreLine, "score-line", cfg.ScoreLine, "weighted probe score (0-100) a peer needs to be judged OK")
-	memLimit := quantityFlag{v: &cfg.MemoryLimit}
-	fs.Var(memLimit, "memory-limit", "Go soft memory limit, e.g. 48Mi; 0 for none; GOMEMLIMIT, when set, wins")
+	fs.Var(memoryLimitFlag{v: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
 	logFlags := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
