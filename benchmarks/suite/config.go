@@ -136,6 +136,17 @@ func QuickConfig() Config {
 
 // Validate names the field of every problem.
 func (c *Config) Validate() error {
+	errs := []error{c.ValidatePlan()}
+	if c.WorkDir == "" || c.DataDir == "" {
+		errs = append(errs, errors.New("suite: Config.WorkDir and DataDir are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidatePlan checks what a run would do, without the directories it runs
+// in, so the bench command rejects bad flags before it starts a control
+// plane or creates anything.
+func (c *Config) ValidatePlan() error {
 	var errs []error
 	if len(c.Sizes) == 0 {
 		errs = append(errs, errors.New("suite: Config.Sizes is empty"))
@@ -156,9 +167,6 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultsKills > 0 && c.DefaultsSteady < time.Minute {
 		errs = append(errs, fmt.Errorf("suite: Config.DefaultsSteady %s must cover one 60s exchange period", c.DefaultsSteady))
-	}
-	if c.WorkDir == "" || c.DataDir == "" {
-		errs = append(errs, errors.New("suite: Config.WorkDir and DataDir are required"))
 	}
 	return errors.Join(errs...)
 }

@@ -35,14 +35,15 @@ func main() {
 }
 
 func run() error {
+	full, q := suite.FullConfig(), suite.QuickConfig()
 	var (
 		quick         = flag.Bool("quick", false, "CI smoke run: sizes 3,5,9, fewer repetitions, no run at SuperEdge's default timings")
-		sizes         = flag.String("sizes", "", "comma-separated zone sizes (default: 3,5,9,17,33,65,129; with -quick 3,5,9)")
-		kills         = flag.Int("kills", 0, "node kills per size (default 8; quick 3)")
-		failovers     = flag.Int("failovers", -1, "leader kills per size (default 3; quick 1)")
-		defaultsKills = flag.Int("defaults-kills", -1, "kills for the baseline at SuperEdge's default timings, 0 to skip (default 3; quick 0)")
-		steady        = flag.Duration("steady", 0, "steady-state window (default 1m; quick 20s)")
-		cut           = flag.Duration("cut", 0, "whole-zone cloud cut (default 30s; quick 15s)")
+		sizes         = flag.String("sizes", "", fmt.Sprintf("comma-separated zone sizes (default %s; quick %s)", joinInts(full.Sizes), joinInts(q.Sizes)))
+		kills         = flag.Int("kills", full.Kills, fmt.Sprintf("node kills per size (quick %d)", q.Kills))
+		failovers     = flag.Int("failovers", full.Failovers, fmt.Sprintf("leader kills per size (quick %d)", q.Failovers))
+		defaultsKills = flag.Int("defaults-kills", full.DefaultsKills, fmt.Sprintf("kills for the baseline at SuperEdge's default timings, 0 to skip (quick %d)", q.DefaultsKills))
+		steady        = flag.Duration("steady", full.Steady, fmt.Sprintf("steady-state window (quick %s)", q.Steady))
+		cut           = flag.Duration("cut", full.Cut, fmt.Sprintf("whole-zone cloud cut (quick %s)", q.Cut))
 		out           = flag.String("out", "benchmarks/results", "directory for results.md, results.csv, results.json and the plots")
 		readme        = flag.String("readme", "", "README whose results section to replace with the new summary (full runs)")
 		binDir        = flag.String("bin", "", "directory with the control plane, edgequorum and edgehealth-baseline (default: the repository's bin/)")
@@ -53,7 +54,7 @@ func run() error {
 		render        = flag.String("render", "", "only re-render the outputs from these results.json files (comma-separated; sizes are merged)")
 		scale         = flag.String("scale", "", "time dilation per size as N=ours/baseline, e.g. 65=4/4,129=16/32 (default: suite.DefaultScale)")
 		onlyDefaults  = flag.Bool("only-defaults", false, "run only the baseline at SuperEdge's default timings (on fresh nodes), e.g. to merge into a full run with -render")
-		defaultsSizes = flag.String("defaults-sizes", "", "sizes that get the run at SuperEdge's default timings (default 5,9; empty with -defaults-kills 0)")
+		defaultsSizes = flag.String("defaults-sizes", "", fmt.Sprintf("sizes that get the run at SuperEdge's default timings (default %s; none with -defaults-kills 0)", joinInts(full.DefaultsSizes)))
 	)
 	flag.Parse()
 
@@ -76,13 +77,16 @@ func run() error {
 		}
 		cfg.Sizes = ns
 	}
-	if *kills > 0 {
+	// Flags left alone keep the chosen profile's value; Validate names a bad one.
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["kills"] {
 		cfg.Kills = *kills
 	}
-	if *failovers >= 0 {
+	if set["failovers"] {
 		cfg.Failovers = *failovers
 	}
-	if *defaultsKills >= 0 {
+	if set["defaults-kills"] {
 		cfg.DefaultsKills = *defaultsKills
 	}
 	if *defaultsSizes != "" {
@@ -112,14 +116,17 @@ func run() error {
 			return suite.DefaultScale(n)
 		}
 	}
-	if *steady > 0 {
+	if set["steady"] {
 		cfg.Steady = *steady
 	}
-	if *cut > 0 {
+	if set["cut"] {
 		cfg.Cut = *cut
 	}
 	cfg.Seed = *seed
 	cfg.OnlyDefaults = *onlyDefaults
+	if err := cfg.ValidatePlan(); err != nil {
+		return fmt.Errorf("bad flags: %w", err)
+	}
 	cfg.Progress = os.Stdout
 
 	if *binDir == "" {
@@ -312,4 +319,14 @@ func commit() string {
 		c += " (uncommitted changes)"
 	}
 	return c
+}
+
+// joinInts renders sizes the way -sizes takes them, so the help text shows
+// the suite's real defaults instead of a copy that drifts.
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }
