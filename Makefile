@@ -78,7 +78,7 @@ bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
 
 bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline; results in benchmarks/results (about 75 min)
-	$(BIN)/bench -out $(BENCH_OUT) -readme benchmarks/README.md $(BENCH_FLAGS)
+	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9 (about 7 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)

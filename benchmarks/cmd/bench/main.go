@@ -45,7 +45,7 @@ func run() error {
 		steady        = flag.Duration("steady", full.Steady, fmt.Sprintf("steady-state window (quick %s)", q.Steady))
 		cut           = flag.Duration("cut", full.Cut, fmt.Sprintf("whole-zone cloud cut (quick %s)", q.Cut))
 		out           = flag.String("out", "benchmarks/results", "directory for results.md, results.csv, results.json and the plots")
-		readme        = flag.String("readme", "", "README whose results section to replace with the new summary (full runs)")
+		readme        = flag.String("readme", "", "comma-separated READMEs whose results section to replace with the new summary (full runs)")
 		binDir        = flag.String("bin", "", "directory with the control plane, edgequorum and edgehealth-baseline (default: the repository's bin/)")
 		work          = flag.String("work", "", "directory for the control plane and logs (default: a new temporary directory, removed unless -keep)")
 		data          = flag.String("data", "", "directory for agent state (default: a new directory under /dev/shm when it exists)")
@@ -58,12 +58,22 @@ func run() error {
 	)
 	flag.Parse()
 
+	var readmes []string
+	if *readme != "" {
+		readmes = strings.Split(*readme, ",")
+		// Check the sections now, not after a two-hour run.
+		for _, path := range readmes {
+			if _, _, _, err := resultsSection(path); err != nil {
+				return fmt.Errorf("-readme: %w", err)
+			}
+		}
+	}
 	if *render != "" {
 		rep, err := merge(strings.Split(*render, ","))
 		if err != nil {
 			return err
 		}
-		return writeOutputs(rep, *out, *readme)
+		return writeOutputs(rep, *out, readmes)
 	}
 
 	cfg := suite.FullConfig()
@@ -183,15 +193,15 @@ func run() error {
 		return err
 	}
 	rep.Commit = commit()
-	if werr := writeOutputs(rep, *out, *readme); werr != nil {
+	if werr := writeOutputs(rep, *out, readmes); werr != nil {
 		return errors.Join(err, werr)
 	}
 	fmt.Printf("done in %s; results in %s\n", rep.Took.Round(time.Second), *out)
 	return err
 }
 
-// writeOutputs writes every result file and, when asked, the README section.
-func writeOutputs(rep *suite.Report, out, readme string) error {
+// writeOutputs writes every result file and, when asked, the READMEs' sections.
+func writeOutputs(rep *suite.Report, out string, readmes []string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -214,8 +224,10 @@ func writeOutputs(rep *suite.Report, out, readme string) error {
 	if err := suite.WritePlots(out, rep); err != nil {
 		return err
 	}
-	if readme != "" {
-		return updateReadme(readme, out, rep)
+	for _, path := range readmes {
+		if err := updateReadme(path, out, rep); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -284,14 +296,9 @@ const (
 // updateReadme replaces the README's results section with the new summary
 // table and the detection plot, linked relative to the README.
 func updateReadme(path, out string, rep *suite.Report) error {
-	b, err := os.ReadFile(path)
+	s, i, j, err := resultsSection(path)
 	if err != nil {
 		return err
-	}
-	s := string(b)
-	i, j := strings.Index(s, readmeStart), strings.Index(s, readmeEnd)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %s … %s section", path, readmeStart, readmeEnd)
 	}
 	rel, err := filepath.Rel(filepath.Dir(path), out)
 	if err != nil {
@@ -306,6 +313,20 @@ func updateReadme(path, out string, rep *suite.Report) error {
 		rel, suite.PlotDetection, rel, suite.PlotBytes, rel, suite.PlotWrites, readmeEnd)
 	s = s[:i] + sec.String() + s[j+len(readmeEnd):]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// resultsSection reads a README and finds its results markers.
+func resultsSection(path string) (text string, start, end int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	text = string(b)
+	start, end = strings.Index(text, readmeStart), strings.Index(text, readmeEnd)
+	if start < 0 || end < start {
+		return "", 0, 0, fmt.Errorf("%s has no %s … %s section", path, readmeStart, readmeEnd)
+	}
+	return text, start, end, nil
 }
 
 // commit names the source revision, marked dirty when the tree has changes.
