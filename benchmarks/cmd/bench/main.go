@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -168,8 +169,9 @@ func run() error {
 		return err
 	}
 	defer klogFile.Close()
-	klog.LogToStderr(false)
-	klog.SetOutput(klogFile)
+	if err := quietKlog(klogFile); err != nil {
+		return err
+	}
 	if *data == "" {
 		parent := ""
 		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -313,6 +315,22 @@ func updateReadme(path, out string, rep *suite.Report) error {
 		rel, suite.PlotDetection, rel, suite.PlotBytes, rel, suite.PlotWrites, readmeEnd)
 	s = s[:i] + sec.String() + s[j+len(readmeEnd):]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// quietKlog sends every client-go log line to w. Turning off logtostderr
+// alone is not enough: klog still copies errors to stderr at its default
+// stderrthreshold, which put "Unexpected error when reading response body"
+// lines between the progress lines whenever a watch was cancelled.
+func quietKlog(w io.Writer) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("klog -%s: %w", name, err)
+		}
+	}
+	klog.SetOutput(w)
+	return nil
 }
 
 // resultsSection reads a README and finds its results markers.
