@@ -8,8 +8,12 @@
 // overwrites an annotation or Lease carrying a higher term, so a deposed leader
 // that wakes up late cannot undo its successor's work. A member that lost
 // leadership drops its pending verdicts (its successor re-delivers every committed
-// one); a leader whose quorum merely answered too slowly keeps them and retries. Writes are Patch (verdicts)
-// and Update with a resourceVersion precondition (Lease), never blind.
+// one); a leader whose quorum merely answered too slowly keeps them and retries.
+// Writes are never blind: a verdict is a JSON patch that tests for the
+// annotation value it was judged against (so the kubelet's and the node
+// lifecycle controller's writes to other fields cost no retry; a node's first
+// verdict is a merge patch with a resourceVersion precondition), and the Lease
+// an Update with a resourceVersion precondition.
 //
 // While the apiserver is unreachable, pending verdicts coalesce — the latest per
 // node wins — and are retried with backoff from a rate-limited workqueue; they

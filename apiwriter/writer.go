@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,7 +197,7 @@ func (w *Writer) dropPending() {
 var errNotLeader = errors.New("not the zone leader")
 
 // writeVerdict patches the node's annotation if it differs, fenced by term and
-// guarded by the node's resourceVersion so a concurrent writer is noticed.
+// guarded against a concurrent change of the annotation itself (verdictPatch).
 func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
@@ -216,7 +217,8 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 		return fmt.Errorf("read node %s: %w", v.Node, err)
 	}
 	want := zone.AnnotationFor(w.cfg.Zone, v)
-	if raw, ok := node.Annotations[zone.AnnotationKey]; ok {
+	raw, had := node.Annotations[zone.AnnotationKey]
+	if had {
 		if cur, perr := zone.ParseAnnotation(raw); perr == nil {
 			if cur.Term > want.Term {
 				w.metrics.skipped.WithLabelValues("fenced").Inc()
@@ -233,14 +235,11 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": node.ResourceVersion,
-		"annotations":     map[string]string{zone.AnnotationKey: string(value)},
-	}})
+	pt, patch, err := verdictPatch(node.ResourceVersion, raw, had, string(value))
 	if err != nil {
 		return err
 	}
-	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "edgequorum"})
+	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, pt, patch, metav1.PatchOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("node", "error").Inc()
 		return fmt.Errorf("patch verdict on node %s: %w", v.Node, err)
@@ -251,4 +250,37 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	w.mu.Unlock()
 	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term)
 	return nil
+}
+
+// annotationPath is the verdict annotation as a JSON pointer (RFC 6901).
+var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(zone.AnnotationKey)
+
+// verdictPatch builds the verdict write so that only a change to the
+// annotation itself makes it fail. When the node carries the annotation, a
+// JSON patch tests for exactly the value the writer judged against and
+// replaces it: the kubelet's status posts and the node lifecycle controller's
+// taints, which land on a node just as it dies, no longer cost a conflict and
+// a second write, yet a verdict written meanwhile by anyone else still fails
+// the test and is read again. A JSON patch cannot test that a key is absent,
+// so the first verdict on a node is a merge patch guarded by the node's
+// resourceVersion.
+func verdictPatch(resourceVersion, current string, had bool, value string) (types.PatchType, []byte, error) {
+	if !had {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": resourceVersion,
+			"annotations":     map[string]string{zone.AnnotationKey: value},
+		}})
+		if err != nil {
+			return "", nil, fmt.Errorf("encode verdict patch: %w", err)
+		}
+		return types.MergePatchType, patch, nil
+	}
+	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": annotationPath, "value": current},
+		{"op": "replace", "path": annotationPath, "value": value},
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("encode verdict patch: %w", err)
+	}
+	return types.JSONPatchType, patch, nil
 }
