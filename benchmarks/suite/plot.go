@@ -138,6 +138,12 @@ func linePlot(path string, rep *Report, title, ylabel string, logY bool, ss []se
 	if p.Y.Max <= p.Y.Min {
 		p.Y.Max = math.Max(p.Y.Min*10, 1)
 	}
+	// Headroom above the data for the legend, which sits top left.
+	if logY {
+		p.Y.Max *= 10
+	} else {
+		p.Y.Max *= 1.4
+	}
 	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}

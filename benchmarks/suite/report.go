@@ -35,9 +35,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		"baseline = SuperEdge edge-health at the same cadence (check and exchange %s, vote %s, votes valid %s)",
 		cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, ProbePeriod, FailureThreshold, VotePeriod, VoteTimeout, ProbePeriod, VotePeriod, VoteTimeout)
 	if cfg.DefaultsKills > 0 {
-		fmt.Fprintf(&b, ", and again at SuperEdge's own defaults (%d kills)", cfg.DefaultsKills)
+		fmt.Fprintf(&b, ", and again at SuperEdge's own defaults (%d %s)", cfg.DefaultsKills, plural(cfg.DefaultsKills, "kill", "kills"))
 	}
-	b.WriteString("\n\n")
+	b.WriteString("; time-dilated sizes (⏱) get fewer kills (kills ÷ √factor, at least 2) and at most 1 failover\n\n")
 
 	b.WriteString("## Summary\n\n")
 	writeSummary(&b, rep)
@@ -500,4 +500,11 @@ func csvNum(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
