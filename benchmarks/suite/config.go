@@ -143,30 +143,48 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// FieldError is one bad Config field, so a command line can name the flag
+// that set it rather than the struct field.
+type FieldError struct {
+	Field string // the Config field, e.g. "Kills"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "suite: Config." + e.Field + " " + e.Msg }
+
 // ValidatePlan checks what a run would do, without the directories it runs
 // in, so the bench command rejects bad flags before it starts a control
-// plane or creates anything.
+// plane or creates anything. Every error it joins is a *FieldError.
 func (c *Config) ValidatePlan() error {
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
 	if len(c.Sizes) == 0 {
-		errs = append(errs, errors.New("suite: Config.Sizes is empty"))
+		bad("Sizes", "is empty")
 	}
 	for _, n := range c.Sizes {
 		if n < 3 {
-			errs = append(errs, fmt.Errorf("suite: Config.Sizes: a zone of %d cannot lose a node and keep a majority; use 3 or more", n))
+			bad("Sizes", "has %d: a zone that small cannot lose a node and keep a majority; use 3 or more", n)
 		}
 	}
-	if c.Kills < 1 || c.Failovers < 0 || c.DefaultsKills < 0 {
-		errs = append(errs, fmt.Errorf("suite: Config.Kills (%d) must be positive, Failovers (%d) and DefaultsKills (%d) not negative", c.Kills, c.Failovers, c.DefaultsKills))
+	if c.Kills < 1 {
+		bad("Kills", "is %d, must be at least 1", c.Kills)
+	}
+	if c.Failovers < 0 {
+		bad("Failovers", "is %d, must not be negative", c.Failovers)
+	}
+	if c.DefaultsKills < 0 {
+		bad("DefaultsKills", "is %d, must not be negative", c.DefaultsKills)
 	}
 	if c.Steady < 5*time.Second {
-		errs = append(errs, fmt.Errorf("suite: Config.Steady %s is too short to average over probe periods", c.Steady))
+		bad("Steady", "is %s, too short to average over probe periods; use 5s or more", c.Steady)
 	}
 	if c.Cut <= VoteTimeout {
-		errs = append(errs, fmt.Errorf("suite: Config.Cut %s must exceed the vote timeout %s", c.Cut, VoteTimeout))
+		bad("Cut", "is %s, must exceed the vote timeout %s", c.Cut, VoteTimeout)
 	}
 	if c.DefaultsKills > 0 && c.DefaultsSteady < time.Minute {
-		errs = append(errs, fmt.Errorf("suite: Config.DefaultsSteady %s must cover one 60s exchange period", c.DefaultsSteady))
+		bad("DefaultsSteady", "is %s, must cover one 60s exchange period", c.DefaultsSteady)
 	}
 	return errors.Join(errs...)
 }

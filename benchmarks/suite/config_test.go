@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +28,17 @@ func TestValidatePlanNamesEveryBadField(t *testing.T) {
 	if err == nil {
 		t.Fatal("ValidatePlan accepted a plan with four bad fields")
 	}
-	for _, field := range []string{"Config.Sizes", "Config.Kills", "Config.Steady", "Config.Cut"} {
-		if !strings.Contains(err.Error(), field) {
-			t.Errorf("ValidatePlan() = %q, does not name %s", err, field)
+	fields := map[string]bool{}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("ValidatePlan joined %T %q, want only *FieldError", e, e)
+		}
+		fields[fe.Field] = true
+	}
+	for _, field := range []string{"Sizes", "Kills", "Steady", "Cut"} {
+		if !fields[field] {
+			t.Errorf("ValidatePlan() = %q, does not name Config.%s", err, field)
 		}
 	}
 }

@@ -135,8 +135,8 @@ func run() error {
 	}
 	cfg.Seed = *seed
 	cfg.OnlyDefaults = *onlyDefaults
-	if err := cfg.ValidatePlan(); err != nil {
-		return fmt.Errorf("bad flags: %w", err)
+	if err := flagErrors(cfg.ValidatePlan()); err != nil {
+		return err
 	}
 	cfg.Progress = os.Stdout
 
@@ -358,6 +358,34 @@ func commit() string {
 		c += " (uncommitted changes)"
 	}
 	return c
+}
+
+// flagNames maps the Config fields a flag sets to that flag.
+var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failovers": "-failovers",
+	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut"}
+
+// flagErrors rewrites ValidatePlan's errors to name the flag an operator
+// typed, e.g. "-kills is 0, must be at least 1".
+func flagErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range unjoin(err) {
+		var fe *suite.FieldError
+		if errors.As(e, &fe) && flagNames[fe.Field] != "" {
+			e = fmt.Errorf("%s %s", flagNames[fe.Field], fe.Msg)
+		}
+		errs = append(errs, e)
+	}
+	return fmt.Errorf("bad flags: %w", errors.Join(errs...))
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // joinInts renders sizes the way -sizes takes them, so the help text shows

@@ -6,8 +6,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/edgequorum/edgequorum/benchmarks/suite"
 )
 
 func TestQuietKlogKeepsErrorsOffStderr(t *testing.T) {
@@ -32,5 +35,26 @@ func TestQuietKlogKeepsErrorsOffStderr(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "watch cancelled") {
 		t.Errorf("klog output %q lacks the error line", buf.String())
+	}
+}
+
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	cfg := suite.FullConfig()
+	cfg.Kills, cfg.Cut = 0, time.Second
+	err := flagErrors(cfg.ValidatePlan())
+	if err == nil {
+		t.Fatal("a plan with -kills 0 and -cut 1s passed")
+	}
+	for _, want := range []string{"-kills is 0", "-cut is 1s"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("flagErrors = %q, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "Config.") {
+		t.Errorf("flagErrors = %q still names struct fields", err)
+	}
+	full := suite.FullConfig()
+	if flagErrors(full.ValidatePlan()) != nil {
+		t.Error("the full profile's plan was rejected")
 	}
 }
