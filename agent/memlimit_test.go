@@ -51,8 +51,9 @@ func TestApplyMemoryLimit(t *testing.T) {
 	}
 
 	applyMemoryLimit(MemoryLimitAuto, root, log)
-	if got := debug.SetMemoryLimit(-1); got != 120795955 {
-		t.Errorf("auto under a 128Mi cgroup set %d, want 90%% of it", got)
+	cgroupLimit := 128.0 * (1 << 20)
+	if got, want := debug.SetMemoryLimit(-1), int64(cgroupLimit*autoMemoryFraction); got != want {
+		t.Errorf("auto under a 128Mi cgroup set %d, want %d (90%% of it)", got, want)
 	}
 	applyMemoryLimit(96<<20, root, log)
 	if got := debug.SetMemoryLimit(-1); got != 96<<20 {

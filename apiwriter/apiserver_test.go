@@ -37,33 +37,33 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	}
 
 	// First verdict: read, the controller taints the node, then we write.
-	read := get(ctx, t, c.Client())
-	taint(ctx, t, c.Client(), "test.edgequorum.io/first")
+	read := getNode(ctx, t, c.Client())
+	taintNode(ctx, t, c.Client(), "test.edgequorum.io/first")
 	if err := patch(read.ResourceVersion, "", false, `{"state":"healthy"}`); !apierrors.IsConflict(err) {
 		t.Fatalf("first verdict over a stale resourceVersion: err = %v, want a conflict (a JSON patch cannot test absence)", err)
 	}
 	// Read again and write, as the writer's retry does; the controller in the
 	// cluster may write the node meanwhile too.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		return patch(get(ctx, t, c.Client()).ResourceVersion, "", false, `{"state":"healthy"}`)
+		return patch(getNode(ctx, t, c.Client()).ResourceVersion, "", false, `{"state":"healthy"}`)
 	})
 	if err != nil {
 		t.Fatalf("first verdict: %v", err)
 	}
 
 	// A later verdict: the node changes elsewhere between our read and our write.
-	read = get(ctx, t, c.Client())
-	taint(ctx, t, c.Client(), "test.edgequorum.io/second")
+	read = getNode(ctx, t, c.Client())
+	taintNode(ctx, t, c.Client(), "test.edgequorum.io/second")
 	if err := patch(read.ResourceVersion, read.Annotations[zone.AnnotationKey], true, `{"state":"unhealthy"}`); err != nil {
 		t.Fatalf("verdict after an unrelated node write: %v (want it written at once)", err)
 	}
-	got := get(ctx, t, c.Client())
+	got := getNode(ctx, t, c.Client())
 	if got.Annotations[zone.AnnotationKey] != `{"state":"unhealthy"}` || !hasTaint(got, "test.edgequorum.io/first") || !hasTaint(got, "test.edgequorum.io/second") {
 		t.Fatalf("after the write: annotation %q, taints %v; want the new verdict and both taints kept", got.Annotations[zone.AnnotationKey], got.Spec.Taints)
 	}
 
 	// Someone else writes the annotation between our read and our write.
-	read = get(ctx, t, c.Client())
+	read = getNode(ctx, t, c.Client())
 	if err := patch("", `{"state":"unhealthy"}`, true, `{"state":"theirs"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +71,12 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("a verdict judged against a stale annotation was written")
 	}
-	if got := get(ctx, t, c.Client()).Annotations[zone.AnnotationKey]; got != `{"state":"theirs"}` {
+	if got := getNode(ctx, t, c.Client()).Annotations[zone.AnnotationKey]; got != `{"state":"theirs"}` {
 		t.Errorf("rejected write changed the annotation to %q", got)
 	}
 }
 
-func get(ctx context.Context, t *testing.T, client kubernetes.Interface) *corev1.Node {
+func getNode(ctx context.Context, t *testing.T, client kubernetes.Interface) *corev1.Node {
 	t.Helper()
 	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
@@ -85,13 +85,13 @@ func get(ctx context.Context, t *testing.T, client kubernetes.Interface) *corev1
 	return n
 }
 
-// taint stands in for the node lifecycle controller's taint write: an
+// taintNode stands in for the node lifecycle controller's taint write: an
 // update of the whole object. Its own keys, because the real controller in
 // the cluster manages the node.kubernetes.io ones and may write the node too.
-func taint(ctx context.Context, t *testing.T, client kubernetes.Interface, key string) {
+func taintNode(ctx context.Context, t *testing.T, client kubernetes.Interface, key string) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := get(ctx, t, client)
+		n := getNode(ctx, t, client)
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute})
 		_, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
