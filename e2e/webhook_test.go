@@ -195,6 +195,18 @@ func holdFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 	}
 }
 
+// settleProtection waits for protection to be in place once a node is seen
+// Unknown. The EndpointSlice controller can write a slice before the webhook's
+// node cache holds the Unknown condition it reacted to; the admission path
+// then leaves the endpoint not ready, and the node's Unknown reaching the
+// cache sends the repair loop to it at once (DESIGN.md, "Endpoints racing the
+// webhook's caches"). holdFor checks from then on.
+func settleProtection(t *testing.T, protected func() (bool, string)) {
+	t.Helper()
+	took := eventually(t, 15*time.Second, "protection in place", protected)
+	t.Logf("protection in place %s after the node was seen Unknown", took.Round(time.Millisecond))
+}
+
 // TestWebhookEndToEnd runs the four scenarios of the webhook issue on one real
 // control plane: the real KCM taints and marks pods not ready, the real
 // taint-eviction controller evicts, and the webhook registered through a real
@@ -252,9 +264,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			}
 			return true, ""
 		})
-		// Three toleration periods: without edgequorum every pod would be
-		// evicted and every endpoint not ready by now.
-		holdFor(t, 3*tolerationSeconds*time.Second, "zone protection", func() (bool, string) {
+		protected := func() (bool, string) {
 			if del := web.deletedPods(t, client); len(del) > 0 {
 				return false, fmt.Sprintf("pods deleted: %v", del)
 			}
@@ -262,7 +272,11 @@ func TestWebhookEndToEnd(t *testing.T) {
 				return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(all))
 			}
 			return true, ""
-		})
+		}
+		settleProtection(t, protected)
+		// Three toleration periods: without edgequorum every pod would be
+		// evicted and every endpoint not ready by now.
+		holdFor(t, 3*tolerationSeconds*time.Second, "zone protection", protected)
 		if seen := taints.seen(); len(seen) > 0 {
 			t.Errorf("unreachable:NoExecute was stored on %v", seen)
 		}
@@ -289,7 +303,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			st, _ := nodeCondition(t, client, cut.Name)
 			return st == corev1.ConditionUnknown, string(st)
 		})
-		holdFor(t, 3*tolerationSeconds*time.Second, "protection of "+cut.Name, func() (bool, string) {
+		protected := func() (bool, string) {
 			if del := web.deletedPods(t, client); len(del) > 0 {
 				return false, fmt.Sprintf("pods deleted: %v", del)
 			}
@@ -297,7 +311,9 @@ func TestWebhookEndToEnd(t *testing.T) {
 				return false, "endpoint of " + web.podOn(cut.Name) + " not ready"
 			}
 			return true, ""
-		})
+		}
+		settleProtection(t, protected)
+		holdFor(t, 3*tolerationSeconds*time.Second, "protection of "+cut.Name, protected)
 		if seen := taints.seen(); seen[cut.Name] > 0 {
 			t.Errorf("unreachable:NoExecute was stored on %s %d times", cut.Name, seen[cut.Name])
 		}
