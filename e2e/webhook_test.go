@@ -99,6 +99,41 @@ func (a *app) deletedPods(t *testing.T, c kubernetes.Interface) []string {
 	return out
 }
 
+// podReady returns the Ready condition of pod as stored, for failure details
+// and for waiting on a reconnected kubelet.
+func (a *app) podReady(t *testing.T, c kubernetes.Interface, pod string) (corev1.ConditionStatus, time.Time) {
+	t.Helper()
+	p, err := c.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status, cond.LastTransitionTime.Time
+		}
+	}
+	return corev1.ConditionUnknown, time.Time{}
+}
+
+// waitPodsReady waits until the kubelets of nodes have posted their pods Ready
+// again. A reconnected kubelet posts its node Ready before it resyncs its pods,
+// and the node lifecycle controller marked them not ready meanwhile; a scenario
+// that starts before that resync finds a pod that was not Ready when its node
+// went Unknown, which the webhook rightly leaves alone.
+func (a *app) waitPodsReady(t *testing.T, c kubernetes.Interface, nodes ...string) {
+	t.Helper()
+	took := eventually(t, time.Minute, "pods Ready again", func() (bool, string) {
+		for _, n := range nodes {
+			pod := a.podOn(n)
+			if st, _ := a.podReady(t, c, pod); st != corev1.ConditionTrue {
+				return false, fmt.Sprintf("%s is %s", pod, st)
+			}
+		}
+		return true, ""
+	})
+	t.Logf("pods on %v Ready again %s after their nodes were", nodes, took.Round(time.Millisecond))
+}
+
 func (a *app) podOn(node string) string {
 	for pod, n := range a.pods {
 		if n == node {
@@ -292,6 +327,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			}
 			return true, ""
 		})
+		web.waitPodsReady(t, client, all...)
 	}) {
 		return
 	}
@@ -307,8 +343,9 @@ func TestWebhookEndToEnd(t *testing.T) {
 			if del := web.deletedPods(t, client); len(del) > 0 {
 				return false, fmt.Sprintf("pods deleted: %v", del)
 			}
-			if !web.readyEndpoints(t, client)[web.podOn(cut.Name)] {
-				return false, "endpoint of " + web.podOn(cut.Name) + " not ready"
+			if pod := web.podOn(cut.Name); !web.readyEndpoints(t, client)[pod] {
+				st, since := web.podReady(t, client, pod)
+				return false, fmt.Sprintf("endpoint of %s not ready (pod Ready=%s since %s)", pod, st, since.Format(time.RFC3339))
 			}
 			return true, ""
 		}
@@ -324,6 +361,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			st, _ := nodeCondition(t, client, cut.Name)
 			return st == corev1.ConditionTrue, string(st)
 		})
+		web.waitPodsReady(t, client, cut.Name)
 	}) {
 		return
 	}
