@@ -30,7 +30,8 @@ func TestAgentManifestRenders(t *testing.T) {
 	k := kinds(objs)
 	for _, want := range []string{"Namespace/edgequorum-system", "ServiceAccount/edgequorum-agent",
 		"ClusterRole/edgequorum-agent", "ClusterRoleBinding/edgequorum-agent", "Role/edgequorum-agent",
-		"RoleBinding/edgequorum-agent", "DaemonSet/edgequorum-agent"} {
+		"RoleBinding/edgequorum-agent", "DaemonSet/edgequorum-agent",
+		"ValidatingAdmissionPolicy/edgequorum-verdict-writer", "ValidatingAdmissionPolicyBinding/edgequorum-verdict-writer"} {
 		if k[want] == nil {
 			t.Errorf("rendered agent lacks %s", want)
 		}

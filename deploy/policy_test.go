@@ -1,0 +1,171 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// TestVerdictPolicyOnRealAPIServer installs deploy/agent's RBAC and verdict
+// policy on a real apiserver (NodeRestriction and the Node authorizer on, as in
+// production) and checks who may write edgequorum.io/verdict: the agent
+// ServiceAccount may; a kubelet may not vouch for its own node, through the
+// node or its status; nobody else may set it or create a node with it; and
+// writes that keep or remove it still pass, as the node lifecycle controller,
+// the webhook's repair loop and kubelets make them all the time.
+func TestVerdictPolicyOnRealAPIServer(t *testing.T) {
+	testcluster.RequireBinaries(t)
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+
+	objs, err := Objects("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var install []*unstructured.Unstructured
+	var agentUser string
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "DaemonSet":
+			continue
+		case "ServiceAccount":
+			agentUser = "system:serviceaccount:" + o.GetNamespace() + ":" + o.GetName()
+		}
+		install = append(install, o)
+	}
+	if err := Apply(ctx, c.RESTConfig(), install, false); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Client()
+	agent := clientAs(t, c, agentUser, "system:serviceaccounts", "system:authenticated")
+	const nodeName = "edge-v-1"
+	kubelet := clientAs(t, c, "system:node:"+nodeName, "system:nodes", "system:authenticated")
+
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Policies take effect once the apiserver's policy informer has them.
+	// Each try writes a new value: keeping a verdict is allowed.
+	start := time.Now()
+	for try := 0; ; try++ {
+		err := setVerdict(ctx, admin, nodeName, fmt.Sprintf(`{"state":"healthy","try":%d}`, try), "")
+		if err != nil {
+			requireDenied(t, "admin setting the verdict", err)
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("the verdict policy did not take effect within a minute: cluster-admin still sets the verdict")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("verdict policy in force %s after it was created", time.Since(start).Round(time.Millisecond))
+
+	const healthy = `{"state":"healthy","zone":"edge-v"}`
+	if err := setVerdict(ctx, agent, nodeName, healthy, ""); err != nil {
+		t.Fatalf("the agent ServiceAccount %s may not write the verdict: %v", agentUser, err)
+	}
+	requireDenied(t, "a kubelet vouching for its own node", setVerdict(ctx, kubelet, nodeName, `{"state":"healthy","zone":"mine"}`, ""))
+	requireDenied(t, "a kubelet vouching through nodes/status", setVerdict(ctx, kubelet, nodeName, `{"state":"healthy","zone":"mine"}`, "status"))
+	requireDenied(t, "creating a node that carries a verdict", func() error {
+		_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: "edge-v-2", Annotations: map[string]string{zone.AnnotationKey: healthy}}}, metav1.CreateOptions{})
+		return err
+	}())
+
+	// Writes that keep the verdict as it is pass: a kubelet's own annotation,
+	// a whole-object update as the node lifecycle controller makes.
+	if err := patchAnnotation(ctx, kubelet, nodeName, "example.com/owner", `"kubelet"`, ""); err != nil {
+		t.Errorf("a kubelet writing another annotation was refused: %v", err)
+	}
+	n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{"example.com/touched": "yes"}
+	if _, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("an update that keeps the verdict was refused: %v", err)
+	}
+	if got := getVerdict(ctx, t, admin, nodeName); got != healthy {
+		t.Fatalf("verdict is %q, want the agent's %q", got, healthy)
+	}
+	// Removing the verdict only withdraws protection: anyone may.
+	if err := patchAnnotation(ctx, kubelet, nodeName, zone.AnnotationKey, "null", ""); err != nil {
+		t.Errorf("removing the verdict was refused: %v", err)
+	}
+	if got := getVerdict(ctx, t, admin, nodeName); got != "" {
+		t.Errorf("verdict %q survived its removal", got)
+	}
+}
+
+func clientAs(t *testing.T, c *testcluster.Cluster, user string, groups ...string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := c.UserConfig(user, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func setVerdict(ctx context.Context, cs kubernetes.Interface, node, verdict, subresource string) error {
+	v, err := json.Marshal(verdict)
+	if err != nil {
+		return err
+	}
+	return patchAnnotation(ctx, cs, node, zone.AnnotationKey, string(v), subresource)
+}
+
+// patchAnnotation merge-patches one annotation to the JSON value raw (null
+// removes it), on the node or on one of its subresources.
+func patchAnnotation(ctx context.Context, cs kubernetes.Interface, node, key, raw, subresource string) error {
+	k, err := json.Marshal(key)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%s:%s}}}`, k, raw)
+	var sub []string
+	if subresource != "" {
+		sub = []string{subresource}
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, sub...)
+	return err
+}
+
+func getVerdict(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string) string {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Annotations[zone.AnnotationKey]
+}
+
+// requireDenied fails unless err is the verdict policy's refusal, so a write
+// refused for another reason (RBAC, NodeRestriction) does not pass for it.
+func requireDenied(t *testing.T, what string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s was allowed", what)
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "edgequorum-verdict-writer"):
+		t.Errorf("%s was refused, but not by the verdict policy: %v", what, err)
+	default:
+		t.Logf("%s refused: %v", what, err)
+	}
+}
