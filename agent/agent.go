@@ -90,6 +90,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := members.restoreVerdicts(srv, writer); err != nil {
+		return err
+	}
 	// Probes leave from the advertise address, like all zone traffic.
 	probeDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)}}
 	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: srv.HTTPClient(),

@@ -20,7 +20,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // controlPlaneLabel marks nodes that never join a zone: they are the cloud.
@@ -92,6 +94,31 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 }
 
 func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
+
+// restoreVerdicts has the leader check every zone Node the informer delivers,
+// and its periodic resync, against the committed verdict: a Node that was
+// registered anew or lost its annotation gets it written again.
+func (m *nodeMembers) restoreVerdicts(verdicts interface {
+	CommittedVerdict(node string) (zone.Verdict, bool)
+}, w *apiwriter.Writer) error {
+	check := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		if v, ok := verdicts.CommittedVerdict(n.Name); ok {
+			w.Restore(n, v)
+		}
+	}
+	_, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("follow zone nodes for lost verdicts: %w", err)
+	}
+	return nil
+}
 
 // Candidates implements raftzone.MemberSource. Until the informer has synced it
 // says so, and raftzone then changes no membership.

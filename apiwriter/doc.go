@@ -15,6 +15,11 @@
 // verdict is a merge patch with a resourceVersion precondition), and the Lease
 // an Update with a resourceVersion precondition.
 //
+// A verdict is written when it changes, and again when the leader's Node
+// informer shows a Node without it (Restore): a Node registered anew or an
+// annotation someone removed would otherwise leave the node unprotected until
+// its next change.
+//
 // While the apiserver is unreachable, pending verdicts coalesce — the latest per
 // node wins — and are retried with backoff from a rate-limited workqueue; they
 // flush as soon as the apiserver answers again. The writer also probes the

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	writes    *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
+	restored  prometheus.Counter
 	pending   prometheus.Gauge
 	reachable prometheus.Gauge
 }
@@ -19,6 +20,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_skipped_total",
 			Help: "Writes not made, by reason (unchanged, fenced, not_leader, unconfirmed: retried later, gone).",
 		}, []string{"reason"}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_verdicts_restored_total",
+			Help: "Committed verdicts queued again because their Node did not carry them (re-registered Node, annotation removed or edited).",
+		}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_pending_verdicts",
 			Help: "Verdicts waiting to be written (coalesced per node).",
@@ -29,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.pending, m.reachable)
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.pending, m.reachable)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -218,18 +219,14 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	}
 	want := zone.AnnotationFor(w.cfg.Zone, v)
 	raw, had := node.Annotations[zone.AnnotationKey]
-	if had {
-		if cur, perr := zone.ParseAnnotation(raw); perr == nil {
-			if cur.Term > want.Term {
-				w.metrics.skipped.WithLabelValues("fenced").Inc()
-				w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "theirs", cur.Term, "ours", want.Term)
-				return nil
-			}
-			if cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) {
-				w.metrics.skipped.WithLabelValues("unchanged").Inc()
-				return nil
-			}
-		}
+	switch skip := holds(node.Annotations, want); skip {
+	case skipFenced:
+		w.metrics.skipped.WithLabelValues(skip).Inc()
+		w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "ours", want.Term)
+		return nil
+	case skipUnchanged:
+		w.metrics.skipped.WithLabelValues(skip).Inc()
+		return nil
 	}
 	value, err := json.Marshal(want)
 	if err != nil {
@@ -250,6 +247,58 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	w.mu.Unlock()
 	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term)
 	return nil
+}
+
+// Reasons holds gives for leaving a node's annotation alone; they are values of
+// the reason label of edgequorum_apiwriter_skipped_total.
+const (
+	skipUnchanged = "unchanged"
+	skipFenced    = "fenced"
+)
+
+// holds says why annotations need no write of want: they already carry it
+// (skipUnchanged), or a verdict from a newer term that must not be
+// overwritten (skipFenced). It returns "" when want must be written.
+func holds(annotations map[string]string, want zone.Annotation) string {
+	raw, ok := annotations[zone.AnnotationKey]
+	if !ok {
+		return ""
+	}
+	cur, err := zone.ParseAnnotation(raw)
+	switch {
+	case err != nil:
+		return ""
+	case cur.Term > want.Term:
+		return skipFenced
+	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At):
+		return skipUnchanged
+	}
+	return ""
+}
+
+// Restore queues committed verdict v again if node, as an informer last saw
+// it, does not hold it: the Node was deleted and registered anew, or its
+// annotation was removed or edited. Verdicts are written only when they
+// change, so without this a lost annotation stays lost, and the node
+// unprotected, until its next change or the next leader. Only a leader
+// restores; Restore reports whether it queued a write.
+func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
+	term := w.fence.Term()
+	if term == 0 || node.Name != v.Node || holds(node.Annotations, zone.AnnotationFor(w.cfg.Zone, v)) != "" {
+		return false
+	}
+	w.mu.Lock()
+	_, queued := w.pending[v.Node]
+	w.mu.Unlock()
+	if queued {
+		// The write of a new verdict is on its way; the Node has not
+		// caught up yet.
+		return false
+	}
+	w.metrics.restored.Inc()
+	w.log.Info("node does not carry its committed verdict; queued it again", "peer", v.Node, "state", v.State, "term", v.Term)
+	w.Verdicts(term, []zone.Verdict{v}, false)
+	return true
 }
 
 // annotationPath is the verdict annotation as a JSON pointer (RFC 6901).

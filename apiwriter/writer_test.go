@@ -193,6 +193,66 @@ func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
 	}
 }
 
+// TestRestoreWritesLostVerdictsOnly: a Node that lost its committed verdict
+// (annotation removed, Node registered anew) gets it back; a Node that holds
+// it, one with a newer term's verdict and one whose new verdict is already on
+// its way are left alone, and a follower restores nothing.
+func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
+	h := newHarness(t, "node-2", "node-3")
+	h.run()
+	at := h.clock.Now()
+	v := verdict("node-2", zone.Healthy, 4, at)
+	get := func(name string) *corev1.Node {
+		n, err := h.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if h.w.Restore(get("node-2"), v) {
+		t.Fatal("a follower restored a verdict")
+	}
+	h.fence.term.Store(5)
+	if !h.w.Restore(get("node-2"), v) {
+		t.Fatal("a node without its verdict was not restored")
+	}
+	eventually(t, "verdict restored", func() bool { a, ok := h.annotation("node-2"); return ok && a.Term == 4 && a.At.Equal(at) })
+	if h.w.Restore(get("node-2"), v) {
+		t.Error("a node that holds its verdict was restored again")
+	}
+	if w := h.nodeWrites(); len(w) != 1 {
+		t.Fatalf("node writes %v, want the one restore", w)
+	}
+
+	// Someone removes it: it comes back.
+	n := get("node-2")
+	delete(n.Annotations, zone.AnnotationKey)
+	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.w.Restore(get("node-2"), v) {
+		t.Fatal("a removed verdict was not restored")
+	}
+	eventually(t, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
+
+	// A newer term's verdict is not ours to replace.
+	newer, _ := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
+	n = get("node-3")
+	n.Annotations = map[string]string{zone.AnnotationKey: string(newer)}
+	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if h.w.Restore(get("node-3"), verdict("node-3", zone.Healthy, 4, at)) {
+		t.Error("a verdict from a newer term was replaced")
+	}
+	// A node whose new verdict waits in the queue lags it by design.
+	h.fence.unconfirmed.Store(true) // keeps the queued verdict pending
+	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))}, false)
+	if h.w.Restore(get("node-2"), verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))) {
+		t.Error("a verdict already queued was queued again as lost")
+	}
+}
+
 func TestNeverOverwritesHigherTerm(t *testing.T) {
 	h := newHarness(t, "node-2")
 	newer, _ := json.Marshal(zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 9, Leader: "node-3"})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
@@ -163,6 +164,29 @@ func TestAgentZone(t *testing.T) {
 	}
 	took = waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Healthy})
 	t.Logf("restarted node %s judged healthy again %s after it was ready", victim.Name, took.Round(100*time.Millisecond))
+
+	// A verdict the API lost comes back without any change of verdict: the
+	// leader sees the Node without it and writes it again.
+	var survivor string
+	for _, n := range all {
+		if n != victim.Name && n != leader.Name && n != newHolder {
+			survivor = n
+			break
+		}
+	}
+	kept, ok := annotation(t, client, survivor)
+	if !ok {
+		t.Fatalf("%s has no verdict", survivor)
+	}
+	remove := []byte(`[{"op":"remove","path":"/metadata/annotations/edgequorum.io~1verdict"}]`)
+	if _, err := client.CoreV1().Nodes().Patch(ctx, survivor, types.JSONPatchType, remove, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took = eventually(t, time.Minute, survivor+" verdict restored", func() (bool, string) {
+		a, ok := annotation(t, client, survivor)
+		return ok && a.State == kept.State && a.Term == kept.Term && a.At.Equal(kept.At), fmt.Sprintf("%+v present=%v", a, ok)
+	})
+	t.Logf("verdict removed from %s was written back %s later", survivor, took.Round(time.Millisecond))
 }
 
 func runStatus(t *testing.T, z *zonerun.Zone, a *zonerun.Agent) string {

@@ -470,6 +470,19 @@ func waitFuture(ctx context.Context, f raft.Future, timeout time.Duration) error
 // ServerID returns this member's persistent Raft server ID.
 func (s *Server) ServerID() string { return s.serverID }
 
+// CommittedVerdict returns the zone's committed verdict on node while this
+// member leads, so the leader can put back an annotation the API lost. ok is
+// false on a follower and for a node the zone has not judged.
+func (s *Server) CommittedVerdict(node string) (v zone.Verdict, ok bool) {
+	// A term is set only once Run has opened the store, and the atomic
+	// load orders this read after it.
+	if s.term.Load() == 0 {
+		return zone.Verdict{}, false
+	}
+	v, err := s.store.Verdict(node)
+	return v, err == nil
+}
+
 // Store gives read access to the replicated zone state.
 func (s *Server) Store() *store.Store { return s.store }
 
