@@ -249,8 +249,8 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	return nil
 }
 
-// Reasons holds gives for leaving a node's annotation alone; they are values of
-// the reason label of edgequorum_apiwriter_skipped_total.
+// Why holds leaves a node's annotation alone; values of the reason label of
+// edgequorum_apiwriter_skipped_total.
 const (
 	skipUnchanged = "unchanged"
 	skipFenced    = "fenced"
@@ -287,17 +287,20 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node || holds(node.Annotations, zone.AnnotationFor(w.cfg.Zone, v)) != "" {
 		return false
 	}
+	// Check and queue under one lock: v may be older than a verdict the
+	// vote loop queues meanwhile, and must not replace it.
 	w.mu.Lock()
-	_, queued := w.pending[v.Node]
-	w.mu.Unlock()
-	if queued {
-		// The write of a new verdict is on its way; the Node has not
-		// caught up yet.
+	if _, queued := w.pending[v.Node]; queued {
+		// A write is on its way; the Node has not caught up yet.
+		w.mu.Unlock()
 		return false
 	}
+	w.pending[v.Node] = v
+	w.metrics.pending.Set(float64(len(w.pending)))
+	w.mu.Unlock()
+	w.queue.Add(v.Node)
 	w.metrics.restored.Inc()
 	w.log.Info("node does not carry its committed verdict; queued it again", "peer", v.Node, "state", v.State, "term", v.Term)
-	w.Verdicts(term, []zone.Verdict{v}, false)
 	return true
 }
 
