@@ -22,7 +22,6 @@ import (
 
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/raftzone"
-	"github.com/edgequorum/edgequorum/zone"
 )
 
 // controlPlaneLabel marks nodes that never join a zone: they are the cloud.
@@ -98,15 +97,13 @@ func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
 // restoreVerdicts has the leader check every zone Node the informer delivers,
 // and its periodic resync, against the committed verdict: a Node that was
 // registered anew or lost its annotation gets it written again.
-func (m *nodeMembers) restoreVerdicts(verdicts interface {
-	CommittedVerdict(node string) (zone.Verdict, bool)
-}, w *apiwriter.Writer) error {
+func (m *nodeMembers) restoreVerdicts(srv *raftzone.Server, w *apiwriter.Writer) error {
 	check := func(obj any) {
 		n, ok := obj.(*corev1.Node)
 		if !ok {
 			return
 		}
-		if v, ok := verdicts.CommittedVerdict(n.Name); ok {
+		if v, ok := srv.CommittedVerdict(n.Name); ok {
 			w.Restore(n, v)
 		}
 	}
