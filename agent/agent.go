@@ -10,13 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/store"
@@ -52,8 +51,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log = log.With("zone", zoneName)
 	cfg.Raft.Logger = log
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := buildinfo.NewRegistry()
 	cfg.Raft.Registerer = reg
 
 	members := newNodeMembers(client, cfg.ZoneLabel, zoneName, cfg.Raft.PeerPort)
@@ -178,7 +176,7 @@ func restConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	// Client-side rate limit: an agent writes a handful of objects a minute;
 	// a burst after an outage must not hammer the apiserver.
 	c.QPS, c.Burst = 5, 10
-	c.UserAgent = "edgequorum-agent"
+	c.UserAgent = "edgequorum-agent/" + buildinfo.Version()
 	return c, nil
 }
 

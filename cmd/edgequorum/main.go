@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/edgequorum/edgequorum/internal/buildinfo"
 )
 
 // command is one subcommand. run receives the arguments after the subcommand name
@@ -55,6 +57,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
 		printUsage(stdout)
+		return 0
+	case "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.String())
 		return 0
 	}
 	c, ok := commands[args[0]]

@@ -4,22 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime/debug"
+
+	"github.com/edgequorum/edgequorum/internal/buildinfo"
 )
 
 func init() {
-	register(command{name: "version", summary: "print the build version", run: runVersion})
+	register(command{name: "version", summary: "print the version, revision and Go version of this binary", run: runVersion})
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "Prints the module version and Go version of this binary.", stderr)
+	fs := newFlagSet("version", "Prints the version, source revision and Go version this binary was built with\n(the same as 'edgequorum --version').", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	v, goV := "(devel)", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v, goV = bi.Main.Version, bi.GoVersion
-	}
-	fmt.Fprintf(stdout, "edgequorum %s (%s)\n", v, goV)
+	fmt.Fprintln(stdout, buildinfo.String())
 	return nil
 }
