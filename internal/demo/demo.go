@@ -75,7 +75,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer logf.Close()
 
-	say("edgequorum demo — logs of every component are kept in %s", opts.Dir)
+	say("edgequorum-dev demo — logs of every component are kept in %s", opts.Dir)
 	say("\n▶ starting a local control plane (etcd, kube-apiserver, kube-controller-manager; node grace %s)", opts.Grace)
 	c, err := testcluster.Start(ctx, testcluster.Options{
 		Dir:                    filepath.Join(opts.Dir, "cluster"),
