@@ -7,22 +7,51 @@ TEST_TIMEOUT  ?= 60m
 # Tests that need the control plane look for its binaries here.
 export EDGEQUORUM_BIN_DIR := $(BIN)
 
-.PHONY: all build test lint clean help demo
+# The release version lives in VERSION; the image tag and the manifests in
+# deploy/ name it (a test keeps them equal). The revision marks a changed tree.
+VERSION    := $(shell cat VERSION)
+REVISION   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
+# Commit time, so images built twice from one commit are the same bytes.
+BUILD_TIME := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILDINFO  := github.com/edgequorum/edgequorum/internal/buildinfo
+LDFLAGS    := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
+IMAGE_REPO ?= ghcr.io/edgequorum/edgequorum
+# Edge fleets are mostly arm64 and armv7.
+IMAGE_PLATFORMS := linux/amd64 linux/arm64 linux/arm/v7
+
+.PHONY: all build test lint clean help demo image
 
 all: build
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-# Static (no cgo): the binary runs in a scratch or distroless image.
-build: ## build bin/edgequorum (static)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/edgequorum ./cmd/edgequorum
+# Static (no cgo): the binary runs in an image with nothing else in it.
+build: ## build bin/edgequorum (static, version-stamped) and bin/edgequorum-dev (the demo)
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/edgequorum ./cmd/edgequorum
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/edgequorum-dev ./cmd/edgequorum-dev
+
+# One stripped static binary per platform, then mkimage lays them into images
+# (no Docker daemon, no base image): bin/image/oci is the multi-arch OCI layout,
+# bin/image/edgequorum-<version>-<platform>.tar one image per platform.
+image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image and print their sizes
+	@set -e; args=; for p in $(IMAGE_PLATFORMS); do \
+	  os=$${p%%/*}; rest=$${p#*/}; arch=$${rest%%/*}; variant=; \
+	  case $$rest in */*) variant=$${rest#*/};; esac; \
+	  out=$(BIN)/image/bin/$$(echo $$p | tr / -)/edgequorum; \
+	  echo "building $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} $(GO) build -trimpath \
+	    -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/edgequorum; \
+	  args="$$args $$p=$$out"; \
+	done; \
+	$(GO) run ./hack/mkimage -repo $(IMAGE_REPO) -version $(VERSION) -revision $(REVISION) \
+	  -created $(BUILD_TIME) -out $(BIN)/image $$args
 
 test: build ## run every test with -race (control-plane tests need `make controlplane`)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 demo: build controlplane ## play the story on a local real control plane (builds everything first)
-	$(BIN)/edgequorum demo $(DEMO_ARGS)
+	$(BIN)/edgequorum-dev demo $(DEMO_ARGS)
 
 lint: ## gofmt check, go vet, staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/controlplane/')); \
@@ -31,7 +60,7 @@ lint: ## gofmt check, go vet, staticcheck (pinned)
 	$(GO) run $(STATICCHECK) ./...
 
 clean: ## remove build outputs (keeps the cached control plane unless CLEAN_CONTROLPLANE=1)
-	rm -f $(BIN)/edgequorum
+	rm -rf $(BIN)/edgequorum $(BIN)/edgequorum-dev $(BIN)/image
 	@if [ "$(CLEAN_CONTROLPLANE)" = 1 ]; then rm -rf $(BIN); fi
 
 # The control plane (etcd, kube-apiserver, kube-controller-manager) is built from
@@ -65,6 +94,16 @@ $(BIN)/kube-controller-manager: $(CONTROLPLANE_DEPS)
 	$(GO) build -C $(CONTROLPLANE_DIR) -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 	@touch $@
 
+# A real node for the tests that run the shipped manifests: kubelet and
+# kube-proxy from the same Kubernetes release, kubectl for the documented
+# install commands. Static, as upstream ships them.
+NODE_BINS := $(BIN)/kubelet $(BIN)/kube-proxy $(BIN)/kubectl
+
+$(NODE_BINS): $(BIN)/%: $(CONTROLPLANE_DEPS)
+	@echo "building $* (~1-2 min after kube-apiserver)..."
+	CGO_ENABLED=0 $(GO) build -C $(CONTROLPLANE_DIR) -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+	@touch $@
+
 # Zone-size benchmark suite (benchmarks/README.md): edgequorum against the
 # SuperEdge edge-health baseline on the real control plane. Both build the
 # baseline daemon into bin/ first.
@@ -82,3 +121,34 @@ bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline; re
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9 (about 7 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)
+
+# The real node's container runtime for internal/realnode: containerd 2.x and
+# its runc shim (Debian 12 ships only containerd 1.6, which Kubernetes 1.36
+# refuses), built from the tools module hack/noderuntime so that containerd's
+# dependencies never meet Kubernetes' in one module graph; see
+# hack/noderuntime/README.md. runc and the CNI plugins come from Debian (.ci/run).
+# Static and cgo-free; cached on the module's go.mod and go.sum like the
+# control plane.
+NODERUNTIME_DIR  := hack/noderuntime
+NODERUNTIME_DEPS := $(NODERUNTIME_DIR)/go.mod $(NODERUNTIME_DIR)/go.sum
+NODERUNTIME_BINS := $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr
+CONTAINERD_PKG   := github.com/containerd/containerd/v2
+# Lazy (=): asks go.mod for the version only when a runtime binary is built.
+CONTAINERD_LDFLAGS = -X $(CONTAINERD_PKG)/version.Version=$(shell $(GO) list -C $(NODERUNTIME_DIR) -m -f '{{.Version}}' $(CONTAINERD_PKG))
+CONTAINERD_TAGS  := no_btrfs,no_devmapper,no_zfs
+
+.PHONY: noderuntime
+noderuntime: $(NODERUNTIME_BINS) $(NODE_BINS) $(BIN)/kube-scheduler ## build containerd, its runc shim, ctr, kubelet, kube-proxy, kubectl, kube-scheduler into bin/ (needs Debian runc + CNI plugins)
+
+# testcluster runs no scheduler (the fake kubelets' pods are bound by the
+# tests), but DaemonSet and Deployment pods on the real node need one; the
+# control-plane module already holds everything kube-scheduler imports.
+$(BIN)/kube-scheduler: $(CONTROLPLANE_DEPS)
+	@echo "building kube-scheduler (~1 min after kube-apiserver)..."
+	CGO_ENABLED=0 $(GO) build -C $(CONTROLPLANE_DIR) -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+	@touch $@
+
+$(NODERUNTIME_BINS): $(BIN)/%: $(NODERUNTIME_DEPS)
+	@echo "building $* (first build of the three takes ~2 min)..."
+	CGO_ENABLED=0 $(GO) build -C $(NODERUNTIME_DIR) -tags '$(CONTAINERD_TAGS)' -ldflags '$(CONTAINERD_LDFLAGS)' -o $@ $(CONTAINERD_PKG)/cmd/$*
+	@touch $@
