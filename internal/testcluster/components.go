@@ -30,6 +30,7 @@ const (
 	adminUser             = "edgequorum-admin"
 	kcmUser               = "system:kube-controller-manager"
 	frontProxyClient      = "front-proxy-client"
+	kubeletClientUser     = "kube-apiserver-kubelet-client"
 )
 
 // errPortInUse marks a start failure caused by another process taking a port
@@ -61,8 +62,11 @@ func (c *Cluster) writePKI() error {
 	if err != nil {
 		return fmt.Errorf("testcluster: %w", err)
 	}
-	serving, err := p.servingCert("kube-apiserver",
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)},
+	servingIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)}
+	if c.opts.nodeNetwork() {
+		servingIPs = append(servingIPs, net.IP(c.opts.AdvertiseAddress.AsSlice()))
+	}
+	serving, err := p.servingCert("kube-apiserver", servingIPs,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		return fmt.Errorf("testcluster: %w", err)
@@ -95,6 +99,17 @@ func (c *Cluster) writePKI() error {
 		"front-proxy-ca.crt":     frontProxy.certPEM,
 		"front-proxy-client.crt": proxyClient.certPEM,
 		"front-proxy-client.key": proxyClient.keyPEM,
+	}
+	if c.opts.nodeNetwork() {
+		// The apiserver's identity towards kubelets (exec, logs, port-forward).
+		// system:masters passes the kubelet's webhook authorization without a
+		// binding, as kubeadm's apiserver-kubelet-client did for years.
+		kc, err := p.clientCert(kubeletClientUser, []string{"system:masters"})
+		if err != nil {
+			return fmt.Errorf("testcluster: %w", err)
+		}
+		files["apiserver-kubelet-client.crt"] = kc.certPEM
+		files["apiserver-kubelet-client.key"] = kc.keyPEM
 	}
 	for name, data := range files {
 		if err := os.WriteFile(c.path(name), data, 0o600); err != nil {
@@ -175,11 +190,15 @@ func (c *Cluster) startEtcd(ctx context.Context, clientPort, peerPort int) error
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, port, etcdPort int) error {
+	host := "127.0.0.1"
+	if c.opts.nodeNetwork() {
+		host = c.opts.AdvertiseAddress.String()
+	}
 	args := []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + host,
 		fmt.Sprintf("--secure-port=%d", port),
-		"--advertise-address=127.0.0.1",
+		"--advertise-address=" + host,
 		"--cert-dir=" + c.path("apiserver-certs"),
 		"--tls-cert-file=" + c.path("apiserver.crt"),
 		"--tls-private-key-file=" + c.path("apiserver.key"),
@@ -200,11 +219,27 @@ func (c *Cluster) startAPIServer(ctx context.Context, port, etcdPort int) error 
 		"--service-account-key-file=" + c.path("sa.pub"),
 		"--service-account-signing-key-file=" + c.path("sa.key"),
 		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		"--allow-privileged=true",
+	}
+	if c.opts.nodeNetwork() {
+		args = append(args,
+			// Pods of a real node reach the apiserver through the "kubernetes"
+			// Service, so its endpoints must carry the advertise address.
+			"--endpoint-reconciler-type=lease",
+			"--kubelet-client-certificate="+c.path("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+c.path("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority="+c.path("ca.crt"),
+			// A node's Hostname address is its name, which nothing resolves.
+			"--kubelet-preferred-address-types=InternalIP",
+			// Webhooks and aggregated APIs are reached at their endpoint (pod)
+			// IPs: the apiserver has no kube-proxy rules for ClusterIPs.
+			"--enable-aggregator-routing=true",
+		)
+	} else {
 		// The "kubernetes" Service's endpoints would carry the 127.0.0.1
 		// advertise address, which EndpointSlice validation rejects; no pod
 		// here talks to the apiserver through the Service anyway.
-		"--endpoint-reconciler-type=none",
-		"--allow-privileged=true",
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	if v := c.opts.DefaultNotReadyTolerationSeconds; v > 0 {
 		args = append(args, "--default-not-ready-toleration-seconds="+strconv.FormatInt(v, 10))
@@ -228,7 +263,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, port, etcdPort int) error 
 		return err
 	}
 	c.apiserver = p
-	c.apiURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	c.apiURL = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 	c.restConfig = &rest.Config{
 		Host:            c.apiURL,
 		BearerToken:     c.adminToken,

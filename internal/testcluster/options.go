@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 )
 
@@ -82,6 +83,18 @@ type Options struct {
 	LeaseRenewInterval time.Duration
 	NodeStatusInterval time.Duration
 
+	// AdvertiseAddress, when valid, switches the cluster to node-network mode
+	// for a real kubelet (internal/realnode): the apiserver serves and
+	// advertises on this non-loopback address instead of 127.0.0.1, the
+	// endpoint reconciler keeps the "kubernetes" Service's endpoints on it (so
+	// pods reach the apiserver through its ClusterIP), the apiserver
+	// authenticates to kubelets with a client certificate for exec and logs,
+	// reaches them by InternalIP and routes aggregated APIs to endpoint IPs.
+	// The address must be assigned to an interface of the network namespace the
+	// cluster runs in (realnode.RunInNamespace sets one up); the zero value keeps
+	// the loopback-only cluster every other test uses.
+	AdvertiseAddress netip.Addr
+
 	// Logger receives the harness's own log lines (fake kubelets, process
 	// lifecycle). Nil means a text log at LogDir()/harness.log.
 	Logger *slog.Logger
@@ -145,5 +158,12 @@ func (o Options) Validate() error {
 	if o.DefaultNotReadyTolerationSeconds < 0 || o.DefaultUnreachableTolerationSeconds < 0 {
 		errs = append(errs, errors.New("testcluster: Options.DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds must not be negative"))
 	}
+	if a := o.AdvertiseAddress; a.IsValid() && (!a.Is4() || a.IsLoopback() || a.IsUnspecified()) {
+		errs = append(errs, fmt.Errorf("testcluster: Options.AdvertiseAddress must be a non-loopback, specified IPv4 address, got %v", a))
+	}
 	return errors.Join(errs...)
 }
+
+// nodeNetwork reports whether the cluster runs in node-network mode (see
+// Options.AdvertiseAddress).
+func (o Options) nodeNetwork() bool { return o.AdvertiseAddress.IsValid() }

@@ -171,3 +171,26 @@ func randomToken() (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// IssueClientCert issues a client certificate from the cluster CA for user (CN)
+// in groups (O). A real kubelet registers with one (system:node:<name> in
+// system:nodes) so that the Node authorizer and NodeRestriction treat it like
+// any production node; kube-proxy uses one for system:kube-proxy.
+func (c *Cluster) IssueClientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	kp, err := c.pki.clientCert(user, groups)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcluster: %w", err)
+	}
+	return kp.certPEM, kp.keyPEM, nil
+}
+
+// IssueServingCert issues a server certificate from the cluster CA, which the
+// apiserver trusts for kubelets (--kubelet-certificate-authority in
+// node-network mode).
+func (c *Cluster) IssueServingCert(cn string, ips []net.IP, dnsNames []string) (certPEM, keyPEM []byte, err error) {
+	kp, err := c.pki.servingCert(cn, ips, dnsNames)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcluster: %w", err)
+	}
+	return kp.certPEM, kp.keyPEM, nil
+}
