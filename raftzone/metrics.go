@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"state"}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_leadership_transfers_total",
-			Help: "Leadership transfers started because the leader lost the apiserver, by result.",
+			Help: "Leadership transfers the leader started, by result: ok, failed and no_target when it lost the apiserver; stop_ok and stop_failed when it was told to stop.",
 		}, []string{"result"}),
 		membershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_membership_changes_total",

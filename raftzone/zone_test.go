@@ -636,3 +636,25 @@ func TestHeartbeatsShareEntries(t *testing.T) {
 	z.setDead(victim, true)
 	z.waitVerdicts(60*time.Second, map[string]zone.State{victim: zone.Unhealthy})
 }
+
+// A leader told to stop (a rolling upgrade, a drain) hands leadership over
+// before it goes, so the zone does not sit out an election timeout.
+func TestStoppingLeaderHandsOver(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	old := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	oldSrv, oldTerm := old.srv, old.srv.Term()
+
+	z.stop(old.name)
+	if got := testutil.ToFloat64(oldSrv.metrics.transfers.WithLabelValues("stop_ok")); got != 1 {
+		t.Fatalf("transfers{result=stop_ok} = %v on the stopped leader, want 1; stop_failed = %v; its log:\n%s",
+			got, testutil.ToFloat64(oldSrv.metrics.transfers.WithLabelValues("stop_failed")), old.logs.String())
+	}
+	l := z.waitLeader(30 * time.Second)
+	// A transfer makes its target leader in the very next term; an election
+	// after a timeout may take more.
+	if l.srv.Term() != oldTerm+1 {
+		t.Fatalf("new leader %s in term %d, want %d (the transfer's)", l.name, l.srv.Term(), oldTerm+1)
+	}
+}
