@@ -10,9 +10,12 @@ import (
 )
 
 const (
-	// DefaultZoneLabel is the well-known topology label that groups nodes into
-	// zones unless --zone-label says otherwise.
-	DefaultZoneLabel = "topology.kubernetes.io/zone"
+	// DefaultZoneLabel groups nodes into zones unless --zone-label says
+	// otherwise. Only edge nodes carry it (managed clouds put
+	// topology.kubernetes.io/zone on every cloud node), and NodeRestriction
+	// reserves the node-restriction.kubernetes.io/ prefix to administrators, so a
+	// kubelet can neither set it on itself nor move its node into another zone.
+	DefaultZoneLabel = "node-restriction.kubernetes.io/edgequorum-zone"
 	// AnnotationKey is the Node annotation carrying the zone's verdict; the
 	// webhook reads it, only the zone leader writes it.
 	AnnotationKey = "edgequorum.io/verdict"

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // KubeletPort is where every fake kubelet listens on its node IP, as a real
@@ -39,8 +42,9 @@ var ErrKilled = errors.New("kubelet is killed")
 type NodeOptions struct {
 	// Name is the Node name; the kubelet authenticates as system:node:<Name>.
 	Name string
-	// Zone is the topology.kubernetes.io/zone label, the unit KCM's disruption
-	// logic and edgequorum's quorum work on.
+	// Zone is the node's zone: its topology.kubernetes.io/zone label (set by
+	// the kubelet), the unit of KCM's disruption logic, and edgequorum's zone
+	// label (set by the admin client after registration), the unit of quorum.
 	Zone string
 	// IP is the node's InternalIP and the address of its :10250 listener. The
 	// zero value means the next free address of the cluster's loopback block.
@@ -208,8 +212,11 @@ func (c *Cluster) initKubelet(ctx context.Context, k *Kubelet, index int) error 
 		k.server = nil
 		return fmt.Errorf("testcluster: registering node %q: %w", k.opts.Name, err)
 	}
-	if k.opts.ControlPlane {
-		patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:""}}}`, LabelControlPlane)
+	if admin := k.adminLabels(); len(admin) > 0 {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": admin}})
+		if err != nil {
+			return err
+		}
 		if _, err := c.client.CoreV1().Nodes().Patch(ctx, k.opts.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			k.server.close()
 			k.server = nil
@@ -220,6 +227,22 @@ func (c *Cluster) initKubelet(ctx context.Context, k *Kubelet, index int) error 
 	k.startSession()
 	k.log.Info("node added", "ip", k.ip, "podCIDR", k.podCIDR)
 	return nil
+}
+
+// adminLabels are the labels an administrator puts on the Node after it
+// registers, because NodeRestriction forbids its kubelet to: the control-plane
+// role and edgequorum's zone label, which lives under
+// node-restriction.kubernetes.io/ precisely so that no kubelet can move its node
+// into another zone.
+func (k *Kubelet) adminLabels() map[string]string {
+	labels := map[string]string{}
+	if k.opts.ControlPlane {
+		labels[LabelControlPlane] = ""
+	}
+	if k.opts.Zone != "" {
+		labels[zone.DefaultZoneLabel] = k.opts.Zone
+	}
+	return labels
 }
 
 // bindKubeletAddr listens on ip:10250, or on the first free address of the
