@@ -29,7 +29,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone and genesis Leases")
-	fs.StringVar(&cfg.StatusAddress, "status-address", cfg.StatusAddress, "host:port of the status server (/healthz, /readyz, /metrics, /v1/status)")
+	fs.StringVar(&cfg.StatusAddress, "status-address", envOr(statusAddressEnv, cfg.StatusAddress), "host:port of the status server (/healthz, /readyz, /metrics, /v1/status); default $"+statusAddressEnv+" if set")
 	fs.IntVar(&r.Voters, "voters", r.Voters, "most Raft voters in a zone; odd")
 	fs.DurationVar(&r.ReportPeriod, "report-period", r.ReportPeriod, "how often a member reports when nothing changed")
 	fs.DurationVar(&r.VotePeriod, "vote-period", r.VotePeriod, "how often the leader recomputes verdicts")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,11 +20,26 @@ func init() {
 }
 
 const statusUsage = `Asks an agent's status server for its view of the zone (or, with --leader,
-the leader's view) and prints it as a table or JSON.`
+the leader's view) and prints it as a table or JSON. Inside the agent's pod it
+needs no flags: kubectl -n edgequorum-system exec <agent pod> -- /edgequorum status`
+
+// statusAddressEnv names the status server's address for both the agent and
+// `edgequorum status`, so that status run inside the agent's container (kubectl
+// exec) asks the address the agent really listens on: the DaemonSet sets it to
+// $(HOST_IP):9471.
+const statusAddressEnv = "EDGEQUORUM_STATUS_ADDRESS"
+
+// envOr returns the environment variable key, or def when it is unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", statusUsage, stderr)
-	addr := fs.String("address", "http://127.0.0.1:9471", "agent status server URL (its --status-address)")
+	addr := fs.String("address", envOr(statusAddressEnv, "127.0.0.1:9471"), "agent status server URL (its --status-address; default $"+statusAddressEnv+", which the DaemonSet sets, else 127.0.0.1:9471)")
 	leader := fs.Bool("leader", false, "show the zone leader's view, fetched through this agent")
 	output := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
