@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func init() {
+	register(command{name: "preflight", summary: "check that a cluster has everything edgequorum needs", run: runPreflight})
+}
+
+const preflightUsage = `Checks, with your kubeconfig, what an installation of edgequorum needs and
+only an operator can provide, and says what to do about each gap:
+
+  - Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1);
+  - the namespaces, the verdict policy and its binding (deploy/install/*.yaml);
+  - the zone key Secret, and that it parses;
+  - nodes carrying the zone label, at least 3 per zone, none a control-plane node;
+  - the webhook's TLS Secret, and a caBundle in the webhook configuration that
+    verifies it for the webhook's Service;
+  - the agent DaemonSet and the webhook Deployment, and how many pods are ready.
+
+Exits 1 if anything required is missing; warnings alone exit 0.`
+
+// Names of what the shipped manifests install; preflight looks for exactly these.
+const (
+	agentNamespace   = zone.DefaultLeaseNamespace
+	webhookNamespace = "edgequorum-webhook"
+	webhookName      = "edgequorum-webhook"
+	webhookTLSSecret = "edgequorum-webhook-tls"
+	agentDaemonSet   = "edgequorum-agent"
+	verdictPolicy    = "edgequorum-verdict-writer"
+)
+
+type checkLevel int
+
+const (
+	checkOK checkLevel = iota
+	checkWarn
+	checkFail
+)
+
+// check is one line of the preflight report; fix says what to run when it is
+// not ok.
+type check struct {
+	level  checkLevel
+	what   string
+	detail string
+	fix    string
+}
+
+func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("preflight", preflightUsage, stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then ~/.kube/config)")
+	zoneLabel := fs.String("zone-label", zone.DefaultZoneLabel, "the Node label naming the zone, as given to the agent and the webhook")
+	timeout := fs.Duration("timeout", 20*time.Second, "time allowed for all checks")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return usageErrorf("--kubeconfig: %v", err)
+	}
+	cfg.UserAgent = "edgequorum-preflight"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	checks := preflight(ctx, client, *zoneLabel)
+	failed := printChecks(stdout, checks)
+	if failed > 0 {
+		return fmt.Errorf("%d required check(s) failed", failed)
+	}
+	return nil
+}
+
+// printChecks writes the report and returns how many checks failed.
+func printChecks(w io.Writer, checks []check) int {
+	failed := 0
+	for _, c := range checks {
+		mark := "ok  "
+		switch c.level {
+		case checkWarn:
+			mark = "warn"
+		case checkFail:
+			mark = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(w, "[%s] %s: %s\n", mark, c.what, c.detail)
+		if c.level != checkOK && c.fix != "" {
+			fmt.Fprintf(w, "       fix: %s\n", c.fix)
+		}
+	}
+	return failed
+}
+
+// preflight runs every check; each reports its own failure so one gap does not
+// hide the others.
+func preflight(ctx context.Context, client kubernetes.Interface, zoneLabel string) []check {
+	var out []check
+	out = append(out, checkServerVersion(client))
+	out = append(out, checkNamespaces(ctx, client)...)
+	out = append(out, checkPolicy(ctx, client))
+	out = append(out, checkZoneKey(ctx, client))
+	out = append(out, checkZoneLabels(ctx, client, zoneLabel)...)
+	out = append(out, checkWebhookTLS(ctx, client)...)
+	out = append(out, checkWorkloads(ctx, client)...)
+	return out
+}
+
+func checkServerVersion(client kubernetes.Interface) check {
+	c := check{what: "Kubernetes version"}
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		c.level, c.detail, c.fix = checkFail, err.Error(), "check the kubeconfig and that the apiserver answers"
+		return c
+	}
+	major, _ := strconv.Atoi(strings.TrimRight(v.Major, "+"))
+	minor, _ := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	c.detail = v.GitVersion
+	if major < 1 || (major == 1 && minor < 30) {
+		c.level = checkFail
+		c.detail += ": ValidatingAdmissionPolicy v1, which keeps kubelets from writing verdicts, needs 1.30 or newer"
+		c.fix = "upgrade the control plane to Kubernetes 1.30 or newer"
+	}
+	return c
+}
+
+func checkNamespaces(ctx context.Context, client kubernetes.Interface) []check {
+	want := []struct{ name, level, fix string }{
+		{agentNamespace, "privileged", "kubectl apply -f deploy/install/agent.yaml"},
+		{webhookNamespace, "restricted", "kubectl apply -f deploy/install/webhook.yaml"},
+	}
+	var out []check
+	for _, w := range want {
+		c := check{what: "namespace " + w.name}
+		ns, err := client.CoreV1().Namespaces().Get(ctx, w.name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			c.level, c.detail, c.fix = checkFail, describeErr(err), w.fix
+		case ns.Labels["pod-security.kubernetes.io/enforce"] != w.level:
+			c.level, c.fix = checkWarn, w.fix
+			c.detail = fmt.Sprintf("Pod Security enforce level %q, shipped %q", ns.Labels["pod-security.kubernetes.io/enforce"], w.level)
+		default:
+			c.detail = "Pod Security " + w.level
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func checkPolicy(ctx context.Context, client kubernetes.Interface) check {
+	c := check{what: "verdict policy", fix: "kubectl apply -f deploy/install/agent.yaml"}
+	adm := client.AdmissionregistrationV1()
+	if _, err := adm.ValidatingAdmissionPolicies().Get(ctx, verdictPolicy, metav1.GetOptions{}); err != nil {
+		c.level, c.detail = checkFail, "ValidatingAdmissionPolicy "+verdictPolicy+": "+describeErr(err)
+		return c
+	}
+	if _, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, verdictPolicy, metav1.GetOptions{}); err != nil {
+		c.level, c.detail = checkFail, "ValidatingAdmissionPolicyBinding "+verdictPolicy+": "+describeErr(err)
+		return c
+	}
+	c.detail = "only the agent ServiceAccount may write edgequorum.io/verdict"
+	return c
+}
+
+func checkZoneKey(ctx context.Context, client kubernetes.Interface) check {
+	c := check{what: "zone key Secret " + agentNamespace + "/" + zoneKeySecret,
+		fix: "edgequorum keygen --id k1 --secret | kubectl create -f -"}
+	s, err := client.CoreV1().Secrets(agentNamespace).Get(ctx, zoneKeySecret, metav1.GetOptions{})
+	if err != nil {
+		c.level, c.detail = checkFail, describeErr(err)
+		return c
+	}
+	data, ok := s.Data[zoneKeyFileKey]
+	if !ok {
+		data, ok = []byte(s.StringData[zoneKeyFileKey]), s.StringData[zoneKeyFileKey] != ""
+	}
+	if !ok {
+		c.level, c.detail = checkFail, "has no "+zoneKeyFileKey+" entry, which the DaemonSet mounts as --key-file"
+		return c
+	}
+	keys, err := raftzone.ParseKeys(bytes.NewReader(data))
+	if err != nil {
+		c.level, c.detail = checkFail, err.Error()
+		return c
+	}
+	c.detail = fmt.Sprintf("%d key(s), %q signs", len(keys.IDs()), keys.SigningID())
+	return c
+}
+
+func checkZoneLabels(ctx context.Context, client kubernetes.Interface, label string) []check {
+	fix := "kubectl label node <edge node>... " + label + "=<site>"
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: label})
+	if err != nil {
+		return []check{{level: checkFail, what: "zone label " + label, detail: describeErr(err), fix: fix}}
+	}
+	zones := map[string][]string{}
+	var controlPlane []string
+	for _, n := range nodes.Items {
+		zones[n.Labels[label]] = append(zones[n.Labels[label]], n.Name)
+		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+			controlPlane = append(controlPlane, n.Name)
+		}
+	}
+	if len(zones) == 0 {
+		return []check{{level: checkFail, what: "zone label " + label, detail: "no node carries it, so no agent runs", fix: fix}}
+	}
+	names := make([]string, 0, len(zones))
+	for z := range zones {
+		names = append(names, z)
+	}
+	sort.Strings(names)
+	var out []check
+	for _, z := range names {
+		c := check{what: "zone " + strconv.Quote(z), detail: fmt.Sprintf("%d node(s)", len(zones[z]))}
+		if len(zones[z]) < 3 {
+			c.level, c.fix = checkWarn, fix+" (on more nodes of that site)"
+			c.detail += ": a zone needs 3 members to survive the loss of one; below that it cannot vouch for a node it cannot reach"
+		}
+		out = append(out, c)
+	}
+	if len(controlPlane) > 0 {
+		sort.Strings(controlPlane)
+		out = append(out, check{level: checkWarn, what: "zone label " + label,
+			detail: "control-plane nodes carry it but run no agent: " + strings.Join(controlPlane, ", "),
+			fix:    "kubectl label node <node> " + label + "-"})
+	}
+	return out
+}
+
+func checkWebhookTLS(ctx context.Context, client kubernetes.Interface) []check {
+	tlsCheck := check{what: "webhook TLS Secret " + webhookNamespace + "/" + webhookTLSSecret,
+		fix: "edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -"}
+	var leaf *x509.Certificate
+	s, err := client.CoreV1().Secrets(webhookNamespace).Get(ctx, webhookTLSSecret, metav1.GetOptions{})
+	if err == nil {
+		leaf, err = firstCert(s.Data[corev1.TLSCertKey])
+	}
+	if err != nil {
+		tlsCheck.level, tlsCheck.detail = checkFail, describeErr(err)
+	} else {
+		tlsCheck.detail = "valid until " + leaf.NotAfter.UTC().Format(time.DateOnly)
+		if time.Until(leaf.NotAfter) < 30*24*time.Hour {
+			tlsCheck.level = checkWarn
+			tlsCheck.detail += ": expires within 30 days"
+		}
+	}
+	caCheck := check{what: "webhook caBundle", fix: tlsCheck.fix}
+	mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, webhookName, metav1.GetOptions{})
+	if err != nil {
+		caCheck.level, caCheck.detail = checkFail, "MutatingWebhookConfiguration "+webhookName+": "+describeErr(err)
+		return []check{tlsCheck, caCheck}
+	}
+	caCheck.level, caCheck.detail = verifyCABundles(mwc.Webhooks, leaf)
+	return []check{tlsCheck, caCheck}
+}
+
+// verifyCABundles checks that every webhook of the configuration trusts the
+// serving certificate for the Service DNS name the apiserver dials; without it
+// the apiserver cannot call the webhook and, failurePolicy Ignore, protects
+// nothing.
+func verifyCABundles(hooks []admissionregistrationv1.MutatingWebhook, leaf *x509.Certificate) (checkLevel, string) {
+	for _, h := range hooks {
+		if len(h.ClientConfig.CABundle) == 0 {
+			return checkFail, h.Name + " has an empty caBundle: the apiserver cannot call it"
+		}
+		if leaf == nil {
+			continue
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(h.ClientConfig.CABundle) {
+			return checkFail, h.Name + ": caBundle holds no PEM certificate"
+		}
+		dns := webhookName + "." + webhookNamespace + ".svc"
+		if svc := h.ClientConfig.Service; svc != nil {
+			dns = svc.Name + "." + svc.Namespace + ".svc"
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: dns, Roots: pool}); err != nil {
+			return checkFail, h.Name + ": the caBundle does not verify the TLS Secret's certificate: " + err.Error()
+		}
+	}
+	return checkOK, fmt.Sprintf("%d webhook(s) trust the serving certificate", len(hooks))
+}
+
+func firstCert(pemData []byte) (*x509.Certificate, error) {
+	b, _ := pem.Decode(pemData)
+	if b == nil {
+		return nil, fmt.Errorf("%s holds no PEM certificate", corev1.TLSCertKey)
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
+func checkWorkloads(ctx context.Context, client kubernetes.Interface) []check {
+	ds := check{what: "agent DaemonSet", fix: "kubectl -n " + agentNamespace + " describe daemonset " + agentDaemonSet}
+	if d, err := client.AppsV1().DaemonSets(agentNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{}); err != nil {
+		ds.level, ds.detail, ds.fix = checkFail, describeErr(err), "kubectl apply -f deploy/install/agent.yaml"
+	} else {
+		ds.detail = fmt.Sprintf("%d of %d agents ready", d.Status.NumberReady, d.Status.DesiredNumberScheduled)
+		if d.Status.NumberReady < d.Status.DesiredNumberScheduled || d.Status.DesiredNumberScheduled == 0 {
+			ds.level = checkWarn
+		}
+	}
+	dep := check{what: "webhook Deployment", fix: "kubectl -n " + webhookNamespace + " describe deployment " + webhookName}
+	if d, err := client.AppsV1().Deployments(webhookNamespace).Get(ctx, webhookName, metav1.GetOptions{}); err != nil {
+		dep.level, dep.detail, dep.fix = checkFail, describeErr(err), "kubectl apply -f deploy/install/webhook.yaml"
+	} else {
+		dep.detail = fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, d.Status.Replicas)
+		if d.Status.ReadyReplicas == 0 {
+			dep.level = checkWarn
+			dep.detail += ": nothing answers the apiserver yet"
+		}
+	}
+	return []check{ds, dep}
+}
+
+func describeErr(err error) string {
+	if apierrors.IsNotFound(err) {
+		return "missing"
+	}
+	if apierrors.IsForbidden(err) {
+		return "not allowed to read it with this kubeconfig (" + err.Error() + ")"
+	}
+	return err.Error()
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func fakeCluster(t *testing.T, minor string, objs ...runtime.Object) *fake.Clientset {
+	t.Helper()
+	c := fake.NewClientset(objs...)
+	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: minor, GitVersion: "v1." + minor + ".0"}
+	return c
+}
+
+func report(checks []check) (string, int) {
+	var b bytes.Buffer
+	failed := printChecks(&b, checks)
+	return b.String(), failed
+}
+
+func TestPreflightNamesEveryGapOfAnEmptyCluster(t *testing.T) {
+	c := fakeCluster(t, "29")
+	out, failed := report(preflight(context.Background(), c, zone.DefaultZoneLabel))
+	for _, want := range []string{
+		"[FAIL] Kubernetes version: v1.29.0: ValidatingAdmissionPolicy v1",
+		"[FAIL] namespace edgequorum-system: missing",
+		"[FAIL] verdict policy",
+		"[FAIL] zone key Secret edgequorum-system/edgequorum-zone-key: missing",
+		"fix: edgequorum keygen --id k1 --secret | kubectl create -f -",
+		"[FAIL] zone label " + zone.DefaultZoneLabel + ": no node carries it",
+		"[FAIL] webhook TLS Secret edgequorum-webhook/edgequorum-webhook-tls: missing",
+		"[FAIL] webhook caBundle",
+		"[FAIL] agent DaemonSet: missing",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if failed < 9 {
+		t.Errorf("%d checks failed, want at least 9:\n%s", failed, out)
+	}
+}
+
+func TestPreflightPassesAnInstalledCluster(t *testing.T) {
+	certs, err := admission.GenerateCerts(admission.CertOptions{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := raftzone.GenerateKeyLine("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := func(name, level string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod-security.kubernetes.io/enforce": level}}}
+	}
+	node := func(name, z string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{zone.DefaultZoneLabel: z}}}
+	}
+	hook := func(name string, ca []byte) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: admissionregistrationv1.WebhookClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Namespace: webhookNamespace, Name: webhookName}, CABundle: ca}}
+	}
+	objs := []runtime.Object{
+		ns(agentNamespace, "privileged"), ns(webhookNamespace, "restricted"),
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: verdictPolicy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: verdictPolicy}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: zoneKeySecret}, Data: map[string][]byte{zoneKeyFileKey: []byte(line + "\n")}},
+		node("edge-1", "site-a"), node("edge-2", "site-a"), node("edge-3", "site-a"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNamespace, Name: webhookTLSSecret},
+			Data: map[string][]byte{corev1.TLSCertKey: certs.Cert, corev1.TLSPrivateKeyKey: certs.Key}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookName},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{hook("nodes", certs.CACert), hook("slices", certs.CACert)}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: agentDaemonSet},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, NumberReady: 3}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNamespace, Name: webhookName},
+			Status: appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2}},
+	}
+	out, failed := report(preflight(context.Background(), fakeCluster(t, "36", objs...), zone.DefaultZoneLabel))
+	if failed != 0 || strings.Contains(out, "warn") {
+		t.Fatalf("installed cluster: %d failed\n%s", failed, out)
+	}
+
+	// A caBundle from another CA is caught, not just an empty one.
+	other, err := admission.GenerateCerts(admission.CertOptions{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs[len(objs)-3] = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookName},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{hook("nodes", certs.CACert), hook("slices", other.CACert)}}
+	out, _ = report(preflight(context.Background(), fakeCluster(t, "36", objs...), zone.DefaultZoneLabel))
+	if !strings.Contains(out, "[FAIL] webhook caBundle: slices: the caBundle does not verify") {
+		t.Fatalf("foreign caBundle not caught:\n%s", out)
+	}
+}
