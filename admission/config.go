@@ -18,6 +18,11 @@ import (
 // them to tell a zone cut off from the cloud from a zone whose quorum is gone.
 const NodeLeaseNamespace = "kube-node-lease"
 
+// DefaultNamespace is the webhook's own namespace, as deploy/webhook installs
+// it: Pod Security `restricted`, and apart from the agents' namespace, whose
+// credentials may write Leases. It holds the repair loop's election Lease.
+const DefaultNamespace = "edgequorum-webhook"
+
 // Config is the webhook's configuration. Every field that an operator sets is a
 // flag of `edgequorum webhook`; the flag is named in brackets on each field and
 // in every validation error.
@@ -32,9 +37,13 @@ type Config struct {
 	TLSCertFile string
 	TLSKeyFile  string
 
-	// LeaseNamespace holds the zone Leases and the repair loop's election
-	// Lease [--lease-namespace].
+	// LeaseNamespace holds the zone Leases, which the webhook only reads
+	// [--lease-namespace].
 	LeaseNamespace string
+	// ElectionNamespace holds the repair loop's election Lease: the webhook's
+	// own namespace, where agent credentials cannot write
+	// [--leader-election-namespace].
+	ElectionNamespace string
 	// ZoneLabel is the Node label whose value names a node's zone
 	// [--zone-label].
 	ZoneLabel string
@@ -68,7 +77,7 @@ type Config struct {
 	RepairQPS   float64
 	RepairBurst int
 	// LeaderElectionID is the name of the repair loop's election Lease in
-	// LeaseNamespace [--leader-election-id].
+	// ElectionNamespace [--leader-election-id].
 	LeaderElectionID string
 	// Identity names this replica in the election Lease; the pod name is a
 	// good choice [--leader-election-identity].
@@ -112,6 +121,7 @@ func DefaultConfig() Config {
 	return Config{
 		ListenAddress:       ":9443",
 		LeaseNamespace:      zone.DefaultLeaseNamespace,
+		ElectionNamespace:   DefaultNamespace,
 		ZoneLabel:           zone.DefaultZoneLabel,
 		ZoneLeaseMaxAge:     20 * time.Second,
 		NodeLeaseMaxAge:     40 * time.Second,
@@ -153,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if msgs := validation.IsDNS1123Label(c.LeaseNamespace); len(msgs) > 0 {
 		bad("--lease-namespace %q: %s", c.LeaseNamespace, msgs[0])
+	}
+	if msgs := validation.IsDNS1123Label(c.ElectionNamespace); len(msgs) > 0 {
+		bad("--leader-election-namespace %q: %s", c.ElectionNamespace, msgs[0])
 	}
 	if msgs := validation.IsQualifiedName(c.ZoneLabel); len(msgs) > 0 {
 		bad("--zone-label %q: %s", c.ZoneLabel, msgs[0])

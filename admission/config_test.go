@@ -23,6 +23,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.TLSCertFile = "" }, "--tls-cert-file"},
 		{func(c *Config) { c.TLSKeyFile = "" }, "--tls-key-file"},
 		{func(c *Config) { c.LeaseNamespace = "" }, "--lease-namespace"},
+		{func(c *Config) { c.ElectionNamespace = "" }, "--leader-election-namespace"},
+		{func(c *Config) { c.ElectionNamespace = "Bad_Namespace" }, "--leader-election-namespace"},
 		{func(c *Config) { c.ZoneLabel = "" }, "--zone-label"},
 		{func(c *Config) { c.ZoneLeaseMaxAge = 0 }, "--zone-lease-max-age"},
 		{func(c *Config) { c.NodeLeaseMaxAge = -time.Second }, "--node-lease-max-age"},

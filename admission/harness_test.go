@@ -226,7 +226,7 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 func writeTestCerts(t *testing.T, dir string) *CertBundle {
 	t.Helper()
 	b, err := GenerateCerts(CertOptions{
-		Service: "edgequorum-webhook", Namespace: "edgequorum-system",
+		Service: "edgequorum-webhook", Namespace: DefaultNamespace,
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: time.Hour,
 	})
 	if err != nil {

@@ -251,6 +251,17 @@ func TestRepairLeaderElection(t *testing.T) {
 	stopA := a.start(t)
 	leading := func(w *Webhook) bool { return counter(t, w.metrics.repairLeader) == 1 }
 	waitFor(t, "replica a to lead", func() bool { return leading(a.w) })
+	// The lock is in the webhook's own namespace, never among the zone Leases,
+	// which agent credentials may write.
+	leases := a.client.CoordinationV1()
+	if l, err := leases.Leases(a.cfg.ElectionNamespace).Get(context.Background(), a.cfg.LeaderElectionID, metav1.GetOptions{}); err != nil {
+		t.Errorf("election Lease not in %s: %v", a.cfg.ElectionNamespace, err)
+	} else if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "replica-a" {
+		t.Errorf("election Lease held by %v, want replica-a", l.Spec.HolderIdentity)
+	}
+	if _, err := leases.Leases(a.cfg.LeaseNamespace).Get(context.Background(), a.cfg.LeaderElectionID, metav1.GetOptions{}); err == nil {
+		t.Errorf("election Lease created in %s, the zone Leases' namespace", a.cfg.LeaseNamespace)
+	}
 
 	regB := prometheus.NewRegistry()
 	cfgB := a.cfg

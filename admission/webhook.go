@@ -192,7 +192,7 @@ func (w *Webhook) Run(ctx context.Context) error {
 			return
 		}
 		lock := &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: w.cfg.LeaseNamespace, Name: w.cfg.LeaderElectionID},
+			LeaseMeta:  metav1.ObjectMeta{Namespace: w.cfg.ElectionNamespace, Name: w.cfg.LeaderElectionID},
 			Client:     w.client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: w.cfg.Identity},
 		}

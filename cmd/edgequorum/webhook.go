@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/internal/buildinfo"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.ListenAddress, "listen-address", cfg.ListenAddress, "host:port of the HTTPS server (reviews, /healthz, /readyz, /metrics)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate, PEM; re-read when it changes (required)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (required)")
-	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases and of the repair loop's election Lease")
+	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases, which the webhook only reads")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
 	fs.DurationVar(&cfg.ZoneLeaseMaxAge, "zone-lease-max-age", cfg.ZoneLeaseMaxAge, "how old a zone Lease's renewTime may be for the zone's quorum to count as alive")
 	fs.DurationVar(&cfg.NodeLeaseMaxAge, "node-lease-max-age", cfg.NodeLeaseMaxAge, "how old a kubelet Lease's renewTime may be for its node to count as reaching the cloud")
@@ -41,7 +42,8 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RepairPeriod, "repair-period", cfg.RepairPeriod, "how often the repair loop's leader rescans every node, EndpointSlice and Endpoints")
 	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
 	fs.IntVar(&cfg.RepairBurst, "repair-burst", cfg.RepairBurst, "repair writes allowed in a burst")
-	fs.StringVar(&cfg.LeaderElectionID, "leader-election-id", cfg.LeaderElectionID, "name of the repair loop's election Lease in --lease-namespace")
+	fs.StringVar(&cfg.ElectionNamespace, "leader-election-namespace", cfg.ElectionNamespace, "namespace of the repair loop's election Lease: the webhook's own, where agents cannot write (Deployment: the pod's namespace)")
+	fs.StringVar(&cfg.LeaderElectionID, "leader-election-id", cfg.LeaderElectionID, "name of the repair loop's election Lease in --leader-election-namespace")
 	fs.StringVar(&cfg.Identity, "leader-election-identity", "", "this replica's name in the election Lease (default: the host name; Deployment: the pod name)")
 	fs.DurationVar(&cfg.LeaseDuration, "leader-elect-lease-duration", cfg.LeaseDuration, "how long a repair leader's lease lasts without renewal")
 	fs.DurationVar(&cfg.RenewDeadline, "leader-elect-renew-deadline", cfg.RenewDeadline, "how long a repair leader keeps trying to renew before it steps down")
@@ -68,6 +70,8 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return &usageError{err}
 	}
 	cfg.Logger = log
+	reg := buildinfo.NewRegistry()
+	cfg.Registerer, cfg.Gatherer = reg, reg
 
 	restCfg, err := webhookRESTConfig(*kubeconfig)
 	if err != nil {
@@ -98,6 +102,6 @@ func webhookRESTConfig(path string) (*rest.Config, error) {
 	} else if c, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
 	}
-	c.UserAgent = "edgequorum-webhook"
+	c.UserAgent = "edgequorum-webhook/" + buildinfo.Version()
 	return c, nil
 }

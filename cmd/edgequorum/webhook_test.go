@@ -26,6 +26,7 @@ func TestWebhookUsage(t *testing.T) {
 		{"no key", []string{"--tls-cert-file", "x"}, "--tls-key-file is required"},
 		{"bad listen address", append([]string{"--listen-address", "9443"}, tls...), "--listen-address"},
 		{"bad lease namespace", append([]string{"--lease-namespace", "Not_A_Namespace"}, tls...), "--lease-namespace"},
+		{"bad election namespace", append([]string{"--leader-election-namespace", "Not_A_Namespace"}, tls...), "--leader-election-namespace"},
 		{"bad zone label", append([]string{"--zone-label", "a/b/c"}, tls...), "--zone-label"},
 		{"zero zone lease age", append([]string{"--zone-lease-max-age", "0s"}, tls...), "--zone-lease-max-age"},
 		{"negative node lease age", append([]string{"--node-lease-max-age", "-1s"}, tls...), "--node-lease-max-age"},
@@ -74,7 +75,7 @@ func TestWebhookHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"webhook", "--help"}, &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, flag := range []string{"-tls-cert-file", "-zone-lease-max-age", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address"} {
+	for _, flag := range []string{"-tls-cert-file", "-zone-lease-max-age", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address", "-leader-election-namespace"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}

@@ -2,16 +2,32 @@
 // (the same renderer as `kubectl kustomize`): the promises admission makes —
 // never block a write, answer within the apiserver's patience, read only what
 // it needs — hold only if the manifests keep them too. deploy's own test
-// creates the rendered objects on a real apiserver with server-side dry run.
+// creates the rendered objects on a real apiserver with server-side dry run;
+// TestOnRealAPIServer here checks what the webhook's own namespace is for.
 package webhook_test
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/edgequorum/edgequorum/deploy"
 	"github.com/edgequorum/edgequorum/deploy/internal/kustomize"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+)
+
+// The webhook's own namespace, and the agents', which holds the zone Leases.
+const (
+	ns      = "edgequorum-webhook"
+	agentNS = "edgequorum-system"
 )
 
 func render(t *testing.T, dir string) map[string]*unstructured.Unstructured {
@@ -67,8 +83,8 @@ func TestWebhookConfiguration(t *testing.T) {
 			t.Errorf("%s: admissionReviewVersions %v, want [v1]", name, v)
 		}
 		svc, _, _ := unstructured.NestedMap(h, "clientConfig", "service")
-		if svc["name"] != "edgequorum-webhook" || svc["namespace"] != "edgequorum-system" || svc["path"] != w.path || svc["port"] != int64(443) {
-			t.Errorf("%s: clientConfig.service %v, want edgequorum-webhook in edgequorum-system at %s:443", name, svc, w.path)
+		if svc["name"] != "edgequorum-webhook" || svc["namespace"] != ns || svc["path"] != w.path || svc["port"] != int64(443) {
+			t.Errorf("%s: clientConfig.service %v, want edgequorum-webhook in %s at %s:443", name, svc, ns, w.path)
 		}
 		if _, ok := h["clientConfig"].(map[string]any)["caBundle"]; !ok {
 			t.Errorf("%s: no caBundle placeholder", name)
@@ -86,7 +102,7 @@ func TestWebhookConfiguration(t *testing.T) {
 
 func TestDeployment(t *testing.T) {
 	objs := render(t, "webhook")
-	d := get(t, objs, "Deployment/edgequorum-system/edgequorum-webhook")
+	d := get(t, objs, "Deployment/"+ns+"/edgequorum-webhook")
 	if n, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); n != 2 {
 		t.Errorf("replicas %d, want 2", n)
 	}
@@ -107,6 +123,24 @@ func TestDeployment(t *testing.T) {
 	if len(args) == 0 || args[0] != "webhook" {
 		t.Errorf("args %v do not run `edgequorum webhook`", args)
 	}
+	// Zone Leases are read where the agents write them; the election Lease is
+	// kept in the pod's own namespace.
+	for _, want := range []string{"--lease-namespace=" + agentNS, "--leader-election-namespace=$(POD_NAMESPACE)"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+	env, _, _ := unstructured.NestedSlice(c, "env")
+	podNamespace := false
+	for _, e := range env {
+		e := e.(map[string]any)
+		if path, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath"); e["name"] == "POD_NAMESPACE" && path == "metadata.namespace" {
+			podNamespace = true
+		}
+	}
+	if !podNamespace {
+		t.Errorf("env %v lacks POD_NAMESPACE from the downward API (metadata.namespace)", env)
+	}
 	for _, probe := range []struct{ name, path string }{{"readinessProbe", "/readyz"}, {"livenessProbe", "/healthz"}} {
 		get, _, _ := unstructured.NestedStringMap(c, probe.name, "httpGet")
 		if get["path"] != probe.path || get["scheme"] != "HTTPS" {
@@ -126,23 +160,26 @@ func TestDeployment(t *testing.T) {
 	if len(vols) != 1 || vols[0].(map[string]any)["secret"].(map[string]any)["secretName"] != "edgequorum-webhook-tls" {
 		t.Errorf("volumes %v, want the Secret edgequorum-webhook-tls", vols)
 	}
-	pdb := get(t, objs, "PodDisruptionBudget/edgequorum-system/edgequorum-webhook")
+	pdb := get(t, objs, "PodDisruptionBudget/"+ns+"/edgequorum-webhook")
 	if n, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "minAvailable"); n != 1 {
 		t.Errorf("PDB minAvailable %d, want 1", n)
 	}
-	get(t, objs, "Service/edgequorum-system/edgequorum-webhook")
-	get(t, objs, "ServiceAccount/edgequorum-system/edgequorum-webhook")
+	get(t, objs, "Service/"+ns+"/edgequorum-webhook")
+	get(t, objs, "ServiceAccount/"+ns+"/edgequorum-webhook")
 }
 
-// TestRBAC pins down every right the webhook's service account gets: reads for
-// the admission path, updates for the repair loop only, Leases in two
-// namespaces only.
+// TestRBAC pins down every right the webhook's service account gets, and
+// where: reads for the admission path, updates for the repair loop only, Lease
+// reads in kube-node-lease and edgequorum-system, and the election lock in the
+// webhook's own namespace alone.
 func TestRBAC(t *testing.T) {
 	objs := render(t, "webhook")
-	type rule struct{ group, resource, verb, name string }
+	// namespace is "" for a ClusterRole's rules.
+	type rule struct{ namespace, group, resource, verb, name string }
 	granted := map[rule]bool{}
 	collect := func(key string) {
-		rules, _, _ := unstructured.NestedSlice(get(t, objs, key).Object, "rules")
+		o := get(t, objs, key)
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 		for _, r := range rules {
 			r := r.(map[string]any)
 			names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
@@ -153,31 +190,39 @@ func TestRBAC(t *testing.T) {
 				for _, res := range r["resources"].([]any) {
 					for _, v := range r["verbs"].([]any) {
 						for _, n := range names {
-							granted[rule{g.(string), res.(string), v.(string), n}] = true
+							granted[rule{o.GetNamespace(), g.(string), res.(string), v.(string), n}] = true
 						}
 					}
 				}
 			}
 		}
 	}
-	collect("ClusterRole//edgequorum-webhook")
-	collect("ClusterRole//edgequorum-webhook-repair")
-	collect("Role/kube-node-lease/edgequorum-webhook")
-	collect("Role/edgequorum-system/edgequorum-webhook")
+	// Every Role and ClusterRole rendered, so that a new one cannot slip by.
+	for key, o := range objs {
+		if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+			collect(key)
+		}
+	}
 	want := map[rule]bool{}
+	const leases = "coordination.k8s.io"
 	for _, r := range []rule{
-		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
-		{"", "pods", "get", ""}, {"", "pods", "list", ""}, {"", "pods", "watch", ""},
-		{"", "nodes", "update", ""},
-		{"discovery.k8s.io", "endpointslices", "list", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""},
-		{"discovery.k8s.io", "endpointslices", "update", ""},
-		{"", "endpoints", "list", ""}, {"", "endpoints", "watch", ""}, {"", "endpoints", "update", ""},
-		// kube-node-lease and edgequorum-system, read
-		{"coordination.k8s.io", "leases", "get", ""}, {"coordination.k8s.io", "leases", "list", ""},
-		{"coordination.k8s.io", "leases", "watch", ""},
-		// the election lock
-		{"coordination.k8s.io", "leases", "create", ""},
-		{"coordination.k8s.io", "leases", "update", "edgequorum-webhook-repair"},
+		{"", "", "nodes", "get", ""}, {"", "", "nodes", "list", ""}, {"", "", "nodes", "watch", ""},
+		{"", "", "pods", "get", ""}, {"", "", "pods", "list", ""}, {"", "", "pods", "watch", ""},
+		{"", "", "nodes", "update", ""},
+		{"", "discovery.k8s.io", "endpointslices", "list", ""}, {"", "discovery.k8s.io", "endpointslices", "watch", ""},
+		{"", "discovery.k8s.io", "endpointslices", "update", ""},
+		{"", "", "endpoints", "list", ""}, {"", "", "endpoints", "watch", ""}, {"", "", "endpoints", "update", ""},
+		// kubelet Leases, read
+		{"kube-node-lease", leases, "leases", "get", ""}, {"kube-node-lease", leases, "leases", "list", ""},
+		{"kube-node-lease", leases, "leases", "watch", ""},
+		// zone Leases, read only: nothing the webhook relies on is written
+		// where agent credentials may write Leases
+		{agentNS, leases, "leases", "get", ""}, {agentNS, leases, "leases", "list", ""},
+		{agentNS, leases, "leases", "watch", ""},
+		// the election lock, in the webhook's own namespace
+		{ns, leases, "leases", "create", ""},
+		{ns, leases, "leases", "get", "edgequorum-webhook-repair"},
+		{ns, leases, "leases", "update", "edgequorum-webhook-repair"},
 	} {
 		want[r] = true
 	}
@@ -191,30 +236,209 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("missing %+v", r)
 		}
 	}
-	for _, b := range []string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
-		"RoleBinding/kube-node-lease/edgequorum-webhook", "RoleBinding/edgequorum-system/edgequorum-webhook"} {
-		subjects, _, _ := unstructured.NestedSlice(get(t, objs, b).Object, "subjects")
-		s := subjects[0].(map[string]any)
-		if len(subjects) != 1 || s["name"] != "edgequorum-webhook" || s["namespace"] != "edgequorum-system" {
-			t.Errorf("%s binds %v", b, subjects)
+	bindings := 0
+	for key, o := range objs {
+		if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+			continue
 		}
+		bindings++
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		if len(subjects) != 1 {
+			t.Errorf("%s binds %v", key, subjects)
+			continue
+		}
+		s := subjects[0].(map[string]any)
+		if s["kind"] != "ServiceAccount" || s["name"] != "edgequorum-webhook" || s["namespace"] != ns {
+			t.Errorf("%s binds %v, want the ServiceAccount edgequorum-webhook in %s", key, subjects, ns)
+		}
+	}
+	for _, b := range []string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
+		"RoleBinding/kube-node-lease/edgequorum-webhook", "RoleBinding/" + agentNS + "/edgequorum-webhook",
+		"RoleBinding/" + ns + "/edgequorum-webhook"} {
+		get(t, objs, b)
+	}
+	if bindings != 5 {
+		t.Errorf("%d bindings, want 5", bindings)
+	}
+}
+
+// clusterScoped are the kinds deploy/webhook renders without a namespace.
+var clusterScoped = map[string]bool{
+	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true,
+}
+
+// TestNamespaces: the webhook and everything it owns live in its own
+// namespace, which deploy/webhook ships and which enforces the restricted Pod
+// Security Standard. The only exceptions are the read-only Roles (and their
+// bindings) for the Leases it reads elsewhere.
+func TestNamespaces(t *testing.T) {
+	elsewhere := map[string]bool{
+		"Role/kube-node-lease/edgequorum-webhook":        true,
+		"RoleBinding/kube-node-lease/edgequorum-webhook": true,
+		"Role/" + agentNS + "/edgequorum-webhook":        true,
+		"RoleBinding/" + agentNS + "/edgequorum-webhook": true,
+	}
+	for _, dir := range []string{"webhook", "webhook/overlays/cert-manager"} {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			for key, o := range objs {
+				switch {
+				case clusterScoped[o.GetKind()]:
+					if o.GetNamespace() != "" {
+						t.Errorf("%s: a cluster-scoped kind with a namespace", key)
+					}
+				case elsewhere[key]:
+				case o.GetNamespace() != ns:
+					t.Errorf("%s is not in %s", key, ns)
+				}
+			}
+			for key := range elsewhere {
+				get(t, objs, key)
+			}
+			// Only the read-only Roles leave the webhook's namespace.
+			for _, key := range []string{"Role/kube-node-lease/edgequorum-webhook", "Role/" + agentNS + "/edgequorum-webhook"} {
+				rules, _, _ := unstructured.NestedSlice(get(t, objs, key).Object, "rules")
+				for _, r := range rules {
+					verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+					for _, v := range verbs {
+						if v != "get" && v != "list" && v != "watch" {
+							t.Errorf("%s grants %s outside %s", key, v, ns)
+						}
+					}
+				}
+			}
+
+			namespace := get(t, objs, "Namespace//"+ns)
+			labels := namespace.GetLabels()
+			for k, v := range map[string]string{
+				"pod-security.kubernetes.io/enforce":         "restricted",
+				"pod-security.kubernetes.io/enforce-version": "latest",
+				"pod-security.kubernetes.io/audit":           "restricted",
+				"pod-security.kubernetes.io/warn":            "restricted",
+			} {
+				if labels[k] != v {
+					t.Errorf("Namespace %s: label %s = %q, want %q", ns, k, labels[k], v)
+				}
+			}
+			for key, o := range objs {
+				if o.GetKind() == "Namespace" && o.GetName() != ns {
+					t.Errorf("deploy/%s ships %s; edgequorum-system belongs to deploy/agent", dir, key)
+				}
+			}
+		})
 	}
 }
 
 func TestCertManagerOverlay(t *testing.T) {
 	objs := render(t, "webhook/overlays/cert-manager")
 	mwc := get(t, objs, "MutatingWebhookConfiguration//edgequorum-webhook")
-	if got := mwc.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "edgequorum-system/edgequorum-webhook" {
-		t.Errorf("inject-ca-from = %q", got)
+	if got := mwc.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != ns+"/edgequorum-webhook" {
+		t.Errorf("inject-ca-from = %q, want %s/edgequorum-webhook", got, ns)
 	}
-	cert := get(t, objs, "Certificate/edgequorum-system/edgequorum-webhook")
+	cert := get(t, objs, "Certificate/"+ns+"/edgequorum-webhook")
 	if s, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); s != "edgequorum-webhook-tls" {
 		t.Errorf("Certificate writes %q, the Deployment mounts edgequorum-webhook-tls", s)
 	}
 	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
-	if !slices.Contains(dns, "edgequorum-webhook.edgequorum-system.svc") {
+	if !slices.Contains(dns, "edgequorum-webhook."+ns+".svc") {
 		t.Errorf("dnsNames %v lack the Service name the apiserver dials", dns)
 	}
-	get(t, objs, "Issuer/edgequorum-system/edgequorum-ca")
-	get(t, objs, "Deployment/edgequorum-system/edgequorum-webhook")
+	get(t, objs, "Issuer/"+ns+"/edgequorum-ca")
+	get(t, objs, "Deployment/"+ns+"/edgequorum-webhook")
+}
+
+// TestOnRealAPIServer installs deploy/agent (less its DaemonSet) and
+// deploy/webhook (less its Deployment) on a real apiserver and checks what the
+// namespace split is for: the webhook's pod is admitted under the restricted
+// Pod Security Standard its namespace enforces (and a host-network pod is
+// not), and only the webhook, not an agent, may write its election Lease,
+// while the webhook may only read Leases where agents write them.
+func TestOnRealAPIServer(t *testing.T) {
+	testcluster.RequireBinaries(t)
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+
+	var install []*unstructured.Unstructured
+	var template map[string]any
+	for _, dir := range []string{"agent", "webhook"} {
+		objs, err := kustomize.Render(kustomize.Dir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "DaemonSet":
+			case "Deployment":
+				template, _, _ = unstructured.NestedMap(o.Object, "spec", "template")
+			default:
+				install = append(install, o)
+			}
+		}
+	}
+	if template == nil {
+		t.Fatal("deploy/webhook renders no Deployment")
+	}
+	if err := deploy.Apply(ctx, c.RESTConfig(), install, false); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("restricted", func(t *testing.T) {
+		pod := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(template, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Namespace, pod.Name = ns, "edgequorum-webhook-dry-run"
+		dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, pod, dryRun); err != nil {
+			t.Errorf("the Deployment's pod is not admitted in %s: %v", ns, err)
+		}
+		pod.Spec.HostNetwork = true
+		_, err := c.Client().CoreV1().Pods(ns).Create(ctx, pod, dryRun)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+			t.Errorf("a host-network pod in %s: %v, want forbidden by PodSecurity", ns, err)
+		}
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		webhook := []string{"system:serviceaccount:" + ns + ":edgequorum-webhook", "system:serviceaccounts:" + ns}
+		agent := []string{"system:serviceaccount:" + agentNS + ":edgequorum-agent", "system:serviceaccounts:" + agentNS}
+		const lock = "edgequorum-webhook-repair"
+		for _, tt := range []struct {
+			who                   []string
+			namespace, verb, name string
+			allowed               bool
+		}{
+			{webhook, ns, "create", "", true},
+			{webhook, ns, "get", lock, true},
+			{webhook, ns, "update", lock, true},
+			{webhook, ns, "update", "another-lease", false},
+			{webhook, agentNS, "get", "edgequorum-zone-a", true},
+			{webhook, agentNS, "list", "", true},
+			{webhook, agentNS, "watch", "", true},
+			{webhook, agentNS, "create", "", false},
+			{webhook, agentNS, "update", lock, false},
+			{webhook, "kube-node-lease", "list", "", true},
+			{webhook, "kube-node-lease", "update", "edge-a1", false},
+			{agent, agentNS, "update", "edgequorum-zone-a", true},
+			{agent, ns, "create", "", false},
+			{agent, ns, "update", lock, false},
+			{agent, ns, "delete", lock, false},
+		} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   tt.who[0],
+				Groups: []string{"system:serviceaccounts", tt.who[1], "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: tt.namespace, Verb: tt.verb, Group: "coordination.k8s.io", Resource: "leases", Name: tt.name,
+				},
+			}}
+			got, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Allowed != tt.allowed {
+				t.Errorf("%s %s lease %q in %s: allowed %v, want %v (%s)",
+					tt.who[0], tt.verb, tt.name, tt.namespace, got.Status.Allowed, tt.allowed, got.Status.Reason)
+			}
+		}
+	})
 }

@@ -23,9 +23,13 @@ import (
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
+// webhookNamespace is the webhook's own namespace, which deploy/webhook ships;
+// its repair loop's election Lease lives there.
+const webhookNamespace = "edgequorum-webhook"
+
 // WebhookUser is the identity the webhook runs as: the ServiceAccount
-// deploy/webhook binds.
-const WebhookUser = "system:serviceaccount:edgequorum-system:edgequorum-webhook"
+// deploy/webhook binds, in the webhook's own namespace.
+const WebhookUser = "system:serviceaccount:" + webhookNamespace + ":edgequorum-webhook"
 
 // Webhook is `edgequorum webhook` as a local process, registered with the
 // apiserver through deploy/webhook's MutatingWebhookConfiguration pointed at
@@ -41,9 +45,9 @@ type Webhook struct {
 	proc *proc.Process
 }
 
-// StartWebhook installs deploy/webhook's RBAC, makes certificates with
-// `edgequorum certs`, starts the webhook, waits until it is ready and registers
-// it. extraArgs are added to its flags.
+// StartWebhook installs deploy/webhook's namespace and RBAC, makes
+// certificates with `edgequorum certs`, starts the webhook, waits until it is
+// ready and registers it. extraArgs are added to its flags.
 func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir string, extraArgs ...string) (*Webhook, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -52,10 +56,16 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 	if err != nil {
 		return nil, err
 	}
+	// The webhook's own namespace first, then RBAC.
+	var namespace *unstructured.Unstructured
 	var rbac []*unstructured.Unstructured
 	var mwc *unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
+		case "Namespace":
+			if o.GetName() == webhookNamespace {
+				namespace = o
+			}
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			rbac = append(rbac, o)
 		case "MutatingWebhookConfiguration":
@@ -65,13 +75,18 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 	if mwc == nil {
 		return nil, errors.New("deploy/webhook renders no MutatingWebhookConfiguration")
 	}
-	if err := InstallAgentRBAC(ctx, c); err != nil { // the namespace comes with deploy/agent
-		return nil, err
+	if namespace == nil {
+		return nil, fmt.Errorf("deploy/webhook renders no Namespace %s", webhookNamespace)
 	}
-	if err := deploy.Apply(ctx, c.RESTConfig(), rbac, false); err != nil {
-		return nil, err
+	// edgequorum-system, which holds the zone Leases and the webhook's Role
+	// to read them, comes with deploy/agent.
+	if err := InstallAgentRBAC(ctx, c); err != nil {
+		return nil, fmt.Errorf("install deploy/agent for the webhook: %w", err)
 	}
-	userCfg, err := c.UserConfig(WebhookUser, "system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated")
+	if err := deploy.Apply(ctx, c.RESTConfig(), append([]*unstructured.Unstructured{namespace}, rbac...), false); err != nil {
+		return nil, fmt.Errorf("install deploy/webhook: %w", err)
+	}
+	userCfg, err := c.UserConfig(WebhookUser, "system:serviceaccounts", "system:serviceaccounts:"+webhookNamespace, "system:authenticated")
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +123,8 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 		"--listen-address=" + w.Address,
 		"--tls-cert-file=" + filepath.Join(certDir, "tls.crt"),
 		"--tls-key-file=" + filepath.Join(certDir, "tls.key"),
+		// As the Deployment does with $(POD_NAMESPACE).
+		"--leader-election-namespace=" + webhookNamespace,
 		"--leader-election-identity=webhook-0",
 		"--log-level=debug",
 	}, extraArgs...)
