@@ -10,38 +10,46 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/admission"
-	"github.com/edgequorum/edgequorum/zone"
 )
 
 func init() {
 	register(command{name: "certs", summary: "write a CA and the webhook's serving certificate", run: runCerts})
 }
 
-const certsUsage = `Writes ca.crt, tls.crt and tls.key for the webhook Service
-<service>.<namespace>.svc into --out-dir and prints the base64 caBundle for the
-MutatingWebhookConfiguration on stdout. For clusters without cert-manager:
+const certsUsage = `Makes a CA and a serving certificate for the webhook Service
+<service>.<namespace>.svc. With --install, prints the given manifests with every
+webhook's caBundle set, followed by the TLS Secret the webhook mounts, for
+kubectl; this is how clusters without cert-manager install the webhook:
+
+  edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -
+
+With --out-dir, writes ca.crt, tls.crt and tls.key there instead and prints
+the base64 caBundle for the MutatingWebhookConfiguration on stdout:
 
   edgequorum certs --out-dir ./tls > cabundle.txt
-  kubectl -n edgequorum-system create secret tls edgequorum-webhook-tls \
+  kubectl apply -f deploy/webhook/base/namespace.yaml
+  kubectl -n edgequorum-webhook create secret tls edgequorum-webhook-tls \
     --cert=./tls/tls.crt --key=./tls/tls.key
 
 The CA key is not kept: rotating means running this again and updating the
 caBundle.`
 
 func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	opts := admission.CertOptions{Service: "edgequorum-webhook", Namespace: zone.DefaultLeaseNamespace, Validity: 365 * 24 * time.Hour}
+	opts := admission.CertOptions{Service: "edgequorum-webhook", Namespace: admission.DefaultNamespace, Validity: 365 * 24 * time.Hour}
 	fs := newFlagSet("certs", certsUsage, stderr)
 	fs.StringVar(&opts.Service, "service", opts.Service, "name of the webhook's Service")
 	fs.StringVar(&opts.Namespace, "namespace", opts.Namespace, "namespace of the webhook's Service")
-	outDir := fs.String("out-dir", "", "directory to write ca.crt, tls.crt and tls.key into (required)")
+	outDir := fs.String("out-dir", "", "directory to write ca.crt, tls.crt and tls.key into")
+	install := fs.String("install", "", "manifests (e.g. deploy/install/webhook.yaml) to print with the caBundle filled in and the TLS Secret appended")
+	secretName := fs.String("secret", "edgequorum-webhook-tls", "name of the TLS Secret, with --install")
 	ipSANs := fs.String("ip-sans", "", "comma-separated extra IP SANs, e.g. 127.0.0.1 for a webhook reached by address in tests")
 	fs.DurationVar(&opts.Validity, "validity", opts.Validity, "how long the CA and the certificate are valid")
 	force := fs.Bool("force", false, "overwrite existing files in --out-dir")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *outDir == "" {
-		return usageErrorf("--out-dir is required")
+	if (*outDir == "") == (*install == "") {
+		return usageErrorf("give exactly one of --out-dir and --install")
 	}
 	if opts.Validity <= 0 {
 		return usageErrorf("--validity must be positive, got %s", opts.Validity)
@@ -59,6 +67,9 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	b, err := admission.GenerateCerts(opts)
 	if err != nil {
 		return usageErrorf("--service/--namespace: %v", err)
+	}
+	if *install != "" {
+		return writeInstall(stdout, *install, b, opts.Namespace, *secretName)
 	}
 	if err := b.WriteFiles(*outDir, *force); err != nil {
 		if errors.Is(err, admission.ErrExists) {
