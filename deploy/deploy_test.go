@@ -3,9 +3,11 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -129,5 +131,68 @@ func TestInstallFilesUpToDate(t *testing.T) {
 				t.Errorf("Objects(%q)[%d] %s/%s differs from kustomize's", name, i, want[i].GetKind(), want[i].GetName())
 			}
 		}
+	}
+}
+
+// TestManifestsNameTheRelease keeps every shipped container on the exact image
+// `make image` builds (VERSION), pulled only if absent: an agent that restarts
+// during a WAN cut cannot reach a registry.
+func TestManifestsNameTheRelease(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ghcr.io/edgequorum/edgequorum:" + strings.TrimSpace(string(raw))
+	for _, name := range kustomize.Installs {
+		objs, err := Objects(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		containers := 0
+		for _, o := range objs {
+			pod, found, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			if !found {
+				continue
+			}
+			sc, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type")
+			if sc != "RuntimeDefault" {
+				t.Errorf("%s %s/%s: pod seccompProfile %q, want RuntimeDefault", name, o.GetKind(), o.GetName(), sc)
+			}
+			cs, _, _ := unstructured.NestedSlice(pod, "containers")
+			for _, c := range cs {
+				c := c.(map[string]any)
+				containers++
+				if c["image"] != want || c["imagePullPolicy"] != "IfNotPresent" {
+					t.Errorf("%s %s/%s container %v: image %v pull %v; want %s IfNotPresent",
+						name, o.GetKind(), o.GetName(), c["name"], c["image"], c["imagePullPolicy"], want)
+				}
+			}
+		}
+		if containers == 0 {
+			t.Errorf("install/%s.yaml has no containers", name)
+		}
+	}
+}
+
+// TestAgentNamespaceAdmitsTheAgent: the agent's hostNetwork and hostPath need
+// the privileged Pod Security level, and its system-node-critical priority a
+// quota covering that class where clusters limit it to kube-system.
+func TestAgentNamespaceAdmitsTheAgent(t *testing.T) {
+	objs, err := Objects("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kinds(objs)
+	ns := k["Namespace/edgequorum-system"]
+	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Fatalf("Namespace edgequorum-system must enforce privileged, has %v", ns)
+	}
+	q := k["ResourceQuota/edgequorum-critical-pods"]
+	if q == nil {
+		t.Fatal("no ResourceQuota for system-node-critical pods")
+	}
+	exprs, _, _ := unstructured.NestedSlice(q.Object, "spec", "scopeSelector", "matchExpressions")
+	if len(exprs) != 1 || fmt.Sprint(exprs[0].(map[string]any)["values"]) != "[system-node-critical]" {
+		t.Errorf("quota scope %v, want PriorityClass In [system-node-critical]", exprs)
 	}
 }
