@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
@@ -72,8 +74,14 @@ func TestReadmeInstallCommands(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The nodes come up outside any edgequorum zone, as an operator finds
+	// them: the README's first command puts them in one.
+	unzone := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, zone.DefaultZoneLabel)
 	for _, name := range []string{"edge-1", "edge-2", "edge-3"} {
-		if _, err := c.AddNode(ctx, testcluster.NodeOptions{Name: name}); err != nil {
+		if _, err := c.AddNode(ctx, testcluster.NodeOptions{Name: name, Zone: "topology-a"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Client().CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, unzone, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
