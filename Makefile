@@ -47,8 +47,15 @@ image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image 
 	$(GO) run ./hack/mkimage -repo $(IMAGE_REPO) -version $(VERSION) -revision $(REVISION) \
 	  -created $(BUILD_TIME) -out $(BIN)/image $$args
 
-test: build ## run every test with -race (control-plane tests need `make controlplane`)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+# Everything the tests run is built first, so that no test skips: the control
+# plane, the real node (kubelet, containerd; Debian's runc and CNI plugins) and
+# the images it runs. The real-node tests need root (network namespaces).
+test: build image controlplane noderuntime packages ## build everything the tests need, then run every test with -race (as root)
+	EDGEQUORUM_REQUIRE_CONTROLPLANE=$${EDGEQUORUM_REQUIRE_CONTROLPLANE:-1} $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: packages
+packages: ## install the Debian packages the tests need (runc, CNI plugins, nftables, ...) if missing
+	@hack/node-packages.sh
 
 demo: build controlplane ## play the story on a local real control plane (builds everything first)
 	$(BIN)/edgequorum-dev demo $(DEMO_ARGS)
