@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
 // The node network inside the namespace RunInNamespace creates. The addresses
@@ -29,6 +31,23 @@ var (
 	// namespace (apiserver, test process) reaches them over the bridge.
 	PodCIDR = netip.MustParsePrefix("10.253.0.0/16")
 )
+
+// FakeNodeAddresses are further addresses on NodeInterface for the fake
+// kubelets and host-process agents that share a zone with the real node
+// (zonerun.Options.IPs): agents bind their outgoing connections to their
+// advertise address, and the kernel does not carry traffic between a
+// 127.0.0.0/8 address and the node network.
+var FakeNodeAddresses = func() []netip.Addr {
+	var out []netip.Addr
+	for i := byte(11); i <= 18; i++ {
+		out = append(out, netip.AddrFrom4([4]byte{10, 254, 0, i}))
+	}
+	return out
+}()
+
+// KubeletPort is where the real kubelet serves, the port every kubelet uses
+// and the one edgequorum's kubelet probe dials.
+const KubeletPort = 10250
 
 // NodeInterface is the interface that holds the node addresses.
 const NodeInterface = "eqnode0"
@@ -324,9 +343,11 @@ func remountSys(work string) error {
 	return nil
 }
 
-// setupNetwork brings up lo and NodeInterface. No default route exists: a
-// packet for anything but loopback, the node network or the pod bridge finds
-// no way out.
+// setupNetwork brings up lo and NodeInterface, and routes the Service range
+// onto NodeInterface: a hostNetwork pod (the agent) dials the kubernetes
+// Service's ClusterIP, which kube-proxy rewrites only once the kernel found a
+// route for it. No default route exists: a packet for anything but loopback,
+// the node network, the Service range or the pod bridge finds no way out.
 func setupNetwork() error {
 	peer := NodeInterface + "-peer"
 	for _, args := range [][]string{
@@ -336,7 +357,14 @@ func setupNetwork() error {
 		{"link", "set", NodeInterface, "up"},
 		{"addr", "add", netip.PrefixFrom(APIServerAddress, NodeNetwork.Bits()).String(), "dev", NodeInterface},
 		{"addr", "add", netip.PrefixFrom(NodeAddress, NodeNetwork.Bits()).String(), "dev", NodeInterface},
+		{"route", "add", testcluster.ServiceClusterIPRange, "dev", NodeInterface, "src", NodeAddress.String()},
 	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, a := range FakeNodeAddresses {
+		args := []string{"addr", "add", netip.PrefixFrom(a, NodeNetwork.Bits()).String(), "dev", NodeInterface}
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}

@@ -409,15 +409,13 @@ func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 }
 
 func (n *Node) startKubelet(ctx context.Context) error {
-	ports, err := freePorts(NodeAddress.String(), 1)
-	if err != nil {
-		return err
-	}
 	healthz, err := freePorts("127.0.0.1", 1)
 	if err != nil {
 		return err
 	}
-	cfg, err := n.kubeletConfig(ports[0], healthz[0])
+	// The kubelet's own port, as on every real node: the zone's peers probe
+	// it there. The address is the node's alone inside the namespace.
+	cfg, err := n.kubeletConfig(KubeletPort, healthz[0])
 	if err != nil {
 		return fmt.Errorf("realnode: kubelet config: %w", err)
 	}

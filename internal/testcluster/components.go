@@ -22,15 +22,18 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Fixed addressing inside the cluster. Nothing routes these ranges; they only
-// have to be valid and disjoint from the pod ranges (see podCIDR).
+// ServiceClusterIPRange is the cluster's Service range. Outside realnode's
+// namespace nothing routes it; it only has to be valid and disjoint from the
+// pod ranges (see podCIDR).
+const ServiceClusterIPRange = "10.0.0.0/24"
+
+// Fixed names inside the cluster.
 const (
-	serviceClusterIPRange = "10.0.0.0/24"
-	serviceAccountIssuer  = "https://kubernetes.default.svc.cluster.local"
-	adminUser             = "edgequorum-admin"
-	kcmUser               = "system:kube-controller-manager"
-	frontProxyClient      = "front-proxy-client"
-	kubeletClientUser     = "kube-apiserver-kubelet-client"
+	serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+	adminUser            = "edgequorum-admin"
+	kcmUser              = "system:kube-controller-manager"
+	frontProxyClient     = "front-proxy-client"
+	kubeletClientUser    = "kube-apiserver-kubelet-client"
 )
 
 // errPortInUse marks a start failure caused by another process taking a port
@@ -218,7 +221,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, port, etcdPort int) error 
 		"--service-account-issuer=" + serviceAccountIssuer,
 		"--service-account-key-file=" + c.path("sa.pub"),
 		"--service-account-signing-key-file=" + c.path("sa.key"),
-		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		"--service-cluster-ip-range=" + ServiceClusterIPRange,
 		"--allow-privileged=true",
 	}
 	if c.opts.nodeNetwork() {
@@ -317,7 +320,7 @@ func (c *Cluster) startKCM(ctx context.Context, port int) error {
 		"--root-ca-file=" + c.path("ca.crt"),
 		"--cluster-signing-cert-file=" + c.path("ca.crt"),
 		"--cluster-signing-key-file=" + c.path("ca.key"),
-		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		"--service-cluster-ip-range=" + ServiceClusterIPRange,
 		"--controllers=" + strings.Join(c.opts.Controllers, ","),
 		"--node-monitor-grace-period=" + c.opts.NodeMonitorGracePeriod.String(),
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,9 @@ type Options struct {
 	Dir string
 	// AgentArgs are extra flags for every agent (e.g. shorter timers).
 	AgentArgs []string
+	// IPs, when set, are the nodes' addresses in order (one per node);
+	// otherwise each node gets the next loopback address of the cluster.
+	IPs []netip.Addr
 }
 
 // Zone is a running zone.
@@ -64,6 +68,9 @@ type Zone struct {
 func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, error) {
 	if opts.Zone == "" || opts.Nodes < 1 || opts.Dir == "" {
 		return nil, errors.New("zonerun: Zone, Nodes and Dir are required")
+	}
+	if len(opts.IPs) > 0 && len(opts.IPs) != opts.Nodes {
+		return nil, fmt.Errorf("zonerun: %d IPs for %d nodes", len(opts.IPs), opts.Nodes)
 	}
 	if opts.NodePrefix == "" {
 		opts.NodePrefix = opts.Zone
@@ -95,7 +102,11 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 	}
 	for i := 1; i <= opts.Nodes; i++ {
 		name := fmt.Sprintf("%s-%d", opts.NodePrefix, i)
-		k, err := c.AddNode(ctx, testcluster.NodeOptions{Name: name, Zone: opts.Zone})
+		no := testcluster.NodeOptions{Name: name, Zone: opts.Zone}
+		if len(opts.IPs) > 0 {
+			no.IP = opts.IPs[i-1]
+		}
+		k, err := c.AddNode(ctx, no)
 		if err != nil {
 			z.Stop()
 			return nil, err
