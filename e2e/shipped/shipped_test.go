@@ -1,0 +1,410 @@
+// Package shipped runs what an operator installs, as shipped: the images `make
+// image` builds, imported into a real containerd, and deploy/install/*.yaml
+// applied unchanged, under a real kubelet on the test control plane.
+package shipped
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgequorum/edgequorum/internal/realnode"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func TestMain(m *testing.M) { os.Exit(realnode.RunInNamespace(m)) }
+
+const (
+	zoneName      = "site-a"
+	realNode      = "site-a-real"
+	agentNS       = "edgequorum-system"
+	webhookNS     = "edgequorum-webhook"
+	agentSelector = "app.kubernetes.io/name=edgequorum-agent"
+	// containerMemory is the DaemonSet's memory limit, 128Mi, of which
+	// --memory-limit=auto gives the Go runtime 90 %.
+	containerMemory = 128 << 20
+)
+
+// env runs the operator's commands: kubectl and edgequorum from bin/, the
+// admin kubeconfig, in the repository root so deploy/install paths resolve.
+type env struct {
+	t      *testing.T
+	root   string
+	vars   []string
+	client kubernetes.Interface
+}
+
+func (e *env) sh(ctx context.Context, line string) string {
+	e.t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-ec", line)
+	cmd.Dir, cmd.Env = e.root, e.vars
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	e.t.Logf("$ %s (%s)\n%s", line, time.Since(start).Round(time.Millisecond), out.String())
+	if err != nil {
+		e.t.Fatalf("%s: %v", line, err)
+	}
+	return out.String()
+}
+
+// eventually polls cond every 200 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for {
+		ok, detail := cond()
+		if ok {
+			d := time.Since(start)
+			t.Logf("%s after %s", what, d.Round(time.Millisecond))
+			return d
+		}
+		last = detail
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestShippedManifestsOnARealKubelet(t *testing.T) {
+	realnode.Require(t)
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imageTar := filepath.Join(bin, "image", fmt.Sprintf("edgequorum-%s-linux-%s.tar", strings.TrimSpace(string(version)), runtime.GOARCH))
+	for _, need := range []string{imageTar, filepath.Join(bin, "kubectl"), filepath.Join(bin, "edgequorum")} {
+		if _, err := os.Stat(need); err != nil {
+			if os.Getenv(testcluster.RequireEnv) != "" {
+				t.Fatalf("%v (make image build noderuntime)", err)
+			}
+			t.Skipf("skipping: %v (make image build noderuntime)", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// No fake cloud node: the webhook Deployment must land on the real one.
+	c := testcluster.StartT(t, testcluster.Options{
+		AdvertiseAddress:       realnode.APIServerAddress,
+		NoCloudNode:            true,
+		NodeMonitorGracePeriod: 20 * time.Second,
+	})
+	node := realnode.StartT(t, c, realnode.Options{Name: realNode})
+	if err := node.ImportImage(ctx, imageTar); err != nil {
+		t.Fatal(err)
+	}
+	// Three fake edge nodes with agents as host processes; the real node's
+	// agent will join them.
+	// They sit on the node network too: agents bind outgoing connections to
+	// their advertise address, and nothing carries traffic between loopback
+	// and the node network.
+	z, err := zonerun.Start(ctx, c, zonerun.Options{Zone: zoneName, Nodes: 3, Dir: t.TempDir(), IPs: realnode.FakeNodeAddresses[:3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(z.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, a := range z.Agents() {
+				t.Logf("---- agent %s (host process) ----\n%s", a.Name, a.NoticeTail(40))
+			}
+		}
+	})
+	e := &env{t: t, root: root, client: c.Client(), vars: append(os.Environ(),
+		"PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.KubeconfigPath(), "HOME="+t.TempDir())}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for name, tail := range node.LogTails(60) {
+				t.Logf("---- %s ----\n%s", name, tail)
+			}
+			for _, ns := range []string{agentNS, webhookNS} {
+				pods, err := e.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNode})
+				if err != nil {
+					continue
+				}
+				for _, p := range pods.Items {
+					for _, prev := range []string{"--previous", "--tail=40"} {
+						cmd := exec.Command(filepath.Join(bin, "kubectl"), "-n", ns, "logs", "--all-containers", "--tail=40", prev, p.Name)
+						cmd.Env = e.vars
+						out, _ := cmd.CombinedOutput()
+						t.Logf("---- kubectl -n %s logs %s %s ----\n%s", ns, prev, p.Name, out)
+					}
+				}
+			}
+		}
+	})
+
+	names := []string{zoneName + "-1", zoneName + "-2", zoneName + "-3"}
+	want := map[string]zone.State{}
+	for _, n := range names {
+		want[n] = zone.Healthy
+	}
+	waitStates(t, e.client, 2*time.Minute, want)
+
+	t.Run("webhook behind its Service strips the taint of a vouched node", func(t *testing.T) {
+		e.t = t
+		e.sh(ctx, "edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -")
+		eventually(t, 3*time.Minute, "webhook Deployment ready on the real node", func() (bool, string) {
+			d, err := e.client.AppsV1().Deployments(webhookNS).Get(ctx, "edgequorum-webhook", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return d.Status.ReadyReplicas >= 1, fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, d.Status.Replicas)
+		})
+		cut := z.Agent(names[2]).Kubelet
+		cut.Cut()
+		eventually(t, time.Minute, names[2]+" Unknown", func() (bool, string) {
+			return readyStatus(ctx, e.client, names[2]) == corev1.ConditionUnknown, string(readyStatus(ctx, e.client, names[2]))
+		})
+		eventually(t, time.Minute, "the webhook pod stripped unreachable:NoExecute", func() (bool, string) {
+			n, err := e.client.CoreV1().Nodes().Get(ctx, names[2], metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable && taint.Effect == corev1.TaintEffectNoExecute {
+					return false, "taint stored"
+				}
+			}
+			stripped := webhookMetric(ctx, e.client, "edgequorum_admission_taints_stripped_total")
+			return stripped >= 1, fmt.Sprintf("taints stripped by the webhook pods: %v", stripped)
+		})
+		if err := cut.Reconnect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	var first raftzone.Status
+	t.Run("agent pod joins the zone and its node gets a verdict", func(t *testing.T) {
+		e.t = t
+		e.sh(ctx, "kubectl -n "+agentNS+" create secret generic edgequorum-zone-key --from-file=zone.key="+z.KeyFile())
+		e.sh(ctx, "kubectl apply -f deploy/install/agent.yaml")
+		e.sh(ctx, "kubectl label node "+realNode+" "+zone.DefaultZoneLabel+"="+zoneName)
+		pod := waitAgentPod(t, ctx, e.client, "")
+		t.Logf("agent pod %s Ready through its readiness probe", pod.Name)
+		waitStates(t, e.client, time.Minute, map[string]zone.State{realNode: zone.Healthy})
+		first = agentStatus(t, ctx, e, pod.Name)
+		if first.Node != realNode || !first.Ready || len(first.Members) != 4 {
+			t.Fatalf("status in the pod: node %s ready %v members %d; want %s ready with 4 members", first.Node, first.Ready, len(first.Members), realNode)
+		}
+		table := e.sh(ctx, "kubectl -n "+agentNS+" exec "+pod.Name+" -- /edgequorum status")
+		for _, n := range append(names, realNode) {
+			if !strings.Contains(table, n) {
+				t.Errorf("edgequorum status in the pod lacks member %s", n)
+			}
+		}
+	})
+
+	t.Run("the running images say which build they are", func(t *testing.T) {
+		ver := strings.TrimSpace(string(version))
+		if got := agentMetric(t, ctx, `edgequorum_build_info{goversion="`+runtime.Version()+`"`); got != 1 {
+			t.Errorf("agent edgequorum_build_info = %v, want 1", got)
+		}
+		body := agentMetricsText(t, ctx)
+		if !strings.Contains(body, `version="`+ver+`"`) {
+			t.Errorf("agent /metrics has no build_info with version %s", ver)
+		}
+		if got := webhookMetric(ctx, e.client, "edgequorum_build_info"); got < 1 {
+			t.Errorf("webhook pods export edgequorum_build_info %v times, want at least 1", got)
+		}
+	})
+
+	t.Run("memory limit from the container's cgroup", func(t *testing.T) {
+		mem := float64(containerMemory)
+		wantGoMemLimit := int64(mem * 0.9)
+		got := agentMetric(t, ctx, "go_gc_gomemlimit_bytes")
+		if int64(got) != wantGoMemLimit {
+			t.Fatalf("go_gc_gomemlimit_bytes = %v, want %d (90%% of the container's 128Mi)", got, wantGoMemLimit)
+		}
+	})
+
+	t.Run("state survives kubectl delete pod", func(t *testing.T) {
+		e.t = t
+		if first.ServerID == "" {
+			t.Skip("no status from the first pod")
+		}
+		old := waitAgentPod(t, ctx, e.client, "")
+		e.sh(ctx, "kubectl -n "+agentNS+" delete pod "+old.Name)
+		pod := waitAgentPod(t, ctx, e.client, old.UID)
+		again := agentStatus(t, ctx, e, pod.Name)
+		if again.ServerID != first.ServerID {
+			t.Fatalf("Raft server ID %s after the restart, %s before: the hostPath state was lost", again.ServerID, first.ServerID)
+		}
+		waitStates(t, e.client, time.Minute, map[string]zone.State{realNode: zone.Healthy})
+	})
+}
+
+func readyStatus(ctx context.Context, c kubernetes.Interface, node string) corev1.ConditionStatus {
+	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status
+		}
+	}
+	return ""
+}
+
+// waitAgentPod waits for the agent pod on the real node, other than the pod
+// with UID not, to be Ready.
+func waitAgentPod(t *testing.T, ctx context.Context, c kubernetes.Interface, not types.UID) corev1.Pod {
+	t.Helper()
+	var found corev1.Pod
+	eventually(t, 3*time.Minute, "agent pod Ready on "+realNode, func() (bool, string) {
+		pods, err := c.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{LabelSelector: agentSelector, FieldSelector: "spec.nodeName=" + realNode})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			if p.UID == not || p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					found = p
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%s: %s", p.Name, p.Status.Phase)
+		}
+		return false, "no pod yet"
+	})
+	return found
+}
+
+func agentStatus(t *testing.T, ctx context.Context, e *env, pod string) raftzone.Status {
+	t.Helper()
+	out := e.sh(ctx, "kubectl -n "+agentNS+" exec "+pod+" -- /edgequorum status -o json")
+	var s raftzone.Status
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("status -o json: %v", err)
+	}
+	return s
+}
+
+// agentMetric reads the first sample whose line starts with name from the
+// real node's agent.
+func agentMetric(t *testing.T, ctx context.Context, name string) float64 {
+	t.Helper()
+	v, ok := sample(agentMetricsText(t, ctx), name)
+	if !ok {
+		t.Fatalf("the agent's /metrics has no %s", name)
+	}
+	return v
+}
+
+func agentMetricsText(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	url := "http://" + realnode.NodeAddress.String() + ":9471/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// webhookMetric sums name over the webhook's pods, read from each pod's IP.
+func webhookMetric(ctx context.Context, c kubernetes.Interface, name string) float64 {
+	pods, err := c.CoreV1().Pods(webhookNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		// The pod's serving certificate names the Service, not the pod IP;
+		// only the counter is wanted here.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	total := 0.0
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Status.PodIP+":9443/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if v, ok := sample(string(body), name); ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// sample returns the value of the first sample whose line starts with
+// prefix: a metric name, or a name and the start of its labels.
+func sample(text, prefix string) (float64, bool) {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `[^ ]* (\S+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	return v, err == nil
+}
+
+func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, want map[string]zone.State) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("verdicts %v", want), func() (bool, string) {
+		for node, st := range want {
+			n, err := c.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
+			if err != nil || a.State != st {
+				return false, fmt.Sprintf("%s: %q", node, n.Annotations[zone.AnnotationKey])
+			}
+		}
+		return true, ""
+	})
+}
