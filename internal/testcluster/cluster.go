@@ -178,7 +178,8 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 // processes such as the agents and the webhook.
 func (c *Cluster) KubeconfigPath() string { return c.kubeconfig }
 
-// APIServerURL is the apiserver's https://127.0.0.1:<port> address.
+// APIServerURL is the apiserver's https://127.0.0.1:<port> address, or
+// https://<Options.AdvertiseAddress>:<port> in node-network mode.
 func (c *Cluster) APIServerURL() string { return c.apiURL }
 
 // CACertPEM is the cluster CA: it signed the apiserver's serving certificate and
