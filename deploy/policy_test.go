@@ -172,3 +172,41 @@ func requireDenied(t *testing.T, what string, err error) {
 		t.Logf("%s refused: %v", what, err)
 	}
 }
+
+// TestKubeletCannotChooseItsZone: zone membership decides whose votes count
+// for whom, so a stolen edge node must not put itself into another zone. The
+// default zone label is one NodeRestriction keeps from kubelets; the topology
+// label it replaced is not (a kubelet sets that on itself at will).
+func TestKubeletCannotChooseItsZone(t *testing.T) {
+	testcluster.RequireBinaries(t)
+	c := testcluster.StartT(t, testcluster.Options{NoCloudNode: true})
+	ctx := context.Background()
+	k, err := c.AddNode(ctx, testcluster.NodeOptions{Name: "edge-z-1", Zone: "site-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := clientAs(t, c, "system:node:"+k.Name(), "system:nodes", "system:authenticated")
+	label := func(key, value string) error {
+		patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, key, value)
+		_, err := kubelet.CoreV1().Nodes().Patch(ctx, k.Name(), types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if err := label(zone.DefaultZoneLabel, "site-b"); !apierrors.IsForbidden(err) {
+		t.Fatalf("kubelet moving its node to zone site-b via %s: err %v, want Forbidden", zone.DefaultZoneLabel, err)
+	}
+	remove := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, zone.DefaultZoneLabel)
+	if _, err := kubelet.CoreV1().Nodes().Patch(ctx, k.Name(), types.MergePatchType, remove, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("kubelet removing its zone label: err %v, want Forbidden", err)
+	}
+	n, err := c.Client().CoreV1().Nodes().Get(ctx, k.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Labels[zone.DefaultZoneLabel]; got != "site-a" {
+		t.Fatalf("zone label %q after the kubelet's attempts, want site-a", got)
+	}
+	// Why the default moved: this one a kubelet may set on itself.
+	if err := label(corev1.LabelTopologyZone, "site-b"); err != nil {
+		t.Fatalf("kubelet setting %s (expected to be allowed, which is why it is no zone label): %v", corev1.LabelTopologyZone, err)
+	}
+}
