@@ -196,9 +196,6 @@ func checkZoneKey(ctx context.Context, client kubernetes.Interface) check {
 	}
 	data, ok := s.Data[zoneKeyFileKey]
 	if !ok {
-		data, ok = []byte(s.StringData[zoneKeyFileKey]), s.StringData[zoneKeyFileKey] != ""
-	}
-	if !ok {
 		c.level, c.detail = checkFail, "has no "+zoneKeyFileKey+" entry, which the DaemonSet mounts as --key-file"
 		return c
 	}
