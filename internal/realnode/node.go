@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/edgequorum/edgequorum/internal/proc"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
@@ -101,7 +102,7 @@ type Node struct {
 	snapshotter string
 	cgroupRoot  string
 
-	containerd, kubelet, kubeProxy, scheduler *process
+	containerd, kubelet, kubeProxy, scheduler *proc.Group
 
 	stopOnce sync.Once
 	stopErr  error
@@ -329,8 +330,8 @@ func (n *Node) env() []string {
 	}
 }
 
-func (n *Node) startProcess(name string, args []string) (*process, error) {
-	p, err := startProcess(name, filepath.Join(n.binDir, name), args, n.env(), filepath.Join(n.LogDir(), name+".log"))
+func (n *Node) startProcess(name string, args []string) (*proc.Group, error) {
+	p, err := proc.StartGroup(name, filepath.Join(n.binDir, name), args, n.env(), filepath.Join(n.LogDir(), name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("realnode: %w", err)
 	}
@@ -354,7 +355,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	n.containerd = p
-	if err := p.waitReady(ctx, func(ctx context.Context) error {
+	if err := p.WaitReady(ctx, n.opts.StartTimeout, func(ctx context.Context) error {
 		out, err := n.ctr(ctx, "plugins", "ls")
 		if err != nil {
 			return err
@@ -443,7 +444,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	defer hc.CloseIdleConnections()
 	healthURL := fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz[0])
 	client := n.cluster.Client()
-	if err := p.waitReady(ctx, func(ctx context.Context) error {
+	if err := p.WaitReady(ctx, n.opts.StartTimeout, func(ctx context.Context) error {
 		if err := httpGet(ctx, hc, healthURL); err != nil {
 			return err
 		}
@@ -487,7 +488,7 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
 	healthURL := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
-	if err := p.waitReady(ctx, func(ctx context.Context) error { return httpGet(ctx, hc, healthURL) }); err != nil {
+	if err := p.WaitReady(ctx, n.opts.StartTimeout, func(ctx context.Context) error { return httpGet(ctx, hc, healthURL) }); err != nil {
 		return fmt.Errorf("realnode: %w", err)
 	}
 	return nil
@@ -516,7 +517,7 @@ func (n *Node) startScheduler(ctx context.Context) error {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer hc.CloseIdleConnections()
 	healthURL := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])
-	if err := p.waitReady(ctx, func(ctx context.Context) error { return httpGet(ctx, hc, healthURL) }); err != nil {
+	if err := p.WaitReady(ctx, n.opts.StartTimeout, func(ctx context.Context) error { return httpGet(ctx, hc, healthURL) }); err != nil {
 		return fmt.Errorf("realnode: %w", err)
 	}
 	return nil
@@ -576,9 +577,9 @@ func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		defer n.release()
 		var errs []error
-		for _, p := range []*process{n.scheduler, n.kubeProxy, n.kubelet} {
+		for _, p := range []*proc.Group{n.scheduler, n.kubeProxy, n.kubelet} {
 			if p != nil {
-				if err := p.stop(n.opts.StopTimeout); err != nil {
+				if err := p.Stop(n.opts.StopTimeout); err != nil {
 					errs = append(errs, fmt.Errorf("realnode: %w", err))
 				}
 			}
@@ -595,7 +596,7 @@ func (n *Node) Stop() error {
 			}
 		}
 		if n.containerd != nil {
-			if err := n.containerd.stop(n.opts.StopTimeout); err != nil {
+			if err := n.containerd.Stop(n.opts.StopTimeout); err != nil {
 				errs = append(errs, fmt.Errorf("realnode: %w", err))
 			}
 		}
@@ -657,16 +658,13 @@ func (n *Node) runtimeProcesses() []int {
 		}
 	}
 	var pids []int
-	for _, p := range processes() {
-		if p.zombie {
-			continue
-		}
-		exe, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/exe")
+	for _, p := range liveProcesses() {
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/exe")
 		if err != nil {
 			continue
 		}
 		if targets[strings.TrimSuffix(exe, " (deleted)")] {
-			pids = append(pids, p.pid)
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
@@ -675,10 +673,8 @@ func (n *Node) runtimeProcesses() []int {
 // livePIDs filters pids down to those still running (not zombies).
 func livePIDs(pids []int) []int {
 	live := map[int]bool{}
-	for _, p := range processes() {
-		if !p.zombie {
-			live[p.pid] = true
-		}
+	for _, p := range liveProcesses() {
+		live[p.PID] = true
 	}
 	var out []int
 	for _, pid := range pids {
@@ -698,7 +694,7 @@ func (n *Node) LogTails(lines int) map[string]string {
 	tails := map[string]string{}
 	for _, e := range entries {
 		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".log") {
-			tails[e.Name()] = tailFile(filepath.Join(n.LogDir(), e.Name()), lines)
+			tails[e.Name()] = proc.TailFile(filepath.Join(n.LogDir(), e.Name()), lines)
 		}
 	}
 	return tails

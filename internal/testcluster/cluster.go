@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/edgequorum/edgequorum/internal/proc"
 )
 
 // Cluster is a running control plane and its fake kubelets. Its methods are safe
@@ -34,7 +36,7 @@ type Cluster struct {
 	kubeconfig string
 	auditLog   string
 
-	etcd, apiserver, kcm *process
+	etcd, apiserver, kcm *proc.Group
 
 	ips *ipAllocator
 
@@ -148,14 +150,14 @@ func (c *Cluster) Stop() error {
 
 func (c *Cluster) stopComponents() []error {
 	var errs []error
-	for _, p := range []**process{&c.kcm, &c.apiserver, &c.etcd} {
+	for _, p := range []**proc.Group{&c.kcm, &c.apiserver, &c.etcd} {
 		if *p == nil {
 			continue
 		}
-		if err := (*p).stop(c.opts.StopTimeout); err != nil {
+		if err := (*p).Stop(c.opts.StopTimeout); err != nil {
 			errs = append(errs, fmt.Errorf("testcluster: %w", err))
 		}
-		c.log.Info("stopped", "component", (*p).name, "pid", (*p).pid())
+		c.log.Info("stopped", "component", (*p).Name(), "pid", (*p).Pid())
 		*p = nil
 	}
 	return errs
@@ -200,9 +202,9 @@ func (c *Cluster) AuditLogPath() string { return c.auditLog }
 // kube-controller-manager) to its process ID, which is also its process-group ID.
 func (c *Cluster) PIDs() map[string]int {
 	m := map[string]int{}
-	for _, p := range []*process{c.etcd, c.apiserver, c.kcm} {
+	for _, p := range []*proc.Group{c.etcd, c.apiserver, c.kcm} {
 		if p != nil {
-			m[p.name] = p.pid()
+			m[p.Name()] = p.Pid()
 		}
 	}
 	return m
@@ -236,7 +238,7 @@ func (c *Cluster) LogTails(n int) map[string]string {
 	tails := map[string]string{}
 	for _, e := range entries {
 		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".log") {
-			tails[e.Name()] = tailFile(filepath.Join(c.LogDir(), e.Name()), n)
+			tails[e.Name()] = proc.TailFile(filepath.Join(c.LogDir(), e.Name()), n)
 		}
 	}
 	return tails

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/edgequorum/edgequorum/internal/proc"
 )
 
 // ServiceClusterIPRange is the cluster's Service range. Outside realnode's
@@ -355,23 +357,23 @@ func (c *Cluster) startKCM(ctx context.Context, port int) error {
 	})
 }
 
-func (c *Cluster) startProcess(name string, args []string) (*process, error) {
-	p, err := startProcess(name, filepath.Join(c.binDir, name), args, filepath.Join(c.LogDir(), name+".log"))
+func (c *Cluster) startProcess(name string, args []string) (*proc.Group, error) {
+	p, err := proc.StartGroup(name, filepath.Join(c.binDir, name), args, nil, filepath.Join(c.LogDir(), name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	c.log.Info("started", "component", name, "pid", p.pid())
+	c.log.Info("started", "component", name, "pid", p.Pid())
 	return p, nil
 }
 
-// waitReady wraps process.waitReady and classifies a lost port race.
-func (c *Cluster) waitReady(ctx context.Context, p *process, check func(context.Context) error) error {
-	err := p.waitReady(ctx, c.opts.StartTimeout, check)
+// waitReady wraps proc.Group.WaitReady and classifies a lost port race.
+func (c *Cluster) waitReady(ctx context.Context, p *proc.Group, check func(context.Context) error) error {
+	err := p.WaitReady(ctx, c.opts.StartTimeout, check)
 	if err == nil {
-		c.log.Info("ready", "component", p.name)
+		c.log.Info("ready", "component", p.Name())
 		return nil
 	}
-	if exited, _ := p.exitErr(); exited && strings.Contains(tailFile(p.logPath, 50), "address already in use") {
+	if exited, _ := p.Exited(); exited && strings.Contains(proc.TailFile(p.LogPath(), 50), "address already in use") {
 		return fmt.Errorf("testcluster: %w: %w", errPortInUse, err)
 	}
 	return fmt.Errorf("testcluster: %w", err)
