@@ -197,5 +197,8 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusServiceUnavailable, "commit_failed", err)
 		return
 	}
+	// A new member may complete the zone's voter set: look now, not at the
+	// next reconcile tick.
+	s.kickReconcile()
 	writeJSON(w, http.StatusOK, struct{}{})
 }

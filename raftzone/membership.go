@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
@@ -139,20 +140,57 @@ func (s *Server) configuration() (map[string]raft.Server, error) {
 }
 
 // reconcileLoop keeps membership and voters right for as long as this member
-// leads.
+// leads. Besides its tick it runs at once when a member joins (kickReconcile),
+// and while the zone is short of voters it could have — a candidate still
+// catching up — it looks again after formationRetry, doubling up to the tick:
+// a forming zone gets its voters within moments of its members joining, not at
+// the next tick, and a zone stuck short costs no more than before.
 func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
 	p := newPromoter()
 	t := s.clock.NewTicker(s.cfg.ReconcilePeriod)
 	defer t.Stop()
+	retry := formationRetry
 	for {
-		if err := s.reconcile(ctx, p); err != nil && ctx.Err() == nil {
+		short, err := s.reconcile(ctx, p)
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("membership reconcile failed", "term", term, "err", err)
+		}
+		var (
+			timer clock.Timer
+			again <-chan time.Time
+		)
+		if short || err != nil {
+			timer = s.clock.NewTimer(retry)
+			again = timer.C()
+			retry = min(2*retry, s.cfg.ReconcilePeriod)
+		} else {
+			retry = formationRetry
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-t.C():
+		case <-s.reconcileKick:
+			retry = formationRetry
+		case <-again:
 		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// formationRetry is the first pause before the leader looks again at a zone
+// short of voters.
+const formationRetry = 100 * time.Millisecond
+
+// kickReconcile asks the leader's reconcile loop for a round now.
+func (s *Server) kickReconcile() {
+	select {
+	case s.reconcileKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -160,21 +198,21 @@ func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
 // the cluster's member list (removals, address changes, ourselves); the Raft
 // configuration onto the member list; and the voter set onto --voters healthy
 // members. Each step is level-triggered, so a failed step is retried next round.
-func (s *Server) reconcile(ctx context.Context, p *promoter) error {
+func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err error) {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
 	members, err := s.store.Members()
 	if err != nil {
-		return err
+		return false, err
 	}
 	cfg, err := s.configuration()
 	if err != nil {
-		return err
+		return false, err
 	}
 	next := withRoles(s.desiredMembers(members), cfg)
 	if !slices.Equal(members, next) {
 		if err := s.commitMembers(ctx, next); err != nil {
-			return err
+			return false, err
 		}
 		members = next
 	}
@@ -191,7 +229,7 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) error {
 		if _, ok := byID[id]; !ok {
 			s.log.Info("removing server that is no longer a member", "peerID", id, "address", srv.Address)
 			if err := s.raft.RemoveServer(srv.ID, 0, configChangeTimeout).Error(); err != nil {
-				return fmt.Errorf("remove server %s: %w", id, err)
+				return false, fmt.Errorf("remove server %s: %w", id, err)
 			}
 			s.metrics.membershipChanges.WithLabelValues("remove").Inc()
 			delete(cfg, id)
@@ -206,22 +244,22 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) error {
 			continue
 		}
 		if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
+			return false, fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
 		cfg[m.ServerID] = raft.Server{ID: raft.ServerID(m.ServerID), Address: raft.ServerAddress(m.RaftAddress), Suffrage: raft.Nonvoter}
 	}
-	if err := s.balanceVoters(ctx, p, members, cfg); err != nil {
-		return err
+	if short, err = s.balanceVoters(ctx, p, members, cfg); err != nil {
+		return false, err
 	}
 	// Record the suffrage changes just made in the cached member list.
 	if cfg, err = s.configuration(); err != nil {
-		return err
+		return false, err
 	}
 	if next := withRoles(members, cfg); !slices.Equal(members, next) {
-		return s.commitMembers(ctx, next)
+		return short, s.commitMembers(ctx, next)
 	}
-	return nil
+	return short, nil
 }
 
 // desiredMembers applies the cluster's member list to the replicated one. When

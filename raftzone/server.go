@@ -65,6 +65,9 @@ type Server struct {
 	// membershipMu serializes the leader's configuration changes (joins and
 	// reconcile rounds) so each works from the configuration the last left.
 	membershipMu sync.Mutex
+	// reconcileKick asks the leader's reconcile loop for a round now (a
+	// member joined).
+	reconcileKick chan struct{}
 
 	// term is the Raft term captured after this member won leadership and
 	// passed a Barrier; 0 while it does not lead. Writes out of the zone are
@@ -103,6 +106,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		clock:   cfg.Clock,
 		metrics: newMetrics(cfg.Registerer),
 		started: make(chan struct{}),
+
+		reconcileKick: make(chan struct{}, 1),
 	}
 	// The zone port's TLS identity and the authenticated client exist before
 	// Run, so the agent can hand the client to its peer probes up front.

@@ -13,20 +13,27 @@ import (
 // Status is one member's view of its zone, served at /v1/status and printed by
 // `edgequorum status`.
 type Status struct {
-	Node          string         `json:"node"`
-	Zone          string         `json:"zone"`
-	ServerID      string         `json:"serverID"`
-	State         string         `json:"state"`
-	Term          uint64         `json:"term"`
-	Leader        string         `json:"leader,omitempty"`
-	LeaderAddress string         `json:"leaderAddress,omitempty"`
-	CommitIndex   uint64         `json:"commitIndex"`
-	AppliedIndex  uint64         `json:"appliedIndex"`
-	LastIndex     uint64         `json:"lastIndex"`
-	Joined        bool           `json:"joined"`
-	Ready         bool           `json:"ready"`
-	Members       []MemberStatus `json:"members"`
-	Verdicts      []zone.Verdict `json:"verdicts"`
+	Node          string `json:"node"`
+	Zone          string `json:"zone"`
+	ServerID      string `json:"serverID"`
+	State         string `json:"state"`
+	Term          uint64 `json:"term"`
+	Leader        string `json:"leader,omitempty"`
+	LeaderAddress string `json:"leaderAddress,omitempty"`
+	CommitIndex   uint64 `json:"commitIndex"`
+	AppliedIndex  uint64 `json:"appliedIndex"`
+	LastIndex     uint64 `json:"lastIndex"`
+	Joined        bool   `json:"joined"`
+	// Voters is how many voters the zone's configuration holds, WantVoters
+	// how many it should hold for its member count (--voters at most).
+	// Forming is true while it holds fewer: the zone is still being built,
+	// or short of voters it could have.
+	Voters     int            `json:"voters"`
+	WantVoters int            `json:"wantVoters"`
+	Forming    bool           `json:"forming"`
+	Ready      bool           `json:"ready"`
+	Members    []MemberStatus `json:"members"`
+	Verdicts   []zone.Verdict `json:"verdicts"`
 	// APIReachable is whether this member reaches the Kubernetes API.
 	APIReachable bool `json:"apiReachable"`
 	// LastAPIWrite is this member's last successful API write (leaders only
@@ -61,7 +68,7 @@ const readySlack = 64
 func (s *Server) Status() Status {
 	now := s.clock.Now().UTC()
 	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, ServerID: s.serverID, At: now,
-		APIReachable: s.deps.APIHealth.Reachable()}
+		APIReachable: s.reachesAPI()}
 	if w := s.deps.Writes; w != nil {
 		if t := w.LastWrite(); !t.IsZero() {
 			t = t.UTC()
@@ -97,6 +104,13 @@ func (s *Server) Status() Status {
 		}
 		st.Members = append(st.Members, ms)
 	}
+	for _, srv := range cfg {
+		if srv.Suffrage == raft.Voter {
+			st.Voters++
+		}
+	}
+	st.WantVoters = desiredVoters(len(cfg), s.cfg.Voters)
+	st.Forming = st.Joined && st.Voters < st.WantVoters
 	verdicts, _ := s.store.Verdicts()
 	st.Verdicts = sortedVerdicts(verdicts)
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Node, b.Node) })

@@ -4,23 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
-
-// desiredVoters is the voter count for a zone of m members: every member while
-// the zone is no larger than --voters (which is odd), else --voters. A small zone
-// of even size therefore has an even voter set, on purpose: when it splits in
-// half neither half can commit, and neither half should judge the other dead —
-// from inside a split there is no telling which half failed.
-func desiredVoters(m, limit int) int {
-	return max(min(m, limit), 1)
-}
 
 // promoter remembers, for one leadership term, since when each voter has looked
 // unhealthy, so a voter is replaced only after --dead-voter-timeout.
@@ -29,14 +18,6 @@ type promoter struct {
 }
 
 func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
-
-// memberHealth is what the promoter knows of a member.
-type memberHealth struct {
-	m       zone.Member
-	voter   bool
-	healthy bool
-	api     bool
-}
 
 // maxPromotionLag is how many log entries a nonvoter may trail the leader's
 // last index and still be promoted: the configuration entry that makes it a
@@ -77,133 +58,81 @@ func (s *Server) checkCandidate(ctx context.Context, m zone.Member) error {
 	return nil
 }
 
-// balanceVoters keeps desiredVoters voters, preferring members that are healthy
-// and reach the apiserver. It promotes before it demotes, so a replacement never
-// lowers the zone's fault tolerance in between, and promotes only members that
-// answer a live check (checkCandidate).
-func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) error {
+// balanceVoters keeps desiredVoters voters (planVoters decides who) and applies
+// the plan: promotions first, each only after the candidate answers its live
+// check (checkCandidate), then demotions. It returns whether the zone is short
+// of voters it could have, so the caller looks again soon.
+func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
 	now := s.clock.Now()
 	last := s.lastReports()
 	verdicts, err := s.store.Verdicts()
 	if err != nil {
-		return err
+		return false, err
 	}
-	var hs []memberHealth
+	seats := make([]seat, 0, len(members))
+	byID := make(map[string]zone.Member, len(members))
 	for _, m := range members {
+		byID[m.ServerID] = m
 		srv, ok := cfg[m.ServerID]
 		if !ok {
 			continue
 		}
-		h := memberHealth{m: m, voter: srv.Suffrage == raft.Voter}
-		if m.Node == s.cfg.Node {
-			h.healthy, h.api = true, s.deps.APIHealth.Reachable()
-		} else if lr, ok := last[m.Node]; ok && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout {
-			h.healthy = verdicts[m.Node].State != zone.Unhealthy
-			h.api = lr.APIReachable
+		st := seat{id: m.ServerID, node: m.Node, self: m.Node == s.cfg.Node, voter: srv.Suffrage == raft.Voter, joinedAt: m.JoinedAt}
+		healthy := false
+		switch lr, reported := last[m.Node]; {
+		case st.self:
+			healthy, st.api = true, s.reachesAPI()
+		case reported && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout:
+			healthy, st.api = verdicts[m.Node].State != zone.Unhealthy, lr.APIReachable
+		case !st.voter && !reported && now.Sub(m.JoinedAt) <= s.cfg.VoteTimeout:
+			// Joined moments ago and not reported yet: the live check
+			// alone decides, so a forming zone gets its voters at once.
+			st.eligible = verdicts[m.Node].State != zone.Unhealthy
 		}
-		if h.voter && !h.healthy {
+		if st.voter && !healthy {
 			if _, ok := p.unhealthySince[m.ServerID]; !ok {
 				p.unhealthySince[m.ServerID] = now
 			}
+			st.unhealthy = true
+			st.dead = now.Sub(p.unhealthySince[m.ServerID]) >= s.cfg.DeadVoterTimeout
 		} else {
 			delete(p.unhealthySince, m.ServerID)
 		}
-		hs = append(hs, h)
+		if !st.voter && healthy {
+			st.eligible = true
+		}
+		seats = append(seats, st)
 	}
-	want := desiredVoters(len(hs), s.cfg.Voters)
-	var voters, spares []memberHealth
-	dead := 0
-	for _, h := range hs {
-		switch {
-		case h.voter:
-			voters = append(voters, h)
-			if since, ok := p.unhealthySince[h.m.ServerID]; ok && now.Sub(since) >= s.cfg.DeadVoterTimeout {
-				dead++
-			}
-		case h.healthy:
-			spares = append(spares, h)
+	plan := planVoters(seats, desiredVoters(len(seats), s.cfg.Voters), func(c seat) bool {
+		if ctx.Err() != nil {
+			return false
 		}
-	}
-	// Best spares first: reach the apiserver, then longest-standing, then name.
-	slices.SortFunc(spares, func(a, b memberHealth) int {
-		if a.api != b.api {
-			if a.api {
-				return -1
-			}
-			return 1
-		}
-		if c := a.m.JoinedAt.Compare(b.m.JoinedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.m.Node, b.m.Node)
-	})
-	need := max(0, want-len(voters)+dead)
-	var ready []memberHealth
-	for _, h := range spares {
-		if len(ready) >= need {
-			break
-		}
-		if err := s.checkCandidate(ctx, h.m); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		if err := s.checkCandidate(ctx, byID[c.id]); err != nil {
 			s.metrics.membershipChanges.WithLabelValues("promote_skipped").Inc()
-			s.log.Info("not promoting member that fails its live check", "peer", h.m.Node, "err", err)
-			continue
+			s.log.Info("not promoting member that fails its live check", "peer", c.node, "err", err)
+			return false
 		}
-		ready = append(ready, h)
+		return true
+	})
+	if err := ctx.Err(); err != nil {
+		return false, err
 	}
-	promote := len(ready)
-	// Grow from an odd voter count in pairs: an even count below the target
-	// tolerates no more failures than one voter fewer, but has one more node
-	// whose death costs the quorum — two voters are the worst case, where
-	// either death stalls the zone. A replacement's demotion follows at once.
-	if n := len(voters) + promote; promote > 0 && dead == 0 && n%2 == 0 && n < want {
-		promote--
-	}
-	for _, h := range ready[:promote] {
-		if err := s.raft.AddVoter(raft.ServerID(h.m.ServerID), raft.ServerAddress(h.m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return fmt.Errorf("promote %s: %w", h.m.Node, err)
+	for _, c := range plan.promote {
+		if err := s.raft.AddVoter(raft.ServerID(c.id), raft.ServerAddress(byID[c.id].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("promote %s: %w", c.node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("promote").Inc()
-		s.log.Info("promoted member to voter", "peer", h.m.Node, "apiReachable", h.api)
-		voters = append(voters, memberHealth{m: h.m, voter: true, healthy: true, api: h.api})
+		s.log.Info("promoted member to voter", "peer", c.node, "apiReachable", c.api)
 	}
-	// Demote the worst voters beyond want: dead first, then unhealthy, then
-	// those that cannot reach the apiserver. Never ourselves.
-	excess := len(voters) - want
-	if excess <= 0 {
-		return nil
-	}
-	rank := func(h memberHealth) int {
-		if since, ok := p.unhealthySince[h.m.ServerID]; ok {
-			if now.Sub(since) >= s.cfg.DeadVoterTimeout {
-				return 0
-			}
-			return 1
-		}
-		if !h.api {
-			return 2
-		}
-		return 3
-	}
-	slices.SortStableFunc(voters, func(a, b memberHealth) int { return rank(a) - rank(b) })
-	for _, h := range voters {
-		if excess == 0 {
-			break
-		}
-		if h.m.ServerID == s.serverID {
-			continue
-		}
-		if err := s.raft.DemoteVoter(raft.ServerID(h.m.ServerID), 0, configChangeTimeout).Error(); err != nil {
+	for _, c := range plan.demote {
+		if err := s.raft.DemoteVoter(raft.ServerID(c.id), 0, configChangeTimeout).Error(); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) {
-				return err
+				return false, err
 			}
-			return fmt.Errorf("demote %s: %w", h.m.Node, err)
+			return false, fmt.Errorf("demote %s: %w", c.node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("demote").Inc()
-		s.log.Info("demoted voter", "peer", h.m.Node, "rank", rank(h))
-		excess--
+		s.log.Info("demoted voter", "peer", c.node, "dead", c.dead, "unhealthy", c.unhealthy, "apiReachable", c.api)
 	}
-	return nil
+	return plan.short, nil
 }

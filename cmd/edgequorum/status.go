@@ -93,7 +93,11 @@ func printStatus(w io.Writer, st raftzone.Status) {
 	if st.LastAPIWrite != nil {
 		lastWrite = st.At.Sub(*st.LastAPIWrite).Round(100*time.Millisecond).String() + " ago"
 	}
-	fmt.Fprintf(w, "node %s   zone %s   %s   term %d   leader %s\n", st.Node, st.Zone, st.State, st.Term, orDash(st.Leader))
+	voters := fmt.Sprintf("voters %d of %d", st.Voters, st.WantVoters)
+	if st.Forming {
+		voters = fmt.Sprintf("FORMING: %d of %d voters", st.Voters, st.WantVoters)
+	}
+	fmt.Fprintf(w, "node %s   zone %s   %s   term %d   leader %s   %s\n", st.Node, st.Zone, st.State, st.Term, orDash(st.Leader), voters)
 	fmt.Fprintf(w, "commit %d   applied %d   joined %s   ready %s   apiserver %s   last API write %s   pending writes %d\n\n",
 		st.CommitIndex, st.AppliedIndex, yes[st.Joined], yes[st.Ready], map[bool]string{true: "reachable", false: "unreachable"}[st.APIReachable], lastWrite, st.PendingWrites)
 	verdicts := map[string]zone.Verdict{}

@@ -1,0 +1,137 @@
+package raftzone
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// desiredVoters is the voter count for a zone of m members: every member while
+// the zone is no larger than --voters (which is odd), else --voters. A small zone
+// of even size therefore has an even voter set, on purpose: when it splits in
+// half neither half can commit, and neither half should judge the other dead —
+// from inside a split there is no telling which half failed.
+func desiredVoters(m, limit int) int {
+	return max(min(m, limit), 1)
+}
+
+// seat is what the voter planner knows of one member of the Raft configuration.
+type seat struct {
+	id, node string
+	self     bool
+	voter    bool
+	// eligible: a nonvoter the zone has no reason to distrust — not judged
+	// unhealthy, and either reporting or joined too recently to have
+	// reported. It still has to pass the live check before it votes.
+	eligible bool
+	// unhealthy: a voter that has not reported within the vote timeout, or
+	// that the zone judged unhealthy; dead once it stayed so for
+	// --dead-voter-timeout.
+	unhealthy, dead bool
+	api             bool
+	joinedAt        time.Time
+}
+
+// voterPlan is what the leader should change in the Raft configuration, in
+// order: promotions first, so a replacement never lowers the zone's fault
+// tolerance in between.
+type voterPlan struct {
+	promote, demote []seat
+	// skipped are the candidates that failed their live check.
+	skipped []seat
+	// short is true when the zone has fewer voters than it wants and an
+	// eligible member could not be promoted: the leader should look again
+	// soon rather than at its next reconcile tick.
+	short bool
+}
+
+// planVoters decides promotions and demotions for a zone that wants `want`
+// voters. It is pure but for live, the check each candidate must pass right
+// before its promotion (is it alive and caught up?); live is called only for
+// the candidates the plan needs, best first, so a zone at its target makes no
+// calls at all.
+//
+// The rules: keep `want` voters, preferring members that reach the apiserver,
+// then the longest-standing; replace voters dead for --dead-voter-timeout;
+// grow from an odd count in pairs; demote the worst voters beyond want — dead,
+// then unhealthy, then those without the apiserver — and never the leader.
+func planVoters(seats []seat, want int, live func(seat) bool) voterPlan {
+	var voters, spares []seat
+	dead := 0
+	for _, s := range seats {
+		switch {
+		case s.voter:
+			voters = append(voters, s)
+			if s.dead {
+				dead++
+			}
+		case s.eligible:
+			spares = append(spares, s)
+		}
+	}
+	// Best spares first: reach the apiserver, then longest-standing, then name.
+	slices.SortFunc(spares, func(a, b seat) int {
+		if a.api != b.api {
+			if a.api {
+				return -1
+			}
+			return 1
+		}
+		if c := a.joinedAt.Compare(b.joinedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.node, b.node)
+	})
+	var plan voterPlan
+	need := max(0, want-len(voters)+dead)
+	var ready []seat
+	for _, s := range spares {
+		if len(ready) >= need {
+			break
+		}
+		if !live(s) {
+			plan.skipped = append(plan.skipped, s)
+			continue
+		}
+		ready = append(ready, s)
+	}
+	promote := len(ready)
+	// Grow from an odd voter count in pairs: an even count below the target
+	// tolerates no more failures than one voter fewer, but has one more node
+	// whose death costs the quorum — two voters are the worst case, where
+	// either death stalls the zone. A replacement's demotion follows at once.
+	if n := len(voters) + promote; promote > 0 && dead == 0 && n%2 == 0 && n < want {
+		promote--
+	}
+	plan.promote = ready[:promote]
+	plan.short = len(voters)+promote < want && len(plan.skipped) > 0
+
+	voters = append(voters, plan.promote...)
+	excess := len(voters) - want
+	if excess <= 0 {
+		return plan
+	}
+	rank := func(s seat) int {
+		switch {
+		case s.dead:
+			return 0
+		case s.unhealthy:
+			return 1
+		case !s.api:
+			return 2
+		}
+		return 3
+	}
+	slices.SortStableFunc(voters, func(a, b seat) int { return rank(a) - rank(b) })
+	for _, s := range voters {
+		if excess == 0 {
+			break
+		}
+		if s.self {
+			continue
+		}
+		plan.demote = append(plan.demote, s)
+		excess--
+	}
+	return plan
+}
