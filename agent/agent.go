@@ -28,6 +28,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 	applyMemoryLimit(cfg.MemoryLimit, "/sys/fs/cgroup", log)
 	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
 	if err != nil {
@@ -61,7 +64,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var srv *raftzone.Server
 	wcfg := apiwriter.DefaultConfig()
 	wcfg.Zone, wcfg.Node, wcfg.LeaseNamespace = zoneName, cfg.Raft.Node, cfg.LeaseNamespace
-	wcfg.LeaseRenew, wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.ZoneLeaseRenew, cfg.APICheckPeriod, cfg.APITimeout
+	wcfg.LeaseRenew, wcfg.LeaseDuration = cfg.ZoneLeaseRenew, cfg.ZoneLeaseDuration()
+	wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.APICheckPeriod, cfg.APITimeout
 	wcfg.Logger, wcfg.Registerer = log.With("component", "apiwriter"), reg
 	writer, err := apiwriter.New(wcfg, client, fence{&srv}, memberCount(func() int {
 		ms, err := srv.Store().Members()

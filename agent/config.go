@@ -55,7 +55,7 @@ func DefaultConfig() Config {
 		ZoneLabel:        zone.DefaultZoneLabel,
 		LeaseNamespace:   zone.DefaultLeaseNamespace,
 		ZoneLeaseRenew:   5 * time.Second,
-		APICheckPeriod:   2 * time.Second,
+		APICheckPeriod:   time.Second,
 		APITimeout:       10 * time.Second,
 		StatusAddress:    ":9471",
 		ScoreLine:        100,
@@ -73,6 +73,29 @@ func DefaultProbes(peerPort int) []probe.Spec {
 		panic(err) // a constant spec; a failure is a programming error
 	}
 	return specs
+}
+
+// leaseWriteMargin is what a new leader needs, after it won, to renew the
+// zone Lease: a Barrier on its own log and one read and one write to the
+// apiserver.
+const leaseWriteMargin = 2 * time.Second
+
+// longZoneLease is the zone Lease duration past which the agent warns. The
+// webhook trusts a zone for that long after its last renewal, so a zone that
+// lost its quorum together with some of its nodes should stop vouching for
+// them before the node lifecycle controller calls them Unknown: 40 s of the
+// controller manager's default 50 s grace period. Only a warning: the agent
+// does not know the cluster's grace period.
+const longZoneLease = 40 * time.Second
+
+// ZoneLeaseDuration is how long a zone Lease renewal stays valid: one renewal
+// period plus the longest leadership handover (raftzone.Config.HandoverBound)
+// plus what the new leader needs to renew. A zone that keeps a quorum
+// therefore never shows the webhook a lapsed Lease, not even while a leader
+// that lost the cloud hands over.
+func (c *Config) ZoneLeaseDuration() time.Duration {
+	d := c.ZoneLeaseRenew + c.Raft.HandoverBound() + leaseWriteMargin
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // Validate checks every flag before anything starts; each message names its
@@ -106,5 +129,20 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
 		}
 	}
+	if c.APICheckPeriod > 0 && c.Raft.APIServerFailTimeout < 2*c.APICheckPeriod {
+		errs = append(errs, fmt.Errorf("--apiserver-fail-timeout %s must be at least twice --apiserver-check-period %s, or one late check hands leadership over",
+			c.Raft.APIServerFailTimeout, c.APICheckPeriod))
+	}
 	return errors.Join(errs...)
+}
+
+// Warnings returns what is allowed but probably wrong in the configuration.
+func (c *Config) Warnings() []string {
+	var w []string
+	if d := c.ZoneLeaseDuration(); d > longZoneLease {
+		w = append(w, fmt.Sprintf("--zone-lease-renew %s, --apiserver-fail-timeout %s and --raft-election-timeout %s make the zone Lease valid for %s, more than %s: "+
+			"unless the controller manager's --node-monitor-grace-period is longer, a zone that lost its quorum keeps its dead nodes protected for a while after they go Unknown",
+			c.ZoneLeaseRenew, c.Raft.APIServerFailTimeout, c.Raft.RaftElectionTimeout, d, longZoneLease))
+	}
+	return w
 }

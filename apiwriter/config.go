@@ -22,7 +22,11 @@ type Config struct {
 	LeaseNamespace string
 	// LeaseRenew is the zone Lease renewal period [--zone-lease-renew].
 	LeaseRenew time.Duration
-	// HealthPeriod is how often the apiserver's /readyz is checked
+	// LeaseDuration is written as the Lease's leaseDurationSeconds: how long
+	// the webhook trusts a renewal. The agent derives it from its own timers
+	// so that a leadership handover always fits inside it.
+	LeaseDuration time.Duration
+	// HealthPeriod is how often the apiserver's /version is checked
 	// [--apiserver-check-period].
 	HealthPeriod time.Duration
 	// RetryBase and RetryMax bound the per-node backoff of failed writes.
@@ -41,7 +45,8 @@ func DefaultConfig() Config {
 	return Config{
 		LeaseNamespace: zone.DefaultLeaseNamespace,
 		LeaseRenew:     5 * time.Second,
-		HealthPeriod:   2 * time.Second,
+		LeaseDuration:  15 * time.Second,
+		HealthPeriod:   time.Second,
 		RetryBase:      200 * time.Millisecond,
 		RetryMax:       30 * time.Second,
 		WriteTimeout:   10 * time.Second,
@@ -68,6 +73,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
 		}
+	}
+	if c.LeaseDuration < 2*c.LeaseRenew {
+		errs = append(errs, fmt.Errorf("zone lease duration %s must be at least twice --zone-lease-renew %s, or one slow renewal lets the Lease lapse", c.LeaseDuration, c.LeaseRenew))
 	}
 	return errors.Join(errs...)
 }

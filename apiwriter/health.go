@@ -15,6 +15,8 @@ type reachability struct {
 	known     bool
 	reachable bool
 	since     time.Time
+	// lastContact is when the apiserver last answered anything.
+	lastContact time.Time
 }
 
 // Reachable reports whether the apiserver answered the last call or health
@@ -33,6 +35,16 @@ func (w *Writer) ReachableSince() (bool, time.Time) {
 	return w.reach.reachable, w.reach.since
 }
 
+// LastContact returns when the apiserver last answered a call of this member
+// (zero before the first answer), so the zone leader measures an outage from
+// there: a call that hangs until its timeout says nothing for that long, and
+// must not delay the handover to a voter that reaches the cloud.
+func (w *Writer) LastContact() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reach.lastContact
+}
+
 // observe records what err says about reachability and returns it unchanged.
 // Answers from the apiserver (even errors such as NotFound or Conflict) prove it
 // is reachable; transport failures and server-side unavailability do not.
@@ -42,10 +54,14 @@ func (w *Writer) observe(err error) error {
 }
 
 func (w *Writer) setReachable(ok bool) {
+	now := w.clock.Now()
 	w.mu.Lock()
 	changed := !w.reach.known || w.reach.reachable != ok
 	if changed {
-		w.reach = reachability{known: true, reachable: ok, since: w.clock.Now()}
+		w.reach = reachability{known: true, reachable: ok, since: now, lastContact: w.reach.lastContact}
+	}
+	if ok {
+		w.reach.lastContact = now
 	}
 	w.mu.Unlock()
 	if ok {

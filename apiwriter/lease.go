@@ -137,7 +137,7 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 		}
 	}
-	l.Spec.LeaseDurationSeconds = ptr.To(int32((3 * w.cfg.LeaseRenew).Round(time.Second) / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(int32((w.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
 	return l
 }

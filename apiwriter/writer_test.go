@@ -328,6 +328,9 @@ func TestOutageCoalescesAndFlushesOnReconnect(t *testing.T) {
 		ok, since := h.w.ReachableSince()
 		return !ok && !since.IsZero() && h.refusedCount("get nodes/node-2") > 0 && h.refusedCount("get nodes/node-3") > 0
 	})
+	if c := h.w.LastContact(); !c.IsZero() {
+		t.Errorf("last contact %s, but the apiserver never answered", c)
+	}
 	if h.w.Pending() != 2 {
 		t.Fatalf("%d verdicts pending during the outage, want 2 (the latest per node)", h.w.Pending())
 	}
@@ -360,6 +363,14 @@ func TestZoneLease(t *testing.T) {
 	}
 	if *l.Spec.HolderIdentity != "node-1" || l.Annotations[LeaseTermAnnotation] != "3" || l.Annotations[LeaseMembersAnnotation] != "3" {
 		t.Fatalf("lease %+v", l)
+	}
+	// The webhook trusts the Lease for the duration it states: the one the
+	// agent derived from its timers, rounded up to whole seconds.
+	if want := int32((h.w.cfg.LeaseDuration + time.Second - 1) / time.Second); l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != want {
+		t.Fatalf("leaseDurationSeconds %v, want %d", l.Spec.LeaseDurationSeconds, want)
+	}
+	if c := h.w.LastContact(); !c.Equal(h.clock.Now()) {
+		t.Errorf("last contact %s, want the renewal's time %s", c, h.clock.Now())
 	}
 	first := l.Spec.RenewTime.Time
 	h.clock.Step(5 * time.Second)

@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 		VoteTimeout:            10 * time.Second,
 		MaxClockSkew:           30 * time.Second,
 		DeadVoterTimeout:       time.Minute,
-		APIServerFailTimeout:   20 * time.Second,
+		APIServerFailTimeout:   5 * time.Second,
 		ReconcilePeriod:        5 * time.Second,
 		JoinRetry:              time.Second,
 		BatchWindow:            20 * time.Millisecond,

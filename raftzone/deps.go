@@ -58,6 +58,14 @@ type APIHealth interface {
 	Reachable() bool
 }
 
+// APIContact is implemented by an APIHealth that knows when the apiserver last
+// answered. The leader then measures an outage from that moment: a call that
+// hangs until its timeout says nothing for that long, and must not delay the
+// handover to a voter that reaches the cloud.
+type APIContact interface {
+	LastContact() time.Time
+}
+
 // Observations are this member's current opinions of its peers.
 type Observations interface {
 	// Results returns one result per peer the member has evidence about; peers

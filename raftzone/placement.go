@@ -7,12 +7,29 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// placementTick is how often the leader looks at its own apiserver reach.
+const placementTick = 250 * time.Millisecond
+
+// transferTimeout bounds one leadership transfer: the target must win an
+// election, which takes it one round trip when it is alive and up to a few
+// election timeouts when it is not.
+func (c *Config) transferTimeout() time.Duration { return 3*c.RaftElectionTimeout + time.Second }
+
+// HandoverBound is the longest a leader that lost the apiserver takes to hand
+// leadership to a voter that reaches it: --apiserver-fail-timeout without an
+// answer, the next placement look, and the transfer. The agent sizes the zone
+// Lease's duration from it, so the Lease never lapses during a handover.
+func (c *Config) HandoverBound() time.Duration {
+	return c.APIServerFailTimeout + placementTick + c.transferTimeout()
+}
+
 // placementLoop hands leadership to a voter that reaches the apiserver when this
-// leader has lost it for APIServerFailTimeout: verdicts are only useful to the
-// cloud if the leader can write them. When no voter reaches the apiserver (the
-// whole zone is cut off) leadership stays put and verdicts keep being committed.
+// leader has had no answer from it for APIServerFailTimeout: verdicts are only
+// useful to the cloud if the leader can write them. When no voter reaches the
+// apiserver (the whole zone is cut off) leadership stays put and verdicts keep
+// being committed.
 func (s *Server) placementLoop(ctx context.Context, term uint64) {
-	t := s.clock.NewTicker(time.Second)
+	t := s.clock.NewTicker(placementTick)
 	defer t.Stop()
 	var downSince, lastTry time.Time
 	for {
@@ -22,12 +39,16 @@ func (s *Server) placementLoop(ctx context.Context, term uint64) {
 		case <-t.C():
 		}
 		now := s.clock.Now()
-		if s.deps.APIHealth.Reachable() {
+		reachable, lastContact := s.apiReach(now)
+		if reachable {
 			downSince = time.Time{}
 			continue
 		}
 		if downSince.IsZero() {
 			downSince = now
+			if !lastContact.IsZero() && lastContact.Before(now) {
+				downSince = lastContact
+			}
 		}
 		if now.Sub(downSince) < s.cfg.APIServerFailTimeout || now.Sub(lastTry) < s.cfg.APIServerFailTimeout {
 			continue
@@ -39,10 +60,10 @@ func (s *Server) placementLoop(ctx context.Context, term uint64) {
 			s.metrics.transfers.WithLabelValues("no_target").Inc()
 			continue
 		}
-		s.log.Info("apiserver unreachable; handing leadership over", "term", term, "to", node, "down", now.Sub(downSince).Round(time.Second))
+		s.log.Info("apiserver unreachable; handing leadership over", "term", term, "to", node, "down", now.Sub(downSince).Round(100*time.Millisecond))
 		// Transfers can fail or hang (the target may die meanwhile); the
 		// watchdog bounds the wait and we retry after another timeout.
-		err := waitFuture(ctx, s.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)), 3*s.cfg.RaftElectionTimeout+time.Second)
+		err := waitFuture(ctx, s.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)), s.cfg.transferTimeout())
 		if err != nil {
 			s.log.Warn("leadership transfer failed", "to", node, "err", err)
 			s.metrics.transfers.WithLabelValues("failed").Inc()
@@ -50,6 +71,22 @@ func (s *Server) placementLoop(ctx context.Context, term uint64) {
 		}
 		s.metrics.transfers.WithLabelValues("ok").Inc()
 	}
+}
+
+// apiReach says whether this member reaches the apiserver now, and when it
+// last heard from it if its APIHealth knows. A member whose last answer is
+// older than APIServerFailTimeout counts as cut off even while a call hangs.
+func (s *Server) apiReach(now time.Time) (bool, time.Time) {
+	reachable := s.deps.APIHealth.Reachable()
+	c, ok := s.deps.APIHealth.(APIContact)
+	if !ok {
+		return reachable, time.Time{}
+	}
+	last := c.LastContact()
+	if !last.IsZero() && now.Sub(last) >= s.cfg.APIServerFailTimeout {
+		reachable = false
+	}
+	return reachable, last
 }
 
 // transferTarget picks the voter with the freshest report saying it reaches the
@@ -79,4 +116,11 @@ func (s *Server) transferTarget(now time.Time) (id, addr, node string, ok bool) 
 		}
 	}
 	return id, addr, node, ok
+}
+
+// reachesAPI is apiReach's verdict for now: what this member's reports, its
+// status and the voter planner say about its own reach.
+func (s *Server) reachesAPI() bool {
+	ok, _ := s.apiReach(s.clock.Now())
+	return ok
 }

@@ -49,7 +49,7 @@ func (s *Server) buildReport() (zone.Report, error) {
 		return zone.Report{}, err
 	}
 	rep := zone.Report{Zone: s.cfg.Zone, From: s.cfg.Node, Seq: seq, SentAt: s.clock.Now().UTC(),
-		Results: delta, APIReachable: s.deps.APIHealth.Reachable()}
+		Results: delta, APIReachable: s.reachesAPI()}
 	id, key := s.cfg.Keys.SigningKey()
 	if err := rep.Sign(id, key); err != nil {
 		return zone.Report{}, err
