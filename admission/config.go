@@ -47,9 +47,6 @@ type Config struct {
 	// ZoneLabel is the Node label whose value names a node's zone
 	// [--zone-label].
 	ZoneLabel string
-	// ZoneLeaseMaxAge is how old a zone Lease's renewTime may be for the zone's
-	// quorum to count as alive [--zone-lease-max-age].
-	ZoneLeaseMaxAge time.Duration
 	// NodeLeaseMaxAge is how old a kubelet Lease's renewTime may be for its
 	// node to count as reaching the cloud [--node-lease-max-age].
 	NodeLeaseMaxAge time.Duration
@@ -114,16 +111,17 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 }
 
-// DefaultConfig returns the defaults. ZoneLeaseMaxAge is a few renewals of the
-// zone Lease; NodeLeaseMaxAge is the node lifecycle controller's own 40 s grace
-// period, so "no member renews" means what the controller also believes.
+// DefaultConfig returns the defaults. How long a zone Lease counts as fresh is
+// no setting of the webhook's: it is the Lease's own leaseDurationSeconds, set
+// by the agents that renew it. NodeLeaseMaxAge is the node lifecycle
+// controller's own 40 s grace period, so "no member renews" means what the
+// controller also believes.
 func DefaultConfig() Config {
 	return Config{
 		ListenAddress:       ":9443",
 		LeaseNamespace:      zone.DefaultLeaseNamespace,
 		ElectionNamespace:   DefaultNamespace,
 		ZoneLabel:           zone.DefaultZoneLabel,
-		ZoneLeaseMaxAge:     20 * time.Second,
 		NodeLeaseMaxAge:     40 * time.Second,
 		MaxCutoffProtection: 24 * time.Hour,
 		PodReadySlack:       5 * time.Second,
@@ -175,7 +173,6 @@ func (c *Config) Validate() error {
 			bad("--%s must be positive, got %s", flag, d)
 		}
 	}
-	positive("zone-lease-max-age", c.ZoneLeaseMaxAge)
 	positive("node-lease-max-age", c.NodeLeaseMaxAge)
 	if c.MaxCutoffProtection < 0 {
 		bad("--max-cutoff-protection must not be negative, got %s", c.MaxCutoffProtection)

@@ -42,12 +42,21 @@ const (
 	// ReasonZoneMismatch: the verdict names another zone than the node's zone
 	// label, e.g. a node moved between zones with its old verdict still on.
 	ReasonZoneMismatch Reason = "zone-mismatch"
-	// ReasonZoneLeaseFresh: vouched, the zone's leader renews its Lease.
+	// ReasonZoneLeaseFresh: vouched, the zone's leader renewed its Lease less
+	// than the Lease's own leaseDurationSeconds ago.
 	ReasonZoneLeaseFresh Reason = "zone-lease-fresh"
 	// ReasonZoneNotCutOff: the zone Lease is stale but some member still
 	// renews its kubelet Lease, so the cloud can reach the zone and the zone's
 	// quorum is what is missing.
 	ReasonZoneNotCutOff Reason = "zone-lease-stale"
+	// ReasonZoneLeaseNoDuration: as ReasonZoneNotCutOff, except that the
+	// zone Lease has no positive leaseDurationSeconds, so however recently
+	// renewed it never counts as held. The agents always set one; a Lease
+	// without it was written by something else, and a reason of its own
+	// keeps that from passing for a dead quorum in the logs. A zone that
+	// looks cut off is judged as with a stale Lease, under the cut-off
+	// reasons below.
+	ReasonZoneLeaseNoDuration Reason = "zone-lease-no-duration"
 	// ReasonNoLeases: the zone looks cut off but no Lease says since when.
 	ReasonNoLeases Reason = "no-leases"
 	// ReasonZoneCutOff: vouched, the whole zone lost the cloud less than
@@ -71,14 +80,13 @@ type Decision struct {
 type Decider struct {
 	caches              Caches
 	zoneLabel           string
-	zoneLeaseMaxAge     time.Duration
 	nodeLeaseMaxAge     time.Duration
 	maxCutoffProtection time.Duration
 	clock               clock.PassiveClock
 }
 
-// NewDecider returns a Decider reading caches with cfg's zone label, Lease ages
-// and cut-off protection. cfg.Clock may be nil for the real clock.
+// NewDecider returns a Decider reading caches with cfg's zone label, kubelet
+// Lease age and cut-off protection. cfg.Clock may be nil for the real clock.
 func NewDecider(cfg Config, caches Caches) *Decider {
 	var clk clock.PassiveClock = clock.RealClock{}
 	if cfg.Clock != nil {
@@ -87,7 +95,6 @@ func NewDecider(cfg Config, caches Caches) *Decider {
 	return &Decider{
 		caches:              caches,
 		zoneLabel:           cfg.ZoneLabel,
-		zoneLeaseMaxAge:     cfg.ZoneLeaseMaxAge,
 		nodeLeaseMaxAge:     cfg.NodeLeaseMaxAge,
 		maxCutoffProtection: cfg.MaxCutoffProtection,
 		clock:               clk,
@@ -138,11 +145,17 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 	if err != nil {
 		return dec, err
 	}
-	zoneRenew := renewTime(zoneLease)
-	if !zoneRenew.IsZero() && zoneRenew.Add(d.zoneLeaseMaxAge).After(now) {
+	// Standard Lease semantics: the leader's own leaseDurationSeconds says
+	// how long a renewal holds.
+	if leaseFresh(zoneLease, now) {
 		dec.Vouched, dec.Reason = true, ReasonZoneLeaseFresh
 		return dec, nil
 	}
+	notCutOff := ReasonZoneNotCutOff
+	if zoneLease != nil && leaseDuration(zoneLease) == 0 {
+		notCutOff = ReasonZoneLeaseNoDuration
+	}
+	zoneRenew := renewTime(zoneLease)
 
 	// The zone's leader is silent. That is either the whole zone behind a
 	// broken link (keep trusting its last verdicts, for a while) or a zone the
@@ -159,7 +172,7 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 		}
 		t := renewTime(l)
 		if !t.IsZero() && t.Add(d.nodeLeaseMaxAge).After(now) {
-			dec.Reason = ReasonZoneNotCutOff
+			dec.Reason = notCutOff
 			return dec, nil
 		}
 		if t.After(newest) {
@@ -201,4 +214,22 @@ func renewTime(l *coordinationv1.Lease) time.Time {
 		return l.Spec.AcquireTime.Time
 	}
 	return time.Time{}
+}
+
+// leaseDuration is the Lease's leaseDurationSeconds, or 0 when it is unset or
+// not positive: such a Lease never counts as held.
+func leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l == nil || l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// leaseFresh reports whether l is held at now by standard Lease semantics: it
+// was renewed (or, never renewed, acquired) less than its leaseDurationSeconds
+// before now. A nil Lease, one never renewed nor acquired, and one without a
+// positive duration are not fresh.
+func leaseFresh(l *coordinationv1.Lease, now time.Time) bool {
+	d, t := leaseDuration(l), renewTime(l)
+	return d > 0 && !t.IsZero() && t.Add(d).After(now)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -76,8 +77,19 @@ func TestDecide(t *testing.T) {
 	relabeled.Labels[zone.DefaultZoneLabel] = "elsewhere"
 	unlabeled := healthy("n1")
 	delete(unlabeled.Labels, zone.DefaultZoneLabel)
-	acquiredOnly := zoneLease(0)
-	acquiredOnly.Spec.AcquireTime, acquiredOnly.Spec.RenewTime = &metav1.MicroTime{Time: testNow.Add(-time.Second)}, nil
+	lasting := func(age time.Duration, seconds *int32) *coordinationv1.Lease {
+		l := zoneLease(age)
+		l.Spec.LeaseDurationSeconds = seconds
+		return l
+	}
+	acquiredOnly := func(age time.Duration) *coordinationv1.Lease {
+		l := zoneLease(0)
+		l.Spec.AcquireTime, l.Spec.RenewTime = &metav1.MicroTime{Time: testNow.Add(-age)}, nil
+		return l
+	}
+	// A member renewing its kubelet Lease: the zone is not cut off, so only
+	// the zone Lease can vouch.
+	reachable := []runtime.Object{healthy("n2"), kubeletLease("n2", time.Second)}
 
 	tests := []struct {
 		name string
@@ -103,13 +115,34 @@ func TestDecide(t *testing.T) {
 		{name: "zone lease fresh", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(19 * time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
 		{name: "zone lease acquired but never renewed", node: healthy("n1"),
-			objs: []runtime.Object{acquiredOnly}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
-		{name: "zone lease exactly max age is stale; a member renews", node: healthy("n1"),
+			objs: []runtime.Object{acquiredOnly(time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		{name: "zone lease acquired longer than its duration ago", node: healthy("n1"),
+			objs: append([]runtime.Object{acquiredOnly(testLeaseDuration * time.Second)}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
+		{name: "zone lease exactly its duration old is stale; a member renews", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(20 * time.Second), healthy("n2"), kubeletLease("n2", 39*time.Second)},
 			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
-		{name: "zone lease max age is a flag", node: healthy("n1"),
-			mod:  func(c *Config) { c.ZoneLeaseMaxAge = time.Minute },
-			objs: []runtime.Object{zoneLease(50 * time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		{name: "zone lease within the agents' 15 s", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(14*time.Second, ptr.To[int32](15))}, reachable...),
+			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		{name: "zone lease past the agents' 15 s", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(15*time.Second+time.Millisecond, ptr.To[int32](15))}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
+		{name: "a long zone lease duration holds past 20 s", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(50*time.Second, ptr.To[int32](60))}, reachable...),
+			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		{name: "zone lease without a duration", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(0, nil)}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
+		{name: "zone lease with a zero duration", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(0, ptr.To[int32](0))}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
+		{name: "zone lease with a negative duration", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(0, ptr.To[int32](-15))}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
+		{name: "zone lease without a duration in a cut-off zone falls through as a stale one", node: healthy("n1"),
+			objs: []runtime.Object{lasting(time.Hour, nil), kubeletLease("n1", time.Hour)},
+			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
 		{name: "the node itself renews its kubelet lease", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(time.Minute), kubeletLease("n1", time.Second)},
 			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},

@@ -38,5 +38,6 @@
 //	edgequorum_admission_duration_seconds{resource}
 //	edgequorum_admission_repairs_total{resource,result}
 //	edgequorum_admission_repair_leader
+//	edgequorum_admission_zone_rechecks_total
 //	edgequorum_admission_tls_reloads_total{result}
 package admission

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -66,11 +67,29 @@ func testNode(name, zoneName string, state zone.State, ready corev1.ConditionSta
 	return n
 }
 
+// testLeaseDuration is every test Lease's leaseDurationSeconds: a few of the
+// agents' renewals, so a zone Lease renewed less than 20 s ago is fresh.
+const testLeaseDuration = 20
+
+// testLease is a Lease renewed at renew, lasting testLeaseDuration seconds.
 func testLease(namespace, name string, renew time.Time) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &name, RenewTime: &metav1.MicroTime{Time: renew}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, RenewTime: &metav1.MicroTime{Time: renew},
+			LeaseDurationSeconds: ptr.To[int32](testLeaseDuration)},
 	}
+}
+
+// withZoneLeaseDuration gives every zone Lease among objs a duration of d, so
+// tests that run the fake clock far ahead keep their fresh zones fresh.
+// Stale zone Leases stay stale only if renewed longer than d ago.
+func withZoneLeaseDuration(d time.Duration, objs ...runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok && l.Namespace == zone.DefaultLeaseNamespace {
+			l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second))
+		}
+	}
+	return objs
 }
 
 // testPod is a pod on node whose Ready condition is status since since.

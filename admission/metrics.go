@@ -33,6 +33,7 @@ type metrics struct {
 	duration       *prometheus.HistogramVec
 	repairs        *prometheus.CounterVec
 	repairLeader   prometheus.Gauge
+	zoneRechecks   prometheus.Counter
 	tlsReloads     *prometheus.CounterVec
 }
 
@@ -67,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repair_leader",
 			Help: "1 while this replica leads the repair loop.",
 		}),
+		zoneRechecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "zone_rechecks_total",
+			Help: "Times the repair loop re-checked every node of a zone (and their not-ready endpoints) at once because its zone Lease was created, turned valid again or changed holder or term, instead of waiting for the next rescan.",
+		}),
 		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "tls_reloads_total",
 			Help: "Serving certificate reloads after the files changed, by result (ok, error: the previous pair stays in use).",
@@ -92,6 +97,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.repairLeader, err = register(reg, m.repairLeader); err != nil {
+		return nil, err
+	}
+	if m.zoneRechecks, err = register(reg, m.zoneRechecks); err != nil {
 		return nil, err
 	}
 	if m.tlsReloads, err = register(reg, m.tlsReloads); err != nil {

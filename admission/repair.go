@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,10 +25,19 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // fieldManager names the repair loop's writes in managedFields and audit logs.
 const fieldManager = "edgequorum-webhook"
+
+// zoneLeaseTermAnnotation is the Raft term the zone's leader renews its Lease
+// under (apiwriter.LeaseTermAnnotation; the admission package does not import
+// the agent's writer for one string). A new term means a new leader, whose
+// verdicts may vouch for nodes the old one's did not.
+const zoneLeaseTermAnnotation = "edgequorum.io/term"
 
 // Values of the result label of edgequorum_admission_repairs_total.
 const (
@@ -54,9 +64,14 @@ type repairKey struct {
 //
 // Only the elected leader among webhook replicas runs it. While leading it
 // follows informer events and rescans every period, because vouching changes
-// with time (a zone Lease turning fresh) without any event on the object.
-// Like sample-controller it never acts on an event's payload: a key is re-read
-// from the cache and re-judged when its turn comes. Writes are paced by a token
+// with time (a zone Lease going stale, a cut-off outlasting its protection)
+// without any event on the object. A zone whose evidence becomes valid again
+// does come with an event, on its zone Lease, and protection should return at
+// once, not a period later: so it also follows the zone Leases, and a Lease
+// that comes back valid or changes hands brings every node of its zone along
+// (see zoneLeaseChanged). Like sample-controller it never acts on an event's
+// payload beyond choosing what to consider: a key is re-read from the cache
+// and re-judged when its turn comes. Writes are paced by a token
 // bucket and an object that comes back unchanged is retried with exponential
 // backoff, both from the workqueue's rate limiter.
 type repairer struct {
@@ -77,6 +92,12 @@ type repairer struct {
 	dryRun  bool
 	metrics *metrics
 	log     *slog.Logger
+
+	// zoneLeases is the zone Lease informer, and byZoneLease indexes the
+	// node cache by the zone Lease that vouches for each node (see
+	// nodeZoneLease), so a zone Lease event finds its zone's nodes.
+	zoneLeases  cache.SharedIndexInformer
+	byZoneLease cache.Indexer
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -147,6 +168,23 @@ func (r *repairer) lead(ctx context.Context) {
 			r.log.Error("repair loop cannot follow informer events; relying on rescans", "err", err)
 		}
 	}
+	var leaseReg cache.ResourceEventHandlerRegistration
+	if r.zoneLeases != nil {
+		var err error
+		leaseReg, err = r.zoneLeases.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			// The replay of the cached Leases is skipped: the node
+			// handler's replay above already considers every node.
+			AddFunc: func(obj any, isInInitialList bool) {
+				if !isInInitialList {
+					r.zoneLeaseChanged(q, nil, obj)
+				}
+			},
+			UpdateFunc: func(old, obj any) { r.zoneLeaseChanged(q, old, obj) },
+		})
+		if err != nil {
+			r.log.Error("repair loop cannot follow zone Lease events; relying on rescans", "err", err)
+		}
+	}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -171,6 +209,9 @@ func (r *repairer) lead(ctx context.Context) {
 		if reg != nil {
 			_ = r.informers[i].RemoveEventHandler(reg)
 		}
+	}
+	if leaseReg != nil {
+		_ = r.zoneLeases.RemoveEventHandler(leaseReg)
 	}
 	q.ShutDown()
 	wg.Wait()
@@ -220,6 +261,61 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 		for _, o := range objs {
 			r.consider(q, o)
 		}
+	}
+}
+
+// zoneLeaseChanged considers every cached node of the zone whose Lease was
+// added, or updated from old, if the change may have given the zone back its
+// protection (see zoneLeaseRegained); each Unknown node brings its not-ready
+// endpoint objects along (see consider). The Lease only chooses the nodes:
+// they come from the node cache, and the Decider re-reads the Lease from its
+// own. Plain renewals of a valid Lease, every few seconds per zone, are
+// ignored.
+func (r *repairer) zoneLeaseChanged(q workqueue.TypedRateLimitingInterface[repairKey], oldObj, obj any) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || r.byZoneLease == nil {
+		return
+	}
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && !zoneLeaseRegained(old, l, r.clock.Now()) {
+		return
+	}
+	nodes, err := r.byZoneLease.ByIndex(zoneLeaseIndex, l.Name)
+	if err != nil {
+		r.log.Error("read the zone index", "lease", l.Name, "err", err)
+		return
+	}
+	r.metrics.zoneRechecks.Inc()
+	r.log.Debug("zone Lease regained or changed hands; re-checking its nodes", "lease", l.Name, "nodes", len(nodes))
+	for _, n := range nodes {
+		r.consider(q, n)
+	}
+}
+
+// zoneLeaseRegained reports whether an update of a zone Lease from old to l,
+// seen at now, may have restored protection to the zone's nodes: the Lease
+// turned valid (old had expired by now, or had no duration), or another holder
+// or term took it over, whose verdicts are new evidence.
+func zoneLeaseRegained(old, l *coordinationv1.Lease, now time.Time) bool {
+	return (!leaseFresh(old, now) && leaseFresh(l, now)) ||
+		ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(l.Spec.HolderIdentity, "") ||
+		old.Annotations[zoneLeaseTermAnnotation] != l.Annotations[zoneLeaseTermAnnotation]
+}
+
+// zoneLeaseIndex names the node index nodeZoneLease builds.
+const zoneLeaseIndex = "zoneLease"
+
+// nodeZoneLease indexes a node by the name of its zone's Lease, zone.LeaseName
+// of its zoneLabel value: the Lease the Decider reads for it (the Decider only
+// trusts a verdict naming the zone of that label). Keying by the Lease's name
+// rather than the zone lets a Lease event find the nodes without trusting any
+// label on the Lease. Nodes in no zone are not indexed.
+func nodeZoneLease(zoneLabel string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || n.Labels[zoneLabel] == "" {
+			return nil, nil
+		}
+		return []string{zone.LeaseName(n.Labels[zoneLabel])}, nil
 	}
 }
 

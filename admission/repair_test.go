@@ -9,21 +9,27 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // repairCluster is testCluster plus an EndpointSlice and an Endpoints object
@@ -145,13 +151,13 @@ func stepUntil(t *testing.T, env *testEnv, what string, cond func() bool) {
 
 func TestRepairResendsThroughWebhook(t *testing.T) {
 	// The fake clock runs ahead while the test waits for the queue; with
-	// Lease ages of a day no Lease turns stale meanwhile, so every zone
-	// Lease counts as fresh and the nodes to repair stay the same: all
-	// healthy, Unknown and tainted ones.
+	// zone Leases lasting a day and a kubelet Lease age of a day no Lease
+	// turns stale meanwhile, so every zone Lease counts as fresh and the
+	// nodes to repair stay the same: all healthy, Unknown and tainted ones.
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
-		c.ZoneLeaseMaxAge, c.NodeLeaseMaxAge = 24*time.Hour, 24*time.Hour
-	}, repairCluster()...)
+		c.NodeLeaseMaxAge = 24 * time.Hour
+	}, withZoneLeaseDuration(24*time.Hour, repairCluster()...)...)
 	routeAdmission(t, env)
 	env.start(t)
 	repaired := func(resource string) float64 {
@@ -300,8 +306,8 @@ func TestRepairFollowsNodeGoingUnknown(t *testing.T) {
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = 24 * time.Hour
-		c.ZoneLeaseMaxAge, c.NodeLeaseMaxAge = 24*time.Hour, 24*time.Hour
-	}, append(testCluster(), late)...)
+		c.NodeLeaseMaxAge = 24 * time.Hour
+	}, withZoneLeaseDuration(24*time.Hour, append(testCluster(), late)...)...)
 	routeAdmission(t, env)
 	env.start(t)
 	repaired := func(resource string) float64 {
@@ -352,5 +358,199 @@ func TestNotReadyNodes(t *testing.T) {
 	}
 	if got, _ := notReadyNodes(&corev1.Pod{}); got != nil {
 		t.Errorf("a pod indexed under %v", got)
+	}
+}
+
+// TestRepairFollowsZoneLeaseRegained: a vouched-by-verdict Unknown node still
+// tainted unreachable:NoExecute, and a not-ready endpoint on it, are left alone
+// while their zone Lease is stale and the zone not cut off. When a new leader
+// renews the Lease, both are re-sent at once: the rescan is hours away, and no
+// event on the node or the slice comes to do it.
+func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
+	const period = 6 * time.Hour
+	// zone-c: the zone Lease is stale (renewed 10 min ago, lasting a minute)
+	// while edge-c2 renews its kubelet Lease, so the zone's quorum is what is
+	// missing and edge-c1 is not vouched. The other zones' Leases last a
+	// day, so their nodes are repaired first and show the loop is running.
+	objs := withZoneLeaseDuration(24*time.Hour, testCluster()...)
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-c") && l.Namespace == zone.DefaultLeaseNamespace {
+			l.Spec.LeaseDurationSeconds = ptr.To[int32](60)
+		}
+	}
+	objs = append(objs, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-c", ResourceVersion: "1"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"10.0.0.5"}, NodeName: ptr.To("edge-c1"),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-c1-1", UID: "uid-web-c1-1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)},
+		}},
+	})
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.RepairPeriod = period
+		c.NodeLeaseMaxAge = 24 * time.Hour
+	}, objs...)
+	routeAdmission(t, env)
+	env.start(t)
+	repaired := func(resource string) float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairMutated))
+	}
+	rechecks := func() float64 { return counter(t, env.w.metrics.zoneRechecks) }
+
+	// edge-a1, edge-a2 (zone Lease fresh) and edge-b1 (cut off) are repaired;
+	// edge-c1 is not, nor is its slice: the webhook would leave both alone.
+	stepUntil(t, env, "the nodes of zone-a and zone-b repaired", func() bool { return repaired(resNode) == 3 })
+	cachedNode, err := env.w.repair.nodes.Get("edge-c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachedSlice, err := env.w.repair.slices.EndpointSlices("default").Get("web-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []any{cachedNode, cachedSlice} {
+		if need, err := env.w.repair.needsRepair(o); need || err != nil {
+			t.Fatalf("%T needs repair (%v) while zone-c's Lease is stale", o, err)
+		}
+	}
+	if u := updated(env); slices.Contains(u, "nodes/edge-c1") || slices.Contains(u, "endpointslices/web-c") {
+		t.Fatalf("zone-c's objects re-sent while its Lease is stale: %v", u)
+	}
+	// The replay of the cached Leases when the loop starts walks no zone.
+	if n := rechecks(); n != 0 {
+		t.Fatalf("%v zone re-checks before any Lease changed", n)
+	}
+
+	// A new leader takes the Lease over.
+	start := env.clock.Now()
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l, err := leases.Get(context.Background(), zone.LeaseName("zone-c"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("edge-c2")
+	l.Spec.AcquireTime = &metav1.MicroTime{Time: start}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: start}
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](int32(time.Hour / time.Second))
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil(t, env, "edge-c1 and web-c repaired", func() bool {
+		return repaired(resNode) == 4 && repaired(resEndpointSlice) == 1
+	})
+	if d := env.clock.Since(start); d >= period {
+		t.Fatalf("the fake clock ran %s, past the rescan period; the test proves nothing", d)
+	}
+	if n := rechecks(); n != 1 {
+		t.Errorf("%v zone re-checks, want 1", n)
+	}
+	n, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "edge-c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(n.(*corev1.Node).Spec.Taints, isUnreachableNoExecute) {
+		t.Error("edge-c1 still carries unreachable:NoExecute")
+	}
+	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.(*discoveryv1.EndpointSlice).Endpoints[0].Conditions; !*c.Ready || !*c.Serving {
+		t.Errorf("web-c after repair: ready %v serving %v, want both true", *c.Ready, *c.Serving)
+	}
+}
+
+// TestZoneLeaseChanged drives the repairer's zone Lease handler directly: only
+// a Lease that turns valid, is created, or changes holder or term walks its
+// zone, and the walk reaches exactly that zone's nodes.
+func TestZoneLeaseChanged(t *testing.T) {
+	env := startWebhook(t, func(c *Config) { c.Repair = true; c.RepairPeriod = time.Hour })
+	r := env.w.repair
+	now := env.clock.Now()
+	lease := func(holder string, renewedAgo time.Duration, seconds *int32, term string) *coordinationv1.Lease {
+		l := testLease(zone.DefaultLeaseNamespace, zone.LeaseName("zone-a"), now.Add(-renewedAgo))
+		l.Spec.HolderIdentity = ptr.To(holder)
+		l.Spec.LeaseDurationSeconds = seconds
+		l.Annotations = map[string]string{zoneLeaseTermAnnotation: term}
+		return l
+	}
+	secs := ptr.To[int32](15)
+	fresh := lease("edge-a1", time.Second, secs, "3")
+	tests := []struct {
+		name string
+		old  *coordinationv1.Lease // nil: an Add
+		new  *coordinationv1.Lease
+		walk bool
+	}{
+		{"created", nil, fresh, true},
+		{"plain renewal of a valid Lease", lease("edge-a1", 6*time.Second, secs, "3"), fresh, false},
+		{"same object again (relist)", fresh, fresh, false},
+		{"renewed after it expired", lease("edge-a1", time.Minute, secs, "3"), fresh, true},
+		{"renewed exactly as it expired", lease("edge-a1", 15*time.Second, secs, "3"), fresh, true},
+		{"a duration set on a Lease that had none", lease("edge-a1", time.Second, nil, "3"), fresh, true},
+		{"taken over while valid", lease("edge-a2", time.Second, secs, "3"), fresh, true},
+		{"new term, same holder", lease("edge-a1", time.Second, secs, "2"), fresh, true},
+		{"expired and still expired", lease("edge-a1", 2*time.Minute, secs, "3"), lease("edge-a1", time.Minute, secs, "3"), false},
+		{"renewed without a duration", lease("edge-a1", time.Minute, secs, "3"), lease("edge-a1", 0, nil, "3"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := &recordingQueue{}
+			before := counter(t, env.w.metrics.zoneRechecks)
+			if tt.old == nil {
+				r.zoneLeaseChanged(q, nil, tt.new)
+			} else {
+				r.zoneLeaseChanged(q, tt.old, tt.new)
+			}
+			walked := counter(t, env.w.metrics.zoneRechecks) - before
+			wantWalks, want := 0.0, []repairKey(nil)
+			if tt.walk {
+				// zone-a's nodes that need repair (edge-a1, edge-a2:
+				// healthy, Unknown, tainted) and nothing of another zone.
+				wantWalks = 1
+				want = []repairKey{{resource: resNode, name: "edge-a1"}, {resource: resNode, name: "edge-a2"}}
+			}
+			if walked != wantWalks {
+				t.Errorf("%v zone walks counted, want %v", walked, wantWalks)
+			}
+			slices.SortFunc(q.added, func(a, b repairKey) int { return strings.Compare(a.name, b.name) })
+			if !slices.Equal(q.added, want) {
+				t.Errorf("queued %v, want %v", q.added, want)
+			}
+		})
+	}
+}
+
+// recordingQueue records what the repairer queues, as it is queued; no other
+// method may be called on it.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[repairKey]
+	added []repairKey
+}
+
+func (q *recordingQueue) AddRateLimited(k repairKey) { q.added = append(q.added, k) }
+
+func TestNodeZoneLease(t *testing.T) {
+	idx := nodeZoneLease("example.com/site")
+	n := testNode("n1", "", "", corev1.ConditionTrue)
+	if got, _ := idx(n); got != nil {
+		t.Errorf("node in no zone indexed under %v", got)
+	}
+	n.Labels["example.com/site"] = "Site_1"
+	if got, _ := idx(n); !reflect.DeepEqual(got, []string{zone.LeaseName("Site_1")}) {
+		t.Errorf("node indexed under %v, want [%s]", got, zone.LeaseName("Site_1"))
+	}
+	if got, _ := idx(&corev1.Pod{}); got != nil {
+		t.Errorf("a pod indexed under %v", got)
+	}
+}
+
+// TestZoneLeaseTermAnnotation: the repairer reads the term under the key the
+// agents write it.
+func TestZoneLeaseTermAnnotation(t *testing.T) {
+	if zoneLeaseTermAnnotation != apiwriter.LeaseTermAnnotation {
+		t.Errorf("zoneLeaseTermAnnotation = %q, the agents write %q", zoneLeaseTermAnnotation, apiwriter.LeaseTermAnnotation)
 	}
 }

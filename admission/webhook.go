@@ -96,13 +96,18 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 				return nil, fmt.Errorf("index the repair caches by node: %w", err)
 			}
 		}
+		nodeInformer := all.Core().V1().Nodes().Informer()
+		if err := nodeInformer.AddIndexers(cache.Indexers{zoneLeaseIndex: nodeZoneLease(cfg.ZoneLabel)}); err != nil {
+			return nil, fmt.Errorf("index the node cache by zone Lease: %w", err)
+		}
 		w.repair = &repairer{
 			client: client, mut: mut,
 			nodes: caches.Nodes, slices: slices.Lister(), endpoints: eps.Lister(),
-			informers: []cache.SharedIndexInformer{all.Core().V1().Nodes().Informer(), slices.Informer(), eps.Informer()},
+			informers: []cache.SharedIndexInformer{nodeInformer, slices.Informer(), eps.Informer()},
 			byNode:    []cache.Indexer{slices.Informer().GetIndexer(), eps.Informer().GetIndexer()},
 			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
+			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}

@@ -261,7 +261,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	// its node Unknown (the harness's grace period is 20s), or a cut-off zone
 	// goes unprotected in between; in production, 40s against KCM's 50s.
 	wh, err := zonerun.StartWebhook(ctx, c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
-		"--node-lease-max-age=15s", "--zone-lease-max-age=15s", "--repair-period=10s")
+		"--node-lease-max-age=15s", "--repair-period=10s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,6 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (required)")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases, which the webhook only reads")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
-	fs.DurationVar(&cfg.ZoneLeaseMaxAge, "zone-lease-max-age", cfg.ZoneLeaseMaxAge, "how old a zone Lease's renewTime may be for the zone's quorum to count as alive")
 	fs.DurationVar(&cfg.NodeLeaseMaxAge, "node-lease-max-age", cfg.NodeLeaseMaxAge, "how old a kubelet Lease's renewTime may be for its node to count as reaching the cloud")
 	fs.DurationVar(&cfg.MaxCutoffProtection, "max-cutoff-protection", cfg.MaxCutoffProtection, "how long a zone cut off as a whole keeps its vouched nodes protected (0: never)")
 	fs.DurationVar(&cfg.PodReadySlack, "pod-ready-slack", cfg.PodReadySlack, "how much before its node went Unknown a pod may have turned not ready and still be revived")

@@ -28,7 +28,6 @@ func TestWebhookUsage(t *testing.T) {
 		{"bad lease namespace", append([]string{"--lease-namespace", "Not_A_Namespace"}, tls...), "--lease-namespace"},
 		{"bad election namespace", append([]string{"--leader-election-namespace", "Not_A_Namespace"}, tls...), "--leader-election-namespace"},
 		{"bad zone label", append([]string{"--zone-label", "a/b/c"}, tls...), "--zone-label"},
-		{"zero zone lease age", append([]string{"--zone-lease-max-age", "0s"}, tls...), "--zone-lease-max-age"},
 		{"negative node lease age", append([]string{"--node-lease-max-age", "-1s"}, tls...), "--node-lease-max-age"},
 		{"negative protection", append([]string{"--max-cutoff-protection", "-1h"}, tls...), "--max-cutoff-protection"},
 		{"slack below a second", append([]string{"--pod-ready-slack", "100ms"}, tls...), "--pod-ready-slack"},
@@ -37,7 +36,9 @@ func TestWebhookUsage(t *testing.T) {
 		{"tiny body limit", append([]string{"--max-request-bytes", "10"}, tls...), "--max-request-bytes"},
 		{"bad log level", append([]string{"--log-level", "loud"}, tls...), "--log-level"},
 		{"unknown flag", []string{"--nope"}, "nope"},
-		{"not a duration", []string{"--zone-lease-max-age", "soon"}, "zone-lease-max-age"},
+		{"not a duration", []string{"--node-lease-max-age", "soon"}, "node-lease-max-age"},
+		// The zone Lease's own leaseDurationSeconds says how long it holds.
+		{"removed zone lease age", append([]string{"--zone-lease-max-age", "20s"}, tls...), "zone-lease-max-age"},
 		{"stray argument", append([]string{"extra"}, tls...), "unexpected argument"},
 	}
 	for _, tt := range tests {
@@ -75,7 +76,7 @@ func TestWebhookHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"webhook", "--help"}, &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, flag := range []string{"-tls-cert-file", "-zone-lease-max-age", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address", "-leader-election-namespace"} {
+	for _, flag := range []string{"-tls-cert-file", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address", "-leader-election-namespace"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}
