@@ -16,6 +16,7 @@ type metrics struct {
 	applyDuration     *prometheus.HistogramVec
 	verdictChanges    *prometheus.CounterVec
 	transfers         *prometheus.CounterVec
+	recoveries        *prometheus.CounterVec
 	membershipChanges *prometheus.CounterVec
 	isLeader          prometheus.Gauge
 	term              prometheus.Gauge
@@ -69,6 +70,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_leadership_transfers_total",
 			Help: "Leadership transfers the leader started, by result: ok, failed and no_target when it lost the apiserver; stop_ok and stop_failed when it was told to stop.",
 		}, []string{"result"}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_raft_recoveries_total",
+			Help: "Recovery requests (edgequorum recover) this member acted on at start, by result: recovered or refused.",
+		}, []string{"result"}),
 		membershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_membership_changes_total",
 			Help: "Raft configuration changes the leader made, by kind.",
@@ -88,7 +93,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes, m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
-			m.applyDuration, m.verdictChanges, m.transfers, m.membershipChanges,
+			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members)
 	}
 	return m

@@ -310,6 +310,9 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("raft snapshot store: %w", err)
 	}
+	if err := s.recoverIfRequested(rc, logs, bs, snaps); err != nil {
+		return fmt.Errorf("zone recovery in --data-dir %s: %w", s.cfg.DataDir, err)
+	}
 	hadState, err := raft.HasExistingState(logs, bs, snaps)
 	if err != nil {
 		return fmt.Errorf("inspect raft state in --data-dir %s: %w", s.cfg.DataDir, err)
@@ -465,6 +468,10 @@ func (s *Server) lead(ctx context.Context) {
 	s.metrics.term.Set(float64(term))
 	s.log.Info("leading zone", "term", term)
 
+	if err := s.finishRecovery(ctx, term); err != nil {
+		s.log.Error("finishing the zone recovery failed; stepping back to retry", "err", err)
+		return
+	}
 	if s.deps.Sink != nil {
 		if vs, err := s.store.Verdicts(); err == nil {
 			s.deps.Sink.Verdicts(term, sortedVerdicts(vs), true)

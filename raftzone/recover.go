@@ -1,0 +1,228 @@
+package raftzone
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Recovery from lost quorum, in the shape of Consul's peers.json: the operator
+// names the voters that are gone for good (`edgequorum recover`), which writes
+// a request into one surviving member's data dir. When that member's agent
+// next starts it checks the request against its own Raft configuration and
+// the network, rewrites its configuration to itself alone
+// (raft.RecoverCluster), and leads. As its first act it judges the named
+// nodes unhealthy and removes them from the zone, so the survivors' quorum
+// and verdicts no longer count them; the other survivors are added back by
+// the usual reconcile and promoted at once. Nothing is wiped by hand.
+
+// RecoveryRequestFile is the request's name inside --data-dir.
+const RecoveryRequestFile = "recover.json"
+
+// recoveryPendingFile marks a recovered member whose first act as leader is
+// still to be done.
+const recoveryPendingFile = "recover-pending.json"
+
+// RecoveryRequest is what the operator asks for.
+type RecoveryRequest struct {
+	// Dead are the node names of the voters that are gone for good.
+	Dead []string `json:"dead"`
+	// RequestedAt is when `edgequorum recover` wrote the request.
+	RequestedAt time.Time `json:"requestedAt"`
+}
+
+// WriteRecoveryRequest validates req and writes it into dataDir, atomically,
+// for the agent to act on at its next start.
+func WriteRecoveryRequest(dataDir string, req RecoveryRequest) error {
+	if len(req.Dead) == 0 {
+		return errors.New("--dead names no node")
+	}
+	for _, n := range req.Dead {
+		if strings.TrimSpace(n) == "" || n != strings.TrimSpace(n) {
+			return fmt.Errorf("--dead: %q is not a node name", n)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "raft", "raft.db")); err != nil {
+		return fmt.Errorf("--data-dir %s holds no Raft state to recover from: %w", dataDir, err)
+	}
+	b, err := json.MarshalIndent(req, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dataDir, RecoveryRequestFile), append(b, '\n'))
+}
+
+func readRecoveryFile(path string) (*RecoveryRequest, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var req RecoveryRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &req, nil
+}
+
+// recoverIfRequested runs before Raft starts. A request that does not hold is
+// refused (and moved aside, so the next start is a normal one); the member
+// then starts as it would have without it.
+func (s *Server) recoverIfRequested(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+	path := filepath.Join(s.cfg.DataDir, RecoveryRequestFile)
+	req, err := readRecoveryFile(path)
+	if err != nil || req == nil {
+		return err
+	}
+	if err := s.recoverCluster(req, rc, logs, stable, snaps); err != nil {
+		s.metrics.recoveries.WithLabelValues("refused").Inc()
+		s.log.Error("zone recovery refused; starting without it", "dead", req.Dead, "err", err)
+		return os.Rename(path, path+".refused")
+	}
+	s.metrics.recoveries.WithLabelValues("recovered").Inc()
+	if err := os.Rename(path, filepath.Join(s.cfg.DataDir, recoveryPendingFile)); err != nil {
+		return fmt.Errorf("record the recovery: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return err
+	}
+	if !has {
+		return errors.New("this member has no Raft state to recover from")
+	}
+	gc := *rc
+	gc.NoSnapshotRestoreOnStart = true // read the configuration only
+	_, tr := raft.NewInmemTransport("")
+	cfg, err := raft.GetConfiguration(&gc, s.store, logs, stable, snaps, tr)
+	if err != nil {
+		return fmt.Errorf("read the last Raft configuration: %w", err)
+	}
+	members, err := s.store.Members()
+	if err != nil {
+		return err
+	}
+	byNode := map[string]zone.Member{}
+	for _, m := range members {
+		byNode[m.Node] = m
+	}
+	if err := checkRecovery(cfg, byNode, s.serverID, req.Dead); err != nil {
+		return err
+	}
+	// A named voter that still answers may be part of a quorum elsewhere.
+	for _, n := range req.Dead {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.RaftHeartbeatTimeout)
+		var rs replicaState
+		err := s.callPeer(ctx, byNode[n].RaftAddress, "/v1/replica", nil, &rs)
+		cancel()
+		if err == nil {
+			return fmt.Errorf("%s answers at %s: it is not gone, and the zone may still have a quorum", n, byNode[n].RaftAddress)
+		}
+	}
+	self := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(s.serverID), Address: raft.ServerAddress(s.cfg.raftAddress()), Suffrage: raft.Voter}}}
+	if err := raft.RecoverCluster(rc, s.store, logs, stable, snaps, tr, self); err != nil {
+		return fmt.Errorf("rewrite the Raft configuration: %w", err)
+	}
+	s.log.Warn("zone recovered from lost quorum: this member is now its only voter", "dead", req.Dead, "requestedAt", req.RequestedAt)
+	return nil
+}
+
+// checkRecovery refuses a recovery while a quorum may still exist: every named
+// node must be a voter of the last configuration other than this member, and
+// the voters not named must be too few to elect a leader.
+func checkRecovery(cfg raft.Configuration, byNode map[string]zone.Member, self string, dead []string) error {
+	voters := map[string]bool{}
+	for _, srv := range cfg.Servers {
+		if srv.Suffrage == raft.Voter {
+			voters[string(srv.ID)] = true
+		}
+	}
+	if !voters[self] {
+		return errors.New("this member is not a voter of the last configuration; recover on a member that is")
+	}
+	named := map[string]bool{}
+	for _, n := range dead {
+		m, ok := byNode[n]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s is not a member of this zone", n)
+		case m.ServerID == self:
+			return fmt.Errorf("%s is this member", n)
+		case !voters[m.ServerID]:
+			return fmt.Errorf("%s is not a voter; only lost voters cost a quorum", n)
+		}
+		named[m.ServerID] = true
+	}
+	left := len(voters) - len(named)
+	if q := len(voters)/2 + 1; left >= q {
+		var alive []string
+		for id := range voters {
+			if !named[id] {
+				alive = append(alive, id)
+			}
+		}
+		slices.Sort(alive)
+		return fmt.Errorf("%d of %d voters are not named dead (%s): that is a quorum, the zone can elect a leader by itself", left, len(voters), strings.Join(alive, ", "))
+	}
+	return nil
+}
+
+// finishRecovery is a recovered leader's first act: the named nodes are judged
+// unhealthy (so the webhook leaves them to eviction) and leave the zone (so
+// the survivors' quorum and verdicts no longer count them).
+func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
+	path := filepath.Join(s.cfg.DataDir, recoveryPendingFile)
+	req, err := readRecoveryFile(path)
+	if err != nil || req == nil {
+		return err
+	}
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
+	members, err := s.store.Members()
+	if err != nil {
+		return err
+	}
+	var verdicts []zone.Verdict
+	var keep []zone.Member
+	now := s.clock.Now().UTC()
+	for _, m := range members {
+		if slices.Contains(req.Dead, m.Node) {
+			verdicts = append(verdicts, zone.Verdict{Node: m.Node, State: zone.Unhealthy, Members: len(members), Term: term, Leader: s.cfg.Node, DecidedAt: now})
+			continue
+		}
+		keep = append(keep, m)
+	}
+	if len(verdicts) > 0 {
+		cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: verdicts})
+		if err != nil {
+			return err
+		}
+		if _, err := s.apply(ctx, "verdicts", cmd); err != nil {
+			return fmt.Errorf("commit the verdicts of the lost voters: %w", err)
+		}
+		if s.deps.Sink != nil {
+			s.deps.Sink.Verdicts(term, verdicts, false)
+		}
+		if err := s.commitMembers(ctx, keep); err != nil {
+			return fmt.Errorf("remove the lost voters from the zone: %w", err)
+		}
+	}
+	s.log.Warn("recovery finished: lost voters judged unhealthy and removed from the zone", "dead", req.Dead, "term", term)
+	return os.Rename(path, path+".done")
+}
