@@ -49,31 +49,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *output != "table" && *output != "json" {
 		return usageErrorf("-o %q: want table or json", *output)
 	}
-	base := *addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
 	path := "/v1/status"
 	if *leader {
 		path += "/leader"
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+	body, err := fetchStatus(ctx, *addr, path)
 	if err != nil {
-		return usageErrorf("--address %q: %v", *addr, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask agent at %s: %w", *addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("read agent status: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("agent at %s answered %s: %s", *addr, resp.Status, strings.TrimSpace(string(body)))
+		return err
 	}
 	if *output == "json" {
 		_, err := stdout.Write(body)
@@ -85,6 +69,32 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printStatus(stdout, st)
 	return nil
+}
+
+// fetchStatus GETs path from the agent status server at addr (host:port or
+// URL) and returns the body of a 200 answer.
+func fetchStatus(ctx context.Context, addr, path string) ([]byte, error) {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+	if err != nil {
+		return nil, usageErrorf("--address %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask agent at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read agent status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("agent at %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
 }
 
 func printStatus(w io.Writer, st raftzone.Status) {
