@@ -72,6 +72,13 @@ func startZone(t *testing.T, opts testcluster.Options, zopts zonerun.Options) (*
 		opts.AuditPolicy = testcluster.WriteAuditPolicy
 	}
 	c := testcluster.StartT(t, opts)
+	return c, startZoneOn(t, c, zopts)
+}
+
+// startZoneOn starts a zone of agents on a running control plane, stopped when
+// the test ends; on failure the agents' log tails go to the test log.
+func startZoneOn(t *testing.T, c *testcluster.Cluster, zopts zonerun.Options) *zonerun.Zone {
+	t.Helper()
 	if zopts.Dir == "" {
 		zopts.Dir = t.TempDir()
 	}
@@ -89,7 +96,7 @@ func startZone(t *testing.T, opts testcluster.Options, zopts zonerun.Options) (*
 			}
 		}
 	})
-	return c, z
+	return z
 }
 
 // agentWrites returns the successful writes the agents made, by resource.
