@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,17 +108,7 @@ func TestZoneLiveness(t *testing.T) {
 
 	t.Run("leader cut from the cloud", func(t *testing.T) {
 		z, l := fresh(t, "edge-lc", 4)
-		wh, err := zonerun.StartWebhook(ctx, c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
-			"--node-lease-max-age=15s", "--repair-period=10s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			wh.Stop()
-			if t.Failed() {
-				t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
-			}
-		})
+		startWebhook(t, c, z)
 		all := names(z)
 		web := deployApp(t, client, "lc", all)
 		taints := watchTaints(t, client, all)

@@ -257,20 +257,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	}
 	waitStates(t, client, 2*time.Minute, healthy)
 
-	// The webhook must call a kubelet Lease stale no later than the KCM calls
-	// its node Unknown (the harness's grace period is 20s), or a cut-off zone
-	// goes unprotected in between; in production, 40s against KCM's 50s.
-	wh, err := zonerun.StartWebhook(ctx, c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
-		"--node-lease-max-age=15s", "--repair-period=10s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		wh.Stop()
-		if t.Failed() {
-			t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
-		}
-	})
+	wh := startWebhook(t, c, z)
 	web := deployApp(t, client, "web", all)
 	taints := watchTaints(t, client, all)
 
@@ -422,6 +409,27 @@ func TestWebhookEndToEnd(t *testing.T) {
 			return false, "still running"
 		})
 	})
+}
+
+// startWebhook runs the webhook for a test (stopped at its end, its log tail
+// shown on failure) with timers fitted to the harness. The webhook must call a
+// kubelet Lease stale no later than the KCM calls its node Unknown (the
+// harness's grace period is 20s), or a cut-off zone goes unprotected in
+// between; in production, 40s against KCM's 50s.
+func startWebhook(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone) *zonerun.Webhook {
+	t.Helper()
+	wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
+		"--node-lease-max-age=15s", "--repair-period=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		wh.Stop()
+		if t.Failed() {
+			t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
+		}
+	})
+	return wh
 }
 
 // logKCMRetries reports how often the node lifecycle controller wrote the zone's
