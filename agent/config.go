@@ -55,7 +55,7 @@ func DefaultConfig() Config {
 		ZoneLabel:        zone.DefaultZoneLabel,
 		LeaseNamespace:   zone.DefaultLeaseNamespace,
 		ZoneLeaseRenew:   5 * time.Second,
-		APICheckPeriod:   time.Second,
+		APICheckPeriod:   2 * time.Second,
 		APITimeout:       10 * time.Second,
 		StatusAddress:    ":9471",
 		ScoreLine:        100,

@@ -46,7 +46,7 @@ func DefaultConfig() Config {
 		LeaseNamespace: zone.DefaultLeaseNamespace,
 		LeaseRenew:     5 * time.Second,
 		LeaseDuration:  15 * time.Second,
-		HealthPeriod:   time.Second,
+		HealthPeriod:   2 * time.Second,
 		RetryBase:      200 * time.Millisecond,
 		RetryMax:       30 * time.Second,
 		WriteTimeout:   10 * time.Second,

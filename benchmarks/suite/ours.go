@@ -547,7 +547,7 @@ func agentTimers(k float64) []string {
 		"--raft-leader-lease-timeout=" + d(500*time.Millisecond),
 		"--raft-commit-timeout=" + d(500*time.Millisecond),
 		"--zone-lease-renew=" + d(LeaseRenew),
-		"--apiserver-check-period=" + d(time.Second),
+		"--apiserver-check-period=" + d(2*time.Second),
 		"--target-sync-period=" + d(2*time.Second),
 		"--reconcile-period=" + d(5*time.Second),
 		"--join-retry=" + d(time.Second),
