@@ -33,12 +33,6 @@ import (
 // fieldManager names the repair loop's writes in managedFields and audit logs.
 const fieldManager = "edgequorum-webhook"
 
-// zoneLeaseTermAnnotation is the Raft term the zone's leader renews its Lease
-// under (apiwriter.LeaseTermAnnotation; the admission package does not import
-// the agent's writer for one string). A new term means a new leader, whose
-// verdicts may vouch for nodes the old one's did not.
-const zoneLeaseTermAnnotation = "edgequorum.io/term"
-
 // Values of the result label of edgequorum_admission_repairs_total.
 const (
 	repairMutated   = "mutated"
@@ -298,7 +292,7 @@ func (r *repairer) zoneLeaseChanged(q workqueue.TypedRateLimitingInterface[repai
 func zoneLeaseRegained(old, l *coordinationv1.Lease, now time.Time) bool {
 	return (!leaseFresh(old, now) && leaseFresh(l, now)) ||
 		ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(l.Spec.HolderIdentity, "") ||
-		old.Annotations[zoneLeaseTermAnnotation] != l.Annotations[zoneLeaseTermAnnotation]
+		old.Annotations[zone.LeaseTermAnnotation] != l.Annotations[zone.LeaseTermAnnotation]
 }
 
 // zoneLeaseIndex names the node index nodeZoneLease builds.

@@ -28,7 +28,6 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -474,7 +473,7 @@ func TestZoneLeaseChanged(t *testing.T) {
 		l := testLease(zone.DefaultLeaseNamespace, zone.LeaseName("zone-a"), now.Add(-renewedAgo))
 		l.Spec.HolderIdentity = ptr.To(holder)
 		l.Spec.LeaseDurationSeconds = seconds
-		l.Annotations = map[string]string{zoneLeaseTermAnnotation: term}
+		l.Annotations = map[string]string{zone.LeaseTermAnnotation: term}
 		return l
 	}
 	secs := ptr.To[int32](15)
@@ -545,13 +544,5 @@ func TestNodeZoneLease(t *testing.T) {
 	}
 	if got, _ := idx(&corev1.Pod{}); got != nil {
 		t.Errorf("a pod indexed under %v", got)
-	}
-}
-
-// TestZoneLeaseTermAnnotation: the repairer reads the term under the key the
-// agents write it.
-func TestZoneLeaseTermAnnotation(t *testing.T) {
-	if zoneLeaseTermAnnotation != apiwriter.LeaseTermAnnotation {
-		t.Errorf("zoneLeaseTermAnnotation = %q, the agents write %q", zoneLeaseTermAnnotation, apiwriter.LeaseTermAnnotation)
 	}
 }

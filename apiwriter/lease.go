@@ -14,10 +14,8 @@ import (
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// Annotations on the zone Lease. The term fences renewals: a Lease renewed
-// under a higher term belongs to a newer leader.
+// Annotations on the zone Lease besides zone.LeaseTermAnnotation.
 const (
-	LeaseTermAnnotation    = "edgequorum.io/term"
 	LeaseMembersAnnotation = "edgequorum.io/members"
 	// ZoneLabel marks edgequorum's Leases with their zone.
 	ZoneLabel = "edgequorum.io/zone"
@@ -83,7 +81,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		}
 		cur = got
 	}
-	if t, _ := strconv.ParseUint(cur.Annotations[LeaseTermAnnotation], 10, 64); t > term {
+	if t, _ := strconv.ParseUint(cur.Annotations[zone.LeaseTermAnnotation], 10, 64); t > term {
 		w.metrics.skipped.WithLabelValues("fenced").Inc()
 		return fmt.Errorf("zone lease held under term %d, we lead term %d", t, term)
 	}
@@ -128,7 +126,7 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 	if w.members != nil {
 		members = w.members.MemberCount()
 	}
-	l.Annotations[LeaseTermAnnotation] = strconv.FormatUint(term, 10)
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
 	l.Annotations[LeaseMembersAnnotation] = strconv.Itoa(members)
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.cfg.Node {
 		l.Spec.HolderIdentity = ptr.To(w.cfg.Node)

@@ -361,7 +361,7 @@ func TestZoneLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *l.Spec.HolderIdentity != "node-1" || l.Annotations[LeaseTermAnnotation] != "3" || l.Annotations[LeaseMembersAnnotation] != "3" {
+	if *l.Spec.HolderIdentity != "node-1" || l.Annotations[zone.LeaseTermAnnotation] != "3" || l.Annotations[LeaseMembersAnnotation] != "3" {
 		t.Fatalf("lease %+v", l)
 	}
 	// The webhook trusts the Lease for the duration it states: the one the
@@ -386,7 +386,7 @@ func TestZoneLease(t *testing.T) {
 		t.Fatalf("writes %v", w)
 	}
 	// A newer leader took the Lease: we do not renew it.
-	l.Annotations[LeaseTermAnnotation] = strconv.Itoa(8)
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(8)
 	h.client.CoordinationV1().Leases("edgequorum-system").Update(ctx, l, metav1.UpdateOptions{})
 	h.w.mu.Lock()
 	h.w.lease = leaseState{}
@@ -427,6 +427,6 @@ func TestNewLeaderTakesLeaseAtOnce(t *testing.T) {
 	h.w.Verdicts(6, nil, true)
 	eventually(t, "zone lease taken without waiting for the renewal period", func() bool {
 		l, err := h.client.CoordinationV1().Leases("edgequorum-system").Get(context.Background(), zone.LeaseName("zone-a"), metav1.GetOptions{})
-		return err == nil && l.Annotations[LeaseTermAnnotation] == "6"
+		return err == nil && l.Annotations[zone.LeaseTermAnnotation] == "6"
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
@@ -202,8 +201,8 @@ func TestZoneLiveness(t *testing.T) {
 		lease0 := zoneLease(t, client, "edge-rc")
 		took := eventually(t, time.Minute, "the recovered zone renews its Lease", func() (bool, string) {
 			lease := zoneLease(t, client, "edge-rc")
-			term, _ := strconv.ParseUint(lease.Annotations[apiwriter.LeaseTermAnnotation], 10, 64)
-			old, _ := strconv.ParseUint(lease0.Annotations[apiwriter.LeaseTermAnnotation], 10, 64)
+			term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
+			old, _ := strconv.ParseUint(lease0.Annotations[zone.LeaseTermAnnotation], 10, 64)
 			return ptr.Deref(lease.Spec.HolderIdentity, "") == r.Name && term > old, fmt.Sprintf("holder %s term %d", ptr.Deref(lease.Spec.HolderIdentity, ""), term)
 		})
 		t.Logf("zone recovered %s after the agent restarted", took.Round(100*time.Millisecond))

@@ -19,6 +19,10 @@ const (
 	// AnnotationKey is the Node annotation carrying the zone's verdict; the
 	// webhook reads it, only the zone leader writes it.
 	AnnotationKey = "edgequorum.io/verdict"
+	// LeaseTermAnnotation on a zone Lease is the Raft term its holder renews
+	// it under. It fences renewals (a higher term belongs to a newer leader),
+	// and a new term tells the webhook that new verdicts may vouch for nodes.
+	LeaseTermAnnotation = "edgequorum.io/term"
 	// DefaultLeaseNamespace is where zone and genesis Leases live.
 	DefaultLeaseNamespace = "edgequorum-system"
 )
