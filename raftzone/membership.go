@@ -140,7 +140,8 @@ func (s *Server) configuration() (map[string]raft.Server, error) {
 }
 
 // reconcileLoop keeps membership and voters right for as long as this member
-// leads. Besides its tick it runs at once when a member joins (kickReconcile),
+// leads; a recovered member's first round finishes its recovery
+// (finishRecovery). Besides its tick it runs at once when a member joins (kickReconcile),
 // and while the zone is short of voters it could have — a candidate still
 // catching up — it looks again after formationRetry, doubling up to the tick:
 // a forming zone gets its voters within moments of its members joining, not at
@@ -151,6 +152,9 @@ func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
 	defer t.Stop()
 	retry := formationRetry
 	for {
+		if err := s.finishRecovery(ctx, term); err != nil && ctx.Err() == nil {
+			s.log.Warn("finishing the zone recovery failed", "term", term, "err", err)
+		}
 		short, err := s.reconcile(ctx, p)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("membership reconcile failed", "term", term, "err", err)

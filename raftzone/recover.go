@@ -82,20 +82,27 @@ func readRecoveryFile(path string) (*RecoveryRequest, error) {
 // refused (and moved aside, so the next start is a normal one); the member
 // then starts as it would have without it.
 func (s *Server) recoverIfRequested(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, recoveryPendingFile)); err == nil {
+		s.recoveryPending.Store(true) // recovered, but stopped before its first act as leader
+	}
 	path := filepath.Join(s.cfg.DataDir, RecoveryRequestFile)
 	req, err := readRecoveryFile(path)
-	if err != nil || req == nil {
-		return err
+	if err == nil && req == nil {
+		return nil
 	}
-	if err := s.recoverCluster(req, rc, logs, stable, snaps); err != nil {
+	if err == nil {
+		err = s.recoverCluster(req, rc, logs, stable, snaps)
+	}
+	if err != nil {
 		s.metrics.recoveries.WithLabelValues("refused").Inc()
-		s.log.Error("zone recovery refused; starting without it", "dead", req.Dead, "err", err)
+		s.log.Error("zone recovery refused; starting without it", "request", path, "err", err)
 		return os.Rename(path, path+".refused")
 	}
 	s.metrics.recoveries.WithLabelValues("recovered").Inc()
 	if err := os.Rename(path, filepath.Join(s.cfg.DataDir, recoveryPendingFile)); err != nil {
 		return fmt.Errorf("record the recovery: %w", err)
 	}
+	s.recoveryPending.Store(true)
 	return nil
 }
 
@@ -119,10 +126,24 @@ func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft
 		return err
 	}
 	byNode := map[string]zone.Member{}
+	byID := map[string]string{}
+	var names []string
 	for _, m := range members {
-		byNode[m.Node] = m
+		byNode[m.Node], byID[m.ServerID] = m, m.Node
+		names = append(names, m.Node)
 	}
-	if err := checkRecovery(cfg, byNode, s.serverID, req.Dead); err != nil {
+	var voters []string
+	for _, srv := range cfg.Servers {
+		if srv.Suffrage != raft.Voter {
+			continue
+		}
+		if n, ok := byID[string(srv.ID)]; ok {
+			voters = append(voters, n)
+		} else {
+			voters = append(voters, "server "+string(srv.ID)) // in no member list: never named, always counted
+		}
+	}
+	if err := CheckRecovery(s.cfg.Node, voters, names, req.Dead); err != nil {
 		return err
 	}
 	// A named voter that still answers may be part of a quorum elsewhere.
@@ -143,53 +164,56 @@ func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft
 	return nil
 }
 
-// checkRecovery refuses a recovery while a quorum may still exist: every named
-// node must be a voter of the last configuration other than this member, and
-// the voters not named must be too few to elect a leader.
-func checkRecovery(cfg raft.Configuration, byNode map[string]zone.Member, self string, dead []string) error {
-	voters := map[string]bool{}
-	for _, srv := range cfg.Servers {
-		if srv.Suffrage == raft.Voter {
-			voters[string(srv.ID)] = true
-		}
+// CheckRecovery refuses a recovery while a quorum may still exist. self, the
+// voters of the last configuration and the members are node names. Every node
+// named dead must be a member and a voter other than self, self must be a
+// voter, and the voters not named must be too few to elect a leader. Both
+// `edgequorum recover` (from the agent's status) and the agent at start (from
+// its Raft configuration) apply it.
+func CheckRecovery(self string, voters, members, dead []string) error {
+	if !slices.Contains(voters, self) {
+		return fmt.Errorf("%s is not a voter of the last configuration; recover on a surviving voter", self)
 	}
-	if !voters[self] {
-		return errors.New("this member is not a voter of the last configuration; recover on a member that is")
-	}
-	named := map[string]bool{}
+	var errs []error
 	for _, n := range dead {
-		m, ok := byNode[n]
 		switch {
-		case !ok:
-			return fmt.Errorf("%s is not a member of this zone", n)
-		case m.ServerID == self:
-			return fmt.Errorf("%s is this member", n)
-		case !voters[m.ServerID]:
-			return fmt.Errorf("%s is not a voter; only lost voters cost a quorum", n)
+		case n == self:
+			errs = append(errs, fmt.Errorf("--dead names this node, %s", n))
+		case !slices.Contains(members, n):
+			errs = append(errs, fmt.Errorf("--dead: %s is not a member of this zone", n))
+		case !slices.Contains(voters, n):
+			errs = append(errs, fmt.Errorf("--dead: %s is not a voter; only lost voters cost a quorum", n))
 		}
-		named[m.ServerID] = true
 	}
-	left := len(voters) - len(named)
-	if q := len(voters)/2 + 1; left >= q {
-		var alive []string
-		for id := range voters {
-			if !named[id] {
-				alive = append(alive, id)
-			}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	var alive []string
+	for _, v := range voters {
+		if !slices.Contains(dead, v) {
+			alive = append(alive, v)
 		}
-		slices.Sort(alive)
-		return fmt.Errorf("%d of %d voters are not named dead (%s): that is a quorum, the zone can elect a leader by itself", left, len(voters), strings.Join(alive, ", "))
+	}
+	if q := len(voters)/2 + 1; len(alive) >= q {
+		return fmt.Errorf("%d of %d voters are not named dead (%s): that is a quorum, the zone can elect a leader by itself",
+			len(alive), len(voters), strings.Join(alive, ", "))
 	}
 	return nil
 }
 
 // finishRecovery is a recovered leader's first act: the named nodes are judged
 // unhealthy (so the webhook leaves them to eviction) and leave the zone (so
-// the survivors' quorum and verdicts no longer count them).
+// the survivors' quorum and verdicts no longer count them). Until it succeeds
+// every reconcile round tries again; both steps converge, so a retry after a
+// partial success is harmless.
 func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
+	if !s.recoveryPending.Load() {
+		return nil
+	}
 	path := filepath.Join(s.cfg.DataDir, recoveryPendingFile)
 	req, err := readRecoveryFile(path)
 	if err != nil || req == nil {
+		s.recoveryPending.Store(false)
 		return err
 	}
 	s.membershipMu.Lock()
@@ -224,5 +248,6 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 		}
 	}
 	s.log.Warn("recovery finished: lost voters judged unhealthy and removed from the zone", "dead", req.Dead, "term", term)
+	s.recoveryPending.Store(false)
 	return os.Rename(path, path+".done")
 }

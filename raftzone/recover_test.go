@@ -15,31 +15,31 @@ import (
 )
 
 func TestCheckRecovery(t *testing.T) {
-	cfg := raft.Configuration{}
-	byNode := map[string]zone.Member{}
-	for i, n := range []string{"a", "b", "c", "d", "e", "f"} {
-		suffrage := raft.Voter
-		if i == 5 {
-			suffrage = raft.Nonvoter
-		}
-		cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID("id-" + n), Suffrage: suffrage})
-		byNode[n] = zone.Member{Node: n, ServerID: "id-" + n}
-	}
+	voters := []string{"a", "b", "c", "d", "e"}
+	members := append(slices.Clone(voters), "f")
 	for _, tc := range []struct {
 		name, self string
+		voters     []string
 		dead       []string
 		err        string
 	}{
-		{name: "three of five voters gone", self: "id-a", dead: []string{"c", "d", "e"}},
-		{name: "four of five gone", self: "id-a", dead: []string{"b", "c", "d", "e"}},
-		{name: "two of five leave a quorum", self: "id-a", dead: []string{"d", "e"}, err: "3 of 5 voters are not named dead"},
-		{name: "not a member", self: "id-a", dead: []string{"c", "d", "x"}, err: "x is not a member"},
-		{name: "a nonvoter costs no quorum", self: "id-a", dead: []string{"c", "d", "f"}, err: "f is not a voter"},
-		{name: "not ourselves", self: "id-a", dead: []string{"a", "d", "e"}, err: "a is this member"},
-		{name: "only a voter recovers", self: "id-f", dead: []string{"c", "d", "e"}, err: "not a voter of the last configuration"},
+		{name: "three of five voters gone", self: "a", dead: []string{"c", "d", "e"}},
+		{name: "four of five gone", self: "a", dead: []string{"b", "c", "d", "e"}},
+		{name: "named twice", self: "a", dead: []string{"c", "d", "e", "e"}},
+		{name: "two of five leave a quorum", self: "a", dead: []string{"d", "e"}, err: "3 of 5 voters are not named dead (a, b, c)"},
+		{name: "a voter outside the member list counts", self: "a", voters: append(slices.Clone(voters), "server 1234", "server 5678"),
+			dead: []string{"c", "d", "e"}, err: "4 of 7 voters are not named dead"},
+		{name: "not a member", self: "a", dead: []string{"c", "d", "x"}, err: "x is not a member"},
+		{name: "a nonvoter costs no quorum", self: "a", dead: []string{"c", "d", "f"}, err: "f is not a voter"},
+		{name: "not ourselves", self: "a", dead: []string{"a", "d", "e"}, err: "--dead names this node, a"},
+		{name: "only a voter recovers", self: "f", dead: []string{"c", "d", "e"}, err: "f is not a voter of the last configuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkRecovery(cfg, byNode, tc.self, tc.dead)
+			v := tc.voters
+			if v == nil {
+				v = voters
+			}
+			err := CheckRecovery(tc.self, v, members, tc.dead)
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -83,13 +83,28 @@ func TestRecoverAfterLosingAQuorum(t *testing.T) {
 		z.start(survivor.name)
 	}
 
+	refused := func(what string) {
+		t.Helper()
+		path := filepath.Join(survivor.dir, RecoveryRequestFile)
+		if _, err := os.Stat(path + ".refused"); err != nil {
+			t.Fatalf("%s was not refused: %v", what, err)
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Fatalf("%s is still pending", what)
+		}
+		if got := testutil.ToFloat64(survivor.srv.metrics.recoveries.WithLabelValues("refused")); got != 1 {
+			t.Errorf("refused recoveries counted %v, want 1", got)
+		}
+	}
+	// A mangled request is refused, and the member starts as usual.
+	z.stop(survivor.name)
+	if err := os.WriteFile(filepath.Join(survivor.dir, RecoveryRequestFile), []byte("{dead: node-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	z.start(survivor.name)
+	refused("a mangled request")
 	request(dead[:2]...)
-	if _, err := os.Stat(filepath.Join(survivor.dir, RecoveryRequestFile+".refused")); err != nil {
-		t.Fatalf("a request that leaves a quorum standing was not refused: %v", err)
-	}
-	if got := testutil.ToFloat64(survivor.srv.metrics.recoveries.WithLabelValues("refused")); got != 1 {
-		t.Errorf("refused recoveries counted %v, want 1", got)
-	}
+	refused("a request that leaves a quorum standing")
 
 	request(dead...)
 	l = z.waitConverged(60*time.Second, 3)

@@ -68,6 +68,9 @@ type Server struct {
 	// reconcileKick asks the leader's reconcile loop for a round now (a
 	// member joined).
 	reconcileKick chan struct{}
+	// recoveryPending is set while a recovery's first act as leader is to do
+	// (finishRecovery).
+	recoveryPending atomic.Bool
 
 	// term is the Raft term captured after this member won leadership and
 	// passed a Barrier; 0 while it does not lead. Writes out of the zone are
@@ -468,10 +471,6 @@ func (s *Server) lead(ctx context.Context) {
 	s.metrics.term.Set(float64(term))
 	s.log.Info("leading zone", "term", term)
 
-	if err := s.finishRecovery(ctx, term); err != nil {
-		s.log.Error("finishing the zone recovery failed; stepping back to retry", "err", err)
-		return
-	}
 	if s.deps.Sink != nil {
 		if vs, err := s.store.Verdicts(); err == nil {
 			s.deps.Sink.Verdicts(term, sortedVerdicts(vs), true)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -80,37 +79,19 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // checkRecoverable is the running agent's side of the refusal: a zone with a
-// leader needs no recovery, and the voters not named must be too few to elect
-// one. The agent repeats the check against its Raft configuration at start.
+// leader needs no recovery, and raftzone.CheckRecovery's rule applies to the
+// roles the agent reports. The agent applies the same rule to its Raft
+// configuration at start.
 func checkRecoverable(st raftzone.Status, dead []string) error {
 	if st.Leader != "" {
 		return fmt.Errorf("the zone has a leader (%s): it has a quorum", st.Leader)
 	}
-	voters := 0
-	isVoter := map[string]bool{}
+	var voters, members []string
 	for _, m := range st.Members {
+		members = append(members, m.Node)
 		if m.Suffrage == string(zone.Voter) {
-			voters++
-			isVoter[m.Node] = true
+			voters = append(voters, m.Node)
 		}
 	}
-	if !isVoter[st.Node] {
-		return fmt.Errorf("%s is not a voter: run recover on a surviving voter", st.Node)
-	}
-	var errs []error
-	for _, n := range dead {
-		switch {
-		case n == st.Node:
-			errs = append(errs, fmt.Errorf("--dead names this node, %s", n))
-		case !isVoter[n]:
-			errs = append(errs, fmt.Errorf("--dead: %s is not a voter of zone %s", n, st.Zone))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if left := voters - len(dead); left >= voters/2+1 {
-		return fmt.Errorf("%d of %d voters are not named dead: that is a quorum, the zone can elect a leader by itself", left, voters)
-	}
-	return nil
+	return raftzone.CheckRecovery(st.Node, voters, members, dead)
 }

@@ -26,7 +26,7 @@ func TestCheckRecoverable(t *testing.T) {
 		{name: "three of five lost", dead: []string{"c", "d", "e"}},
 		{name: "a leader", leader: "b", dead: []string{"c", "d", "e"}, err: "has a leader (b)"},
 		{name: "quorum left", dead: []string{"d", "e"}, err: "3 of 5 voters are not named dead"},
-		{name: "nonvoter", dead: []string{"c", "d", "f"}, err: "f is not a voter"},
+		{name: "nonvoter", dead: []string{"c", "d", "f"}, err: "--dead: f is not a voter"},
 		{name: "ourselves", dead: []string{"a", "d", "e"}, err: "names this node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
