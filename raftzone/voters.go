@@ -78,17 +78,20 @@ func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.
 			continue
 		}
 		st := seat{id: m.ServerID, node: m.Node, self: m.Node == s.cfg.Node, voter: srv.Suffrage == raft.Voter, joinedAt: m.JoinedAt}
-		healthy := false
-		switch lr, reported := last[m.Node]; {
+		lr, reported := last[m.Node]
+		judged := verdicts[m.Node].State == zone.Unhealthy
+		var healthy bool
+		switch {
 		case st.self:
 			healthy, st.api = true, s.reachesAPI()
 		case reported && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout:
-			healthy, st.api = verdicts[m.Node].State != zone.Unhealthy, lr.APIReachable
-		case !st.voter && !reported && now.Sub(m.JoinedAt) <= s.cfg.VoteTimeout:
-			// Joined moments ago and not reported yet: the live check
-			// alone decides, so a forming zone gets its voters at once.
-			st.eligible = verdicts[m.Node].State != zone.Unhealthy
+			healthy, st.api = !judged, lr.APIReachable
 		}
+		// A member that joined moments ago and has not reported yet is a
+		// candidate on its live check alone, so a forming zone gets its
+		// voters at once.
+		newcomer := !reported && !judged && now.Sub(m.JoinedAt) <= s.cfg.VoteTimeout
+		st.eligible = !st.voter && (healthy || newcomer)
 		if st.voter && !healthy {
 			if _, ok := p.unhealthySince[m.ServerID]; !ok {
 				p.unhealthySince[m.ServerID] = now
@@ -97,9 +100,6 @@ func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.
 			st.dead = now.Sub(p.unhealthySince[m.ServerID]) >= s.cfg.DeadVoterTimeout
 		} else {
 			delete(p.unhealthySince, m.ServerID)
-		}
-		if !st.voter && healthy {
-			st.eligible = true
 		}
 		seats = append(seats, st)
 	}
