@@ -56,7 +56,19 @@
 // says the member was alive up to a vote timeout ago, and a voter that is dead
 // when it is added can cost the zone its quorum for good: a configuration of two
 // voters, one dead, can neither commit nor elect a leader. For the same reason the
-// voter set grows from an odd count in pairs (1 → 3 → 5), never resting at two.
+// voter set grows from an odd count in pairs (1 → 3 → 5), never resting at two
+// below the target. planVoters holds these rules as a pure function. A join
+// starts a round at once, and a round short of a voter it could have looks again
+// within moments, so a forming zone has its voters within a second, not at the
+// next --reconcile-period tick.
+//
+// # Leaving the cloud, and losing a quorum
+//
+// A leader that has had no answer from the apiserver for --apiserver-fail-timeout,
+// counted from its last answer, hands leadership to a voter that reaches it
+// (HandoverBound bounds how long that takes; the agent sizes the zone Lease from
+// it). A zone whose voters are gone for good is re-formed by a recovery request
+// in one survivor's data dir (recover.go, CheckRecovery).
 //
 // # Security
 //
