@@ -247,11 +247,17 @@ func assertOneCluster(t *testing.T, z *testZone) {
 		t.Fatal(why)
 	}
 	want, _ := l.srv.configuration()
-	for _, n := range z.running() {
-		node, _, ok := n.srv.Leader()
-		if !ok || node != l.name {
-			t.Errorf("%s follows %q, want %s", n.name, node, l.name)
+	// A member that joined last may know the leader's address before its
+	// replica has applied the member list that names it.
+	eventually(t, 30*time.Second, "every member following "+l.name, func() (bool, string) {
+		for _, n := range z.running() {
+			if node, _, ok := n.srv.Leader(); !ok || node != l.name {
+				return false, fmt.Sprintf("%s follows %q", n.name, node)
+			}
 		}
+		return true, ""
+	})
+	for _, n := range z.running() {
 		got, _ := n.srv.configuration()
 		if len(got) != len(want) {
 			t.Errorf("%s has %d servers in its configuration, leader %d", n.name, len(got), len(want))
