@@ -58,6 +58,8 @@ func TestCheckRecovery(t *testing.T) {
 // continue.
 func TestRecoverAfterLosingAQuorum(t *testing.T) {
 	z := newTestZone(t, 6)
+	// The lost stay voters: no replacement while they are being stopped.
+	z.tweak = func(c *Config) { c.DeadVoterTimeout = time.Hour }
 	z.startAll()
 	l := z.waitConverged(60*time.Second, 5)
 	cfg, _ := l.srv.configuration()
