@@ -25,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -203,7 +204,7 @@ func (env *testEnv) start(t *testing.T) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	waitFor(t, "caches to sync", env.w.Ready)
+	poll.UntilTrue(t, waitTimeout, "caches to sync", env.w.Ready)
 	return stop
 }
 
@@ -257,17 +258,9 @@ func writeTestCerts(t *testing.T, dir string) *CertBundle {
 	return b
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every poll.UntilTrue of these tests: generous, since it
+// only matters when a test fails.
+const waitTimeout = 30 * time.Second
 
 // post sends body to path on the webhook's handler and returns the recorder.
 func (env *testEnv) post(t *testing.T, path string, body []byte) *httptest.ResponseRecorder {

@@ -28,6 +28,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -255,7 +256,7 @@ func TestRepairLeaderElection(t *testing.T) {
 	a := newWebhook(t, func(c *Config) { fastElection(c); c.Identity = "replica-a" })
 	stopA := a.start(t)
 	leading := func(w *Webhook) bool { return counter(t, w.metrics.repairLeader) == 1 }
-	waitFor(t, "replica a to lead", func() bool { return leading(a.w) })
+	poll.UntilTrue(t, waitTimeout, "replica a to lead", func() bool { return leading(a.w) })
 	// The lock is in the webhook's own namespace, never among the zone Leases,
 	// which agent credentials may write.
 	leases := a.client.CoordinationV1()
@@ -282,7 +283,7 @@ func TestRepairLeaderElection(t *testing.T) {
 	}
 
 	stopA()
-	waitFor(t, "replica b to take over", func() bool { return leading(b.w) })
+	poll.UntilTrue(t, waitTimeout, "replica b to take over", func() bool { return leading(b.w) })
 	if leading(a.w) {
 		t.Error("replica a still counts itself leader after stopping")
 	}

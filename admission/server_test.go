@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 // tlsClient trusts only the CA whose PEM is given.
@@ -180,8 +182,8 @@ func TestRunStopsEverything(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- env.w.Run(ctx) }()
-	waitFor(t, "caches to sync", env.w.Ready)
-	waitFor(t, "the repair loop to lead", func() bool { return counter(t, env.w.metrics.repairLeader) == 1 })
+	poll.UntilTrue(t, waitTimeout, "caches to sync", env.w.Ready)
+	poll.UntilTrue(t, waitTimeout, "the repair loop to lead", func() bool { return counter(t, env.w.metrics.repairLeader) == 1 })
 	servedSerial(t, ln.Addr().String(), env.caPool)
 	cancel()
 	select {

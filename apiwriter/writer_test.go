@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -152,16 +153,8 @@ func (h *harness) annotation(node string) (zone.Annotation, bool) {
 	return a, true
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every poll.UntilTrue of these tests.
+const waitTimeout = 10 * time.Second
 
 func verdict(node string, st zone.State, term uint64, at time.Time) zone.Verdict {
 	return zone.Verdict{Node: node, State: st, Pros: 2, Members: 3, Term: term, Leader: "node-1", DecidedAt: at}
@@ -173,7 +166,7 @@ func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
 	h.run()
 	at := h.clock.Now()
 	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, false)
-	eventually(t, "annotation written", func() bool { _, ok := h.annotation("node-2"); return ok })
+	poll.UntilTrue(t, waitTimeout, "annotation written", func() bool { _, ok := h.annotation("node-2"); return ok })
 	got, _ := h.annotation("node-2")
 	want := zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 4, Leader: "node-1", At: at.UTC(), Pros: 2, Members: 3}
 	if !got.At.Equal(want.At) || got.State != want.State || got.Term != want.Term || got.Zone != want.Zone || got.Members != 3 {
@@ -181,13 +174,13 @@ func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
 	}
 	// A resync after a leader change re-delivers the same verdict: no write.
 	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, true)
-	eventually(t, "resync handled", func() bool { return h.w.Pending() == 0 })
+	poll.UntilTrue(t, waitTimeout, "resync handled", func() bool { return h.w.Pending() == 0 })
 	if w := h.nodeWrites(); len(w) != 1 || w[0] != "patch nodes/node-2" {
 		t.Fatalf("node writes %v, want one patch", w)
 	}
 	// A real change is written.
 	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Unhealthy, 4, at.Add(time.Second))}, false)
-	eventually(t, "change written", func() bool { a, _ := h.annotation("node-2"); return a.State == zone.Unhealthy })
+	poll.UntilTrue(t, waitTimeout, "change written", func() bool { a, _ := h.annotation("node-2"); return a.State == zone.Unhealthy })
 	if n := len(h.nodeWrites()); n != 2 {
 		t.Fatalf("%d node writes, want 2", n)
 	}
@@ -216,7 +209,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if !h.w.Restore(get("node-2"), v) {
 		t.Fatal("a node without its verdict was not restored")
 	}
-	eventually(t, "verdict restored", func() bool { a, ok := h.annotation("node-2"); return ok && a.Term == 4 && a.At.Equal(at) })
+	poll.UntilTrue(t, waitTimeout, "verdict restored", func() bool { a, ok := h.annotation("node-2"); return ok && a.Term == 4 && a.At.Equal(at) })
 	if h.w.Restore(get("node-2"), v) {
 		t.Error("a node that holds its verdict was restored again")
 	}
@@ -233,7 +226,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if !h.w.Restore(get("node-2"), v) {
 		t.Fatal("a removed verdict was not restored")
 	}
-	eventually(t, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
+	poll.UntilTrue(t, waitTimeout, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
 
 	// A newer term's verdict is not ours to replace.
 	newer, _ := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
@@ -266,7 +259,7 @@ func TestNeverOverwritesHigherTerm(t *testing.T) {
 	h.fence.term.Store(7)
 	h.run()
 	h.w.Verdicts(7, []zone.Verdict{verdict("node-2", zone.Unhealthy, 7, h.clock.Now())}, false)
-	eventually(t, "verdict handled", func() bool { return h.w.Pending() == 0 })
+	poll.UntilTrue(t, waitTimeout, "verdict handled", func() bool { return h.w.Pending() == 0 })
 	if a, _ := h.annotation("node-2"); a.Term != 9 || a.State != zone.Healthy {
 		t.Fatalf("annotation overwritten: %+v", a)
 	}
@@ -279,7 +272,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 	h := newHarness(t, "node-2")
 	h.run() // fence term 0: not leader
 	h.w.Verdicts(3, []zone.Verdict{verdict("node-2", zone.Unhealthy, 3, h.clock.Now())}, false)
-	eventually(t, "pending dropped", func() bool { return h.w.Pending() == 0 })
+	poll.UntilTrue(t, waitTimeout, "pending dropped", func() bool { return h.w.Pending() == 0 })
 	h.clock.Step(time.Minute) // lease renewals come due
 	if err := h.w.RenewLease(context.Background()); err != nil {
 		t.Fatal(err)
@@ -298,12 +291,12 @@ func TestUnconfirmedLeaderKeepsVerdicts(t *testing.T) {
 	h.fence.unconfirmed.Store(true)
 	h.run()
 	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Unhealthy, 2, h.clock.Now())}, false)
-	eventually(t, "a write attempt", func() bool { return h.fence.verifies.Load() > 0 })
+	poll.UntilTrue(t, waitTimeout, "a write attempt", func() bool { return h.fence.verifies.Load() > 0 })
 	if h.w.Pending() != 1 {
 		t.Fatalf("pending %d after an unconfirmed attempt, want the verdict kept", h.w.Pending())
 	}
 	h.fence.unconfirmed.Store(false)
-	eventually(t, "written after the retry", func() bool {
+	poll.UntilTrue(t, waitTimeout, "written after the retry", func() bool {
 		h.clock.Step(h.w.cfg.RetryMax)
 		return h.w.Pending() == 0
 	})
@@ -324,7 +317,7 @@ func TestOutageCoalescesAndFlushesOnReconnect(t *testing.T) {
 	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Healthy, 2, at.Add(time.Second)), verdict("node-3", zone.Healthy, 2, at)}, false)
 	h.w.Verdicts(2, []zone.Verdict{verdict("node-2", zone.Unhealthy, 2, at.Add(2*time.Second))}, false)
 	h.run()
-	eventually(t, "writes attempted and failed", func() bool {
+	poll.UntilTrue(t, waitTimeout, "writes attempted and failed", func() bool {
 		ok, since := h.w.ReachableSince()
 		return !ok && !since.IsZero() && h.refusedCount("get nodes/node-2") > 0 && h.refusedCount("get nodes/node-3") > 0
 	})
@@ -337,7 +330,7 @@ func TestOutageCoalescesAndFlushesOnReconnect(t *testing.T) {
 
 	h.down.Store(false)
 	h.clock.Step(h.w.cfg.HealthPeriod) // the health check notices the apiserver is back
-	eventually(t, "flushed", func() bool { return h.w.Pending() == 0 })
+	poll.UntilTrue(t, waitTimeout, "flushed", func() bool { return h.w.Pending() == 0 })
 	if a, _ := h.annotation("node-2"); a.State != zone.Unhealthy || !a.At.Equal(at.Add(2*time.Second).UTC()) {
 		t.Fatalf("node-2 annotation %+v, want the latest verdict", a)
 	}
@@ -425,7 +418,7 @@ func TestNewLeaderTakesLeaseAtOnce(t *testing.T) {
 	h.fence.term.Store(6)
 	h.run()
 	h.w.Verdicts(6, nil, true)
-	eventually(t, "zone lease taken without waiting for the renewal period", func() bool {
+	poll.UntilTrue(t, waitTimeout, "zone lease taken without waiting for the renewal period", func() bool {
 		l, err := h.client.CoordinationV1().Leases("edgequorum-system").Get(context.Background(), zone.LeaseName("zone-a"), metav1.GetOptions{})
 		return err == nil && l.Annotations[zone.LeaseTermAnnotation] == "6"
 	})

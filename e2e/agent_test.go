@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/raftzone"
@@ -37,7 +38,7 @@ func TestAgentZone(t *testing.T) {
 	t.Logf("zone of 5 formed and wrote five healthy verdicts in %s", took.Round(100*time.Millisecond))
 
 	var leader *zonerun.Agent
-	eventually(t, 30*time.Second, "one leader", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "one leader", func() (bool, string) {
 		l, err := z.Leader(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -45,7 +46,7 @@ func TestAgentZone(t *testing.T) {
 		leader = l
 		return true, ""
 	})
-	eventually(t, 30*time.Second, "zone lease held by the leader", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "zone lease held by the leader", func() (bool, string) {
 		l, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -92,7 +93,7 @@ func TestAgentZone(t *testing.T) {
 	leader.Kill()
 	leader.Kubelet.Kill()
 	var newHolder string
-	took = eventually(t, time.Minute, "a new leader renews the zone lease", func() (bool, string) {
+	took = poll.Until(t, time.Minute, "a new leader renews the zone lease", func() (bool, string) {
 		l, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -154,7 +155,7 @@ func TestAgentZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st raftzone.Status
-	eventually(t, time.Minute, victim.Name+" rejoined", func() (bool, string) {
+	poll.Until(t, time.Minute, victim.Name+" rejoined", func() (bool, string) {
 		var err error
 		st, err = victim.Status(ctx)
 		return err == nil && st.Ready, fmt.Sprintf("%+v %v", st.State, err)
@@ -182,7 +183,7 @@ func TestAgentZone(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Patch(ctx, survivor, types.JSONPatchType, remove, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took = eventually(t, time.Minute, survivor+" verdict restored", func() (bool, string) {
+	took = poll.Until(t, time.Minute, survivor+" verdict restored", func() (bool, string) {
 		a, ok := annotation(t, client, survivor)
 		return ok && a.State == kept.State && a.Term == kept.Term && a.At.Equal(kept.At), fmt.Sprintf("%+v present=%v", a, ok)
 	})

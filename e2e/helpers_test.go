@@ -9,28 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
 )
-
-// eventually polls cond every 100 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	start := time.Now()
-	last := ""
-	for {
-		ok, detail := cond()
-		if ok {
-			return time.Since(start)
-		}
-		last = detail
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 func annotation(t *testing.T, c kubernetes.Interface, node string) (zone.Annotation, bool) {
 	t.Helper()
@@ -52,7 +35,7 @@ func annotation(t *testing.T, c kubernetes.Interface, node string) (zone.Annotat
 // waitStates waits until every named node's annotation has the wanted state.
 func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, want map[string]zone.State) time.Duration {
 	t.Helper()
-	return eventually(t, timeout, fmt.Sprintf("annotations %v", want), func() (bool, string) {
+	return poll.Until(t, timeout, fmt.Sprintf("annotations %v", want), func() (bool, string) {
 		for node, st := range want {
 			a, ok := annotation(t, c, node)
 			if !ok || a.State != st {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
@@ -39,7 +40,7 @@ func TestZoneLiveness(t *testing.T) {
 		z := startZoneOn(t, c, zonerun.Options{Zone: name, Nodes: n})
 		took := waitStates(t, client, 2*time.Minute, allStates(z, zone.Healthy))
 		var l *zonerun.Agent
-		eventually(t, 30*time.Second, "a leader", func() (bool, string) {
+		poll.Until(t, 30*time.Second, "a leader", func() (bool, string) {
 			var err error
 			l, err = z.Leader(ctx)
 			return err == nil, fmt.Sprint(err)
@@ -56,7 +57,7 @@ func TestZoneLiveness(t *testing.T) {
 	t.Run("leader killed right after formation", func(t *testing.T) {
 		z, l := fresh(t, "edge-lk", 5)
 		l.Kill()
-		took := eventually(t, 30*time.Second, "a new leader", func() (bool, string) {
+		took := poll.Until(t, 30*time.Second, "a new leader", func() (bool, string) {
 			nl, err := z.Leader(ctx)
 			return err == nil && nl != l, fmt.Sprint(err)
 		})
@@ -72,7 +73,7 @@ func TestZoneLiveness(t *testing.T) {
 			}
 		}
 		partition(t, []string{l.IP}, rest)
-		took := eventually(t, 30*time.Second, "a new leader among the rest", func() (bool, string) {
+		took := poll.Until(t, 30*time.Second, "a new leader among the rest", func() (bool, string) {
 			for _, a := range z.Agents() {
 				if a == l {
 					continue
@@ -115,7 +116,7 @@ func TestZoneLiveness(t *testing.T) {
 
 		cutAt := time.Now()
 		l.CutCloud()
-		took := eventually(t, 30*time.Second, "another member renews the zone Lease", func() (bool, string) {
+		took := poll.Until(t, 30*time.Second, "another member renews the zone Lease", func() (bool, string) {
 			lease := zoneLease(t, client, "edge-lc")
 			holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 			return holder != l.Name && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(cutAt), "holder " + holder
@@ -138,7 +139,7 @@ func TestZoneLiveness(t *testing.T) {
 			}
 			return true, ""
 		}
-		eventually(t, 2*time.Minute, l.Name+" Ready=Unknown", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, l.Name+" Ready=Unknown", func() (bool, string) {
 			st, _ := nodeCondition(t, client, l.Name)
 			return st == corev1.ConditionUnknown, string(st)
 		})
@@ -153,7 +154,7 @@ func TestZoneLiveness(t *testing.T) {
 
 	t.Run("three of five voters lost for good, then recovered", func(t *testing.T) {
 		z, l := fresh(t, "edge-rc", 5)
-		eventually(t, 30*time.Second, "five voters", func() (bool, string) {
+		poll.Until(t, 30*time.Second, "five voters", func() (bool, string) {
 			st, err := l.Status(ctx)
 			return err == nil && st.Voters == 5, fmt.Sprintf("%d voters", st.Voters)
 		})
@@ -175,7 +176,7 @@ func TestZoneLiveness(t *testing.T) {
 			a.Kubelet.Kill()
 			deadNames = append(deadNames, a.Name)
 		}
-		eventually(t, 30*time.Second, "no leader among the survivors", func() (bool, string) {
+		poll.Until(t, 30*time.Second, "no leader among the survivors", func() (bool, string) {
 			for _, a := range survivors {
 				if st, err := a.Status(ctx); err != nil || st.Leader != "" {
 					return false, fmt.Sprintf("%s sees leader %q (%v)", a.Name, st.Leader, err)
@@ -203,7 +204,7 @@ func TestZoneLiveness(t *testing.T) {
 			t.Fatal(err)
 		}
 		lease0 := zoneLease(t, client, "edge-rc")
-		took := eventually(t, time.Minute, "the recovered zone renews its Lease", func() (bool, string) {
+		took := poll.Until(t, time.Minute, "the recovered zone renews its Lease", func() (bool, string) {
 			lease := zoneLease(t, client, "edge-rc")
 			term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
 			old, _ := strconv.ParseUint(lease0.Annotations[zone.LeaseTermAnnotation], 10, 64)
@@ -215,7 +216,7 @@ func TestZoneLiveness(t *testing.T) {
 			want[n] = zone.Unhealthy
 		}
 		waitStates(t, client, time.Minute, want)
-		eventually(t, time.Minute, "the other survivors voting again", func() (bool, string) {
+		poll.Until(t, time.Minute, "the other survivors voting again", func() (bool, string) {
 			st, err := r.Status(ctx)
 			return err == nil && st.Voters == len(survivors) && !st.Forming, fmt.Sprintf("%d voters", st.Voters)
 		})

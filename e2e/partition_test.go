@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
@@ -81,7 +82,7 @@ func TestPartitionedZoneProcesses(t *testing.T) {
 	}
 	waitStates(t, client, 2*time.Minute, all)
 	var leader *zonerun.Agent
-	eventually(t, 30*time.Second, "leader and five voters", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "leader and five voters", func() (bool, string) {
 		l, err := z.Leader(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -140,7 +141,7 @@ func TestPartitionedZoneProcesses(t *testing.T) {
 	}
 	// Let the majority commit a good number of entries meanwhile.
 	st0, _ := majority[0].Status(ctx)
-	eventually(t, time.Minute, "majority keeps committing", func() (bool, string) {
+	poll.Until(t, time.Minute, "majority keeps committing", func() (bool, string) {
 		st, err := majority[0].Status(ctx)
 		return err == nil && st.CommitIndex >= st0.CommitIndex+10, fmt.Sprint(st.CommitIndex)
 	})

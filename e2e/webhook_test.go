@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
@@ -60,7 +61,7 @@ func deployApp(t *testing.T, c kubernetes.Interface, name string, nodes []string
 		}
 		a.pods[pod] = node
 	}
-	eventually(t, 2*time.Minute, "every endpoint ready", func() (bool, string) {
+	poll.Until(t, 2*time.Minute, "every endpoint ready", func() (bool, string) {
 		ready := a.readyEndpoints(t, c)
 		return len(ready) == len(nodes), fmt.Sprintf("%d/%d ready", len(ready), len(nodes))
 	})
@@ -122,7 +123,7 @@ func (a *app) podReady(t *testing.T, c kubernetes.Interface, pod string) (corev1
 // went Unknown, which the webhook rightly leaves alone.
 func (a *app) waitPodsReady(t *testing.T, c kubernetes.Interface, nodes ...string) {
 	t.Helper()
-	took := eventually(t, time.Minute, "pods Ready again", func() (bool, string) {
+	took := poll.Until(t, time.Minute, "pods Ready again", func() (bool, string) {
 		for _, n := range nodes {
 			pod := a.podOn(n)
 			if st, _ := a.podReady(t, c, pod); st != corev1.ConditionTrue {
@@ -238,7 +239,7 @@ func holdFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 // webhook's caches"). holdFor checks from then on.
 func settleProtection(t *testing.T, protected func() (bool, string)) {
 	t.Helper()
-	took := eventually(t, 15*time.Second, "protection in place", protected)
+	took := poll.Until(t, 15*time.Second, "protection in place", protected)
 	t.Logf("protection in place %s after the node was seen Unknown", took.Round(time.Millisecond))
 }
 
@@ -278,7 +279,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	if !t.Run("whole zone cut from the cloud", func(t *testing.T) {
 		cutAt := time.Now()
 		z.CutCloud()
-		eventually(t, 2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
 			for _, n := range all {
 				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
 					return false, fmt.Sprintf("%s is %s", n, st)
@@ -306,7 +307,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "zone Ready again", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, "zone Ready again", func() (bool, string) {
 			for _, n := range all {
 				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
 					return false, fmt.Sprintf("%s is %s", n, st)
@@ -322,7 +323,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	if !t.Run("one node cut while the zone is connected", func(t *testing.T) {
 		cut := nonLeaders()[0]
 		cut.CutCloud()
-		eventually(t, 2*time.Minute, cut.Name+" Ready=Unknown", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, cut.Name+" Ready=Unknown", func() (bool, string) {
 			st, _ := nodeCondition(t, client, cut.Name)
 			return st == corev1.ConditionUnknown, string(st)
 		})
@@ -344,7 +345,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if err := cut.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, cut.Name+" Ready again", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, cut.Name+" Ready again", func() (bool, string) {
 			st, _ := nodeCondition(t, client, cut.Name)
 			return st == corev1.ConditionTrue, string(st)
 		})
@@ -358,12 +359,12 @@ func TestWebhookEndToEnd(t *testing.T) {
 		victim.Kill()
 		victim.Kubelet.Kill()
 		waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
-		eventually(t, 2*time.Minute, victim.Name+" tainted unreachable:NoExecute", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, victim.Name+" tainted unreachable:NoExecute", func() (bool, string) {
 			_, noExecute := nodeCondition(t, client, victim.Name)
 			return noExecute, "no taint"
 		})
 		pod := web.podOn(victim.Name)
-		took := eventually(t, 2*time.Minute, pod+" evicted", func() (bool, string) {
+		took := poll.Until(t, 2*time.Minute, pod+" evicted", func() (bool, string) {
 			for _, d := range web.deletedPods(t, client) {
 				if d == pod {
 					return true, ""
@@ -372,7 +373,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			return false, "still running"
 		})
 		t.Logf("%s evicted %s after its node was tainted (tolerationSeconds %d)", pod, took.Round(time.Second), tolerationSeconds)
-		eventually(t, time.Minute, "its endpoint not ready", func() (bool, string) {
+		poll.Until(t, time.Minute, "its endpoint not ready", func() (bool, string) {
 			return !web.readyEndpoints(t, client)[pod], "still ready"
 		})
 	}) {
@@ -384,7 +385,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		cut := nonLeaders()[0]
 		pod := web.podOn(cut.Name)
 		cut.CutCloud()
-		eventually(t, 2*time.Minute, cut.Name+" tainted unreachable:NoExecute", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, cut.Name+" tainted unreachable:NoExecute", func() (bool, string) {
 			_, noExecute := nodeCondition(t, client, cut.Name)
 			return noExecute, "no taint"
 		})
@@ -400,7 +401,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		} else {
 			t.Logf("node write with the webhook down took %s", took.Round(time.Millisecond))
 		}
-		eventually(t, 2*time.Minute, pod+" evicted as upstream would", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, pod+" evicted as upstream would", func() (bool, string) {
 			for _, d := range web.deletedPods(t, client) {
 				if d == pod {
 					return true, ""

@@ -16,21 +16,13 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
-// waitFor polls cond until it holds or a generous deadline passes. It paces the
-// polling, never the behaviour under test: the condition is what the test waits
-// for.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// waitTimeout bounds every poll.UntilTrue of these tests: generous, since it
+// only matters when a test fails.
+const waitTimeout = 10 * time.Second
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -146,10 +138,10 @@ func startHarness(t *testing.T, cfg Config, scripted bool) *harness {
 // until fire of them have probed, reported and re-armed.
 func (h *harness) round(d time.Duration, fire, armed int) {
 	h.t.Helper()
-	waitFor(h.t, strconv.Itoa(armed)+" armed workers", func() bool { return h.clk.Waiters() == armed })
+	poll.UntilTrue(h.t, waitTimeout, strconv.Itoa(armed)+" armed workers", func() bool { return h.clk.Waiters() == armed })
 	before := h.calls.Load()
 	h.clk.Step(d)
-	waitFor(h.t, strconv.Itoa(fire)+" probes", func() bool {
+	poll.UntilTrue(h.t, waitTimeout, strconv.Itoa(fire)+" probes", func() bool {
 		return h.calls.Load() >= before+int64(fire) && h.clk.Waiters() == armed
 	})
 }

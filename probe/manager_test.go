@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -215,7 +217,7 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 		{Kind: KindKubelet, Port: port, FailureThreshold: 1},
 	}
 	h := startHarness(t, Config{Specs: specs}, false)
-	waitFor(t, "Run to start", func() bool {
+	poll.UntilTrue(t, waitTimeout, "Run to start", func() bool {
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()
 		return h.m.runCtx != nil
@@ -261,7 +263,7 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 	if len(h.m.Statuses()) != 0 {
 		t.Fatalf("Statuses() = %v after removing every target", h.m.Statuses())
 	}
-	waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
+	poll.UntilTrue(t, waitTimeout, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
 	if n := h.clk.Waiters(); n != 0 {
 		t.Fatalf("%d timers left on the clock after removing every target", n)
 	}
@@ -306,9 +308,9 @@ func TestManagerTargetsBeforeAndAfterRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	waitFor(t, "worker of the early target", func() bool { return clk.Waiters() == 1 })
+	poll.UntilTrue(t, waitTimeout, "worker of the early target", func() bool { return clk.Waiters() == 1 })
 	clk.Step(0)
-	waitFor(t, "the agent probe to pass", func() bool { st, _ := m.Status("early"); return st.OK })
+	poll.UntilTrue(t, waitTimeout, "the agent probe to pass", func() bool { st, _ := m.Status("early"); return st.OK })
 
 	if err := m.Run(ctx); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Run = %v, want ErrRunning", err)
@@ -364,5 +366,5 @@ func TestManagerManyTargetsConcurrently(t *testing.T) {
 	for name := range h.m.Statuses() {
 		h.m.RemoveTarget(name)
 	}
-	waitFor(t, "every worker stopped", func() bool { return h.clk.Waiters() == 0 })
+	poll.UntilTrue(t, waitTimeout, "every worker stopped", func() bool { return h.clk.Waiters() == 0 })
 }

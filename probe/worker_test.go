@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 func TestThreshold(t *testing.T) {
@@ -186,7 +188,7 @@ func TestWorkerSchedule(t *testing.T) {
 			clk, p, _, _ := startWorker(t, spec, tt.rand)
 			start := clk.Now()
 			armed := func() bool { return clk.Waiters() == 1 }
-			waitFor(t, "worker armed", armed)
+			poll.UntilTrue(t, waitTimeout, "worker armed", armed)
 
 			// stepTo moves the clock to start+d. While the worker is
 			// armed and no probe is pending, a timer that fired leaves
@@ -205,7 +207,7 @@ func TestWorkerSchedule(t *testing.T) {
 				t.Fatalf("first probe at +%v, want +%v", got, tt.wantFirst)
 			}
 			c.reply <- Success
-			waitFor(t, "worker re-armed", armed)
+			poll.UntilTrue(t, waitTimeout, "worker re-armed", armed)
 
 			stepTo(tt.wantFirst + tt.period - time.Millisecond)
 			if !armed() {
@@ -225,11 +227,11 @@ func TestWorkerSchedule(t *testing.T) {
 // target is being removed is not reported as a failure of the target.
 func TestWorkerDiscardsOutcomeOnStop(t *testing.T) {
 	clk, p, updates, cancel := startWorker(t, Spec{Kind: KindTCP, Port: 1, Timeout: time.Minute, Period: time.Minute}, 0)
-	waitFor(t, "worker armed", func() bool { return clk.Waiters() == 1 })
+	poll.UntilTrue(t, waitTimeout, "worker armed", func() bool { return clk.Waiters() == 1 })
 	clk.Step(0)
 	expectCall(t, p) // never answered: the probe is in flight
 	cancel()
-	waitFor(t, "worker stopped", func() bool { return !clk.HasWaiters() })
+	poll.UntilTrue(t, waitTimeout, "worker stopped", func() bool { return !clk.HasWaiters() })
 	if len(*updates) != 0 {
 		t.Fatalf("worker reported %+v for a probe cancelled by shutdown", *updates)
 	}

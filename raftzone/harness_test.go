@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -321,24 +322,6 @@ func (z *testZone) running() []*testNode {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // leader returns the single running member that leads with a fencing term.
 func (z *testZone) leader() (*testNode, string) {
 	var leaders []*testNode
@@ -356,7 +339,7 @@ func (z *testZone) leader() (*testNode, string) {
 func (z *testZone) waitLeader(timeout time.Duration) *testNode {
 	z.t.Helper()
 	var l *testNode
-	eventually(z.t, timeout, "one leader", func() (bool, string) {
+	poll.Until(z.t, timeout, "one leader", func() (bool, string) {
 		var why string
 		l, why = z.leader()
 		return l != nil, why
@@ -369,7 +352,7 @@ func (z *testZone) waitLeader(timeout time.Duration) *testNode {
 func (z *testZone) waitConverged(timeout time.Duration, voters int) *testNode {
 	z.t.Helper()
 	var l *testNode
-	eventually(z.t, timeout, "converged zone", func() (bool, string) {
+	poll.Until(z.t, timeout, "converged zone", func() (bool, string) {
 		var why string
 		if l, why = z.leader(); l == nil {
 			return false, why
@@ -405,7 +388,7 @@ func (z *testZone) waitConverged(timeout time.Duration, voters int) *testNode {
 // waitVerdicts waits until the leader's committed verdicts match want.
 func (z *testZone) waitVerdicts(timeout time.Duration, want map[string]zone.State) {
 	z.t.Helper()
-	eventually(z.t, timeout, fmt.Sprintf("verdicts %v", want), func() (bool, string) {
+	poll.Until(z.t, timeout, fmt.Sprintf("verdicts %v", want), func() (bool, string) {
 		l, why := z.leader()
 		if l == nil {
 			return false, why

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -140,7 +141,7 @@ func TestDeadNonvoterNotPromoted(t *testing.T) {
 	spareID, voterID := deadSpare.srv.ServerID(), deadVoter.srv.ServerID()
 	z.stop(deadVoter.name)
 	z.stop(deadSpare.name)
-	eventually(t, 60*time.Second, "dead voter replaced by the live nonvoter", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "dead voter replaced by the live nonvoter", func() (bool, string) {
 		cfg, err := l.srv.configuration()
 		if err != nil {
 			return false, err.Error()

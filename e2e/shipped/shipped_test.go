@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/realnode"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -68,26 +69,6 @@ func (e *env) sh(ctx context.Context, line string) string {
 		e.t.Fatalf("%s: %v", line, err)
 	}
 	return out.String()
-}
-
-// eventually polls cond every 200 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	start := time.Now()
-	last := ""
-	for {
-		ok, detail := cond()
-		if ok {
-			d := time.Since(start)
-			t.Logf("%s after %s", what, d.Round(time.Millisecond))
-			return d
-		}
-		last = detail
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func TestShippedManifestsOnARealKubelet(t *testing.T) {
@@ -177,19 +158,21 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 	t.Run("webhook behind its Service strips the taint of a vouched node", func(t *testing.T) {
 		e.t = t
 		e.sh(ctx, "edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -")
-		eventually(t, 3*time.Minute, "webhook Deployment ready on the real node", func() (bool, string) {
+		took := poll.Until(t, 3*time.Minute, "webhook Deployment ready on the real node", func() (bool, string) {
 			d, err := e.client.AppsV1().Deployments(webhookNS).Get(ctx, "edgequorum-webhook", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
 			return d.Status.ReadyReplicas >= 1, fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, d.Status.Replicas)
 		})
+		t.Logf("webhook Deployment ready on the real node after %s", took.Round(time.Millisecond))
 		cut := z.Agent(names[2]).Kubelet
 		cut.Cut()
-		eventually(t, time.Minute, names[2]+" Unknown", func() (bool, string) {
+		took = poll.Until(t, time.Minute, names[2]+" Unknown", func() (bool, string) {
 			return readyStatus(ctx, e.client, names[2]) == corev1.ConditionUnknown, string(readyStatus(ctx, e.client, names[2]))
 		})
-		eventually(t, time.Minute, "the webhook pod stripped unreachable:NoExecute", func() (bool, string) {
+		t.Logf("%s Unknown after %s", names[2], took.Round(time.Millisecond))
+		took = poll.Until(t, time.Minute, "the webhook pod stripped unreachable:NoExecute", func() (bool, string) {
 			n, err := e.client.CoreV1().Nodes().Get(ctx, names[2], metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -202,6 +185,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 			stripped := webhookMetric(ctx, e.client, "edgequorum_admission_taints_stripped_total")
 			return stripped >= 1, fmt.Sprintf("taints stripped by the webhook pods: %v", stripped)
 		})
+		t.Logf("the webhook pod stripped unreachable:NoExecute after %s", took.Round(time.Millisecond))
 		if err := cut.Reconnect(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +269,7 @@ func readyStatus(ctx context.Context, c kubernetes.Interface, node string) corev
 func waitAgentPod(t *testing.T, ctx context.Context, c kubernetes.Interface, not types.UID) corev1.Pod {
 	t.Helper()
 	var found corev1.Pod
-	eventually(t, 3*time.Minute, "agent pod Ready on "+realNode, func() (bool, string) {
+	took := poll.Until(t, 3*time.Minute, "agent pod Ready on "+realNode, func() (bool, string) {
 		pods, err := c.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{LabelSelector: agentSelector, FieldSelector: "spec.nodeName=" + realNode})
 		if err != nil {
 			return false, err.Error()
@@ -304,6 +288,7 @@ func waitAgentPod(t *testing.T, ctx context.Context, c kubernetes.Interface, not
 		}
 		return false, "no pod yet"
 	})
+	t.Logf("agent pod Ready on %s after %s", realNode, took.Round(time.Millisecond))
 	return found
 }
 
@@ -394,7 +379,7 @@ func sample(text, prefix string) (float64, bool) {
 
 func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, want map[string]zone.State) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("verdicts %v", want), func() (bool, string) {
+	took := poll.Until(t, timeout, fmt.Sprintf("verdicts %v", want), func() (bool, string) {
 		for node, st := range want {
 			n, err := c.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 			if err != nil {
@@ -407,4 +392,5 @@ func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, wan
 		}
 		return true, ""
 	})
+	t.Logf("verdicts %v after %s", want, took.Round(time.Millisecond))
 }

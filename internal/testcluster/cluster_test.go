@@ -12,10 +12,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
@@ -112,11 +112,11 @@ func testCutNode(t *testing.T, c *testcluster.Cluster) {
 	}
 	createService(t, cs, "web-a")
 	createPod(t, cs, "web-a-0", "web-a", k.Name(), nil)
-	waitFor(t, "pod web-a-0 ready", func(ctx context.Context) (bool, error) {
-		return podReady(ctx, cs, "web-a-0") == corev1.ConditionTrue, nil
+	poll.UntilTrue(t, verdictTimeout, "pod web-a-0 ready", func() bool {
+		return podReady(ctx, cs, "web-a-0") == corev1.ConditionTrue
 	})
-	waitFor(t, "endpoint of web-a-0 ready", func(ctx context.Context) (bool, error) {
-		return endpointReady(ctx, cs, "web-a", "web-a-0") == "true", nil
+	poll.UntilTrue(t, verdictTimeout, "endpoint of web-a-0 ready", func() bool {
+		return endpointReady(ctx, cs, "web-a", "web-a-0") == "true"
 	})
 
 	cutAt := time.Now()
@@ -124,21 +124,21 @@ func testCutNode(t *testing.T, c *testcluster.Cluster) {
 	if got := k.State(); got != testcluster.StateCut {
 		t.Fatalf("State() after Cut = %v", got)
 	}
-	waitFor(t, "node edge-a-1 Ready=Unknown", func(ctx context.Context) (bool, error) {
-		return nodeReady(ctx, cs, k.Name()) == corev1.ConditionUnknown, nil
+	poll.UntilTrue(t, verdictTimeout, "node edge-a-1 Ready=Unknown", func() bool {
+		return nodeReady(ctx, cs, k.Name()) == corev1.ConditionUnknown
 	})
 	t.Logf("cut → Ready=Unknown after %v", time.Since(cutAt).Round(100*time.Millisecond))
-	waitFor(t, "both unreachable taints on edge-a-1", func(ctx context.Context) (bool, error) {
+	poll.UntilTrue(t, verdictTimeout, "both unreachable taints on edge-a-1", func() bool {
 		taints := nodeTaints(ctx, cs, k.Name())
-		return taints[corev1.TaintEffectNoSchedule] && taints[corev1.TaintEffectNoExecute], nil
+		return taints[corev1.TaintEffectNoSchedule] && taints[corev1.TaintEffectNoExecute]
 	})
 	t.Logf("cut → unreachable NoSchedule and NoExecute taints after %v", time.Since(cutAt).Round(100*time.Millisecond))
-	waitFor(t, "pod web-a-0 Ready=False", func(ctx context.Context) (bool, error) {
-		return podReady(ctx, cs, "web-a-0") == corev1.ConditionFalse, nil
+	poll.UntilTrue(t, verdictTimeout, "pod web-a-0 Ready=False", func() bool {
+		return podReady(ctx, cs, "web-a-0") == corev1.ConditionFalse
 	})
 	t.Logf("cut → pod Ready=False after %v", time.Since(cutAt).Round(100*time.Millisecond))
-	waitFor(t, "endpoint of web-a-0 not ready", func(ctx context.Context) (bool, error) {
-		return endpointReady(ctx, cs, "web-a", "web-a-0") == "false", nil
+	poll.UntilTrue(t, verdictTimeout, "endpoint of web-a-0 not ready", func() bool {
+		return endpointReady(ctx, cs, "web-a", "web-a-0") == "false"
 	})
 	t.Logf("cut → EndpointSlice endpoint ready=false after %v", time.Since(cutAt).Round(100*time.Millisecond))
 
@@ -153,11 +153,11 @@ func testCutNode(t *testing.T, c *testcluster.Cluster) {
 		t.Fatal(err)
 	}
 	reconnectAt := time.Now()
-	waitFor(t, "edge-a-1 Ready=True without unreachable taints", func(ctx context.Context) (bool, error) {
-		return nodeReady(ctx, cs, k.Name()) == corev1.ConditionTrue && len(nodeTaints(ctx, cs, k.Name())) == 0, nil
+	poll.UntilTrue(t, verdictTimeout, "edge-a-1 Ready=True without unreachable taints", func() bool {
+		return nodeReady(ctx, cs, k.Name()) == corev1.ConditionTrue && len(nodeTaints(ctx, cs, k.Name())) == 0
 	})
-	waitFor(t, "endpoint of web-a-0 ready again", func(ctx context.Context) (bool, error) {
-		return endpointReady(ctx, cs, "web-a", "web-a-0") == "true", nil
+	poll.UntilTrue(t, verdictTimeout, "endpoint of web-a-0 ready again", func() bool {
+		return endpointReady(ctx, cs, "web-a", "web-a-0") == "true"
 	})
 	t.Logf("reconnect → node Ready, untainted, endpoint ready after %v", time.Since(reconnectAt).Round(100*time.Millisecond))
 }
@@ -178,8 +178,8 @@ func testKilledNode(t *testing.T, c *testcluster.Cluster) {
 		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](tolerationSeconds)},
 	}
 	createPod(t, cs, "web-b-0", "web-b", k.Name(), tolerations)
-	waitFor(t, "pod web-b-0 ready", func(ctx context.Context) (bool, error) {
-		return podReady(ctx, cs, "web-b-0") == corev1.ConditionTrue, nil
+	poll.UntilTrue(t, verdictTimeout, "pod web-b-0 ready", func() bool {
+		return podReady(ctx, cs, "web-b-0") == corev1.ConditionTrue
 	})
 
 	killAt := time.Now()
@@ -189,17 +189,17 @@ func testKilledNode(t *testing.T, c *testcluster.Cluster) {
 		t.Fatalf("killed node still listens on %v", k.KubeletAddr())
 	}
 	var taintedAt time.Time
-	waitFor(t, "unreachable:NoExecute taint on edge-b-1", func(ctx context.Context) (bool, error) {
+	poll.UntilTrue(t, verdictTimeout, "unreachable:NoExecute taint on edge-b-1", func() bool {
 		if !nodeTaints(ctx, cs, k.Name())[corev1.TaintEffectNoExecute] {
-			return false, nil
+			return false
 		}
 		taintedAt = time.Now()
-		return true, nil
+		return true
 	})
 	t.Logf("kill → unreachable:NoExecute taint after %v", taintedAt.Sub(killAt).Round(100*time.Millisecond))
-	waitFor(t, "web-b-0 evicted (deletionTimestamp set)", func(ctx context.Context) (bool, error) {
+	poll.UntilTrue(t, verdictTimeout, "web-b-0 evicted (deletionTimestamp set)", func() bool {
 		pod, err := cs.CoreV1().Pods(corev1.NamespaceDefault).Get(ctx, "web-b-0", metav1.GetOptions{})
-		return err == nil && pod.DeletionTimestamp != nil, nil
+		return err == nil && pod.DeletionTimestamp != nil
 	})
 	evictedAfter := time.Since(taintedAt)
 	t.Logf("taint → eviction after %v (tolerationSeconds %d)", evictedAfter.Round(100*time.Millisecond), tolerationSeconds)
@@ -210,17 +210,10 @@ func testKilledNode(t *testing.T, c *testcluster.Cluster) {
 	if err := k.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "restarted kubelet to finish deleting web-b-0", func(ctx context.Context) (bool, error) {
+	poll.UntilTrue(t, verdictTimeout, "restarted kubelet to finish deleting web-b-0", func() bool {
 		_, err := cs.CoreV1().Pods(corev1.NamespaceDefault).Get(ctx, "web-b-0", metav1.GetOptions{})
-		return isNotFound(err), nil
+		return isNotFound(err)
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, verdictTimeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func createService(t *testing.T, cs kubernetes.Interface, app string) {
