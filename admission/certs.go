@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
 )
 
 // File names WriteFiles uses: the names of a kubernetes.io/tls Secret's keys
@@ -142,8 +144,9 @@ func (b *CertBundle) CABundle() string { return base64.StdEncoding.EncodeToStrin
 var ErrExists = errors.New("file exists")
 
 // WriteFiles writes CAFile, CertFile and KeyFile into dir (created if needed),
-// the key readable by its owner only. Each file is written to a temporary name
-// and renamed, so a webhook reloading from dir never reads half a file.
+// the key readable by its owner only. Each file is written to a temporary name,
+// synced and renamed (atomicfile.Write), so a webhook reloading from dir never
+// reads half a file.
 func (b *CertBundle) WriteFiles(dir string, overwrite bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -162,32 +165,9 @@ func (b *CertBundle) WriteFiles(dir string, overwrite bool) error {
 		}
 	}
 	for _, f := range files {
-		if err := writeAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
 )
 
 const serverIDFile = "server-id"
@@ -31,45 +33,13 @@ func loadOrCreateServerID(dataDir string) (string, error) {
 		return id, nil
 	case errors.Is(err, fs.ErrNotExist):
 		id := uuid.NewString()
-		if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+		if err := atomicfile.Write(path, []byte(id+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("persist server ID: %w", err)
 		}
 		return id, nil
 	default:
 		return "", fmt.Errorf("read server ID: %w", err)
 	}
-}
-
-// writeFileAtomic writes via a synced temp file and a rename, then syncs the
-// directory, so a crash leaves either the old or the new content, never a torn
-// file.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // seqBlock is how many report sequence numbers are reserved per fsync. A crash
@@ -134,7 +104,7 @@ func (a *seqAllocator) reserveLocked() error {
 		return nil
 	}
 	limit := a.next + seqBlock
-	if err := writeFileAtomic(a.path, []byte(strconv.FormatUint(limit, 10)+"\n")); err != nil {
+	if err := atomicfile.Write(a.path, []byte(strconv.FormatUint(limit, 10)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("persist report sequence: %w", err)
 	}
 	a.limit = limit
