@@ -10,8 +10,12 @@ import (
 )
 
 // hclogAdapter routes hashicorp/raft's hclog output into our slog logger, so an
-// agent has one log stream with one format. Raft's Info chatter is demoted to
-// Debug except for the few lines operators care about (elections, membership).
+// agent has one log stream with one format. Levels map one to one (Trace and
+// Debug both to slog's Debug), so all of Raft's Info lines are logged at Info.
+// Lines below the adapter's own level (Info; nothing calls SetLevel) are
+// dropped before they reach slog: Raft's Debug and Trace lines stay out of the
+// log even when the slog handler is at Debug. The standard logger Raft may ask
+// for writes at Info, whatever the line's level.
 type hclogAdapter struct {
 	log   *slog.Logger
 	name  string

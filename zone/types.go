@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// State is the zone's judgement of one node. The zero value is Unknown so that a
-// verdict nobody computed never reads as healthy.
+// State is the zone's judgement of one node. The zero value "" is not a state,
+// not even Unknown: Valid rejects it, so the store refuses to commit a verdict
+// nobody computed and ParseAnnotation refuses to read one, and it never reads as
+// healthy.
 type State string
 
 // The three verdict states of DESIGN.md. Unknown means no quorum either way; the
