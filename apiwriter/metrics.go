@@ -1,6 +1,10 @@
 package apiwriter
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
+)
 
 type metrics struct {
 	writes    *prometheus.CounterVec
@@ -29,12 +33,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Verdicts waiting to be written (coalesced per node).",
 		}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "edgequorum_apiserver_reachable",
+			Name: "edgequorum_apiwriter_apiserver_reachable",
 			Help: "1 while the last apiserver call or health check succeeded.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.pending, m.reachable)
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.pending, m.reachable,
+			// The name v0.2.0 exported, until v0.4.
+			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}
 	return m
 }

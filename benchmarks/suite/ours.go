@@ -18,7 +18,7 @@ var oursCounters = counterSet{
 	bytes: "edgequorum_transport_bytes_total",
 	msgs: []metricRef{
 		{name: "edgequorum_raft_rpcs_sent_total"},
-		{name: "edgequorum_peer_requests_total", match: map[string]string{"direction": "out"}},
+		{name: "edgequorum_transport_peer_requests_total", match: map[string]string{"direction": "out"}},
 		{name: "edgequorum_probe_results_total", match: map[string]string{"kind": "agent"}},
 	},
 }

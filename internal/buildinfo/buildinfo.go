@@ -36,6 +36,10 @@ func String() string {
 
 // Collector exports edgequorum_build_info{version,revision,goversion} 1, the
 // usual Prometheus way to join a build's identity onto its other series.
+//
+// It is the one metric not named edgequorum_<subsystem>_…, on purpose: it
+// follows the <program>_build_info convention of go_build_info and
+// prometheus_build_info, which dashboards join on.
 func Collector() prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "edgequorum_build_info",
