@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -18,97 +21,135 @@ import (
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
-	"github.com/edgequorum/edgequorum/store"
 )
 
-// Run runs the agent until ctx ends. Bad configuration fails before anything
-// starts, with a message naming the flag; everything started is stopped and
-// waited for before Run returns.
+// Agent is the edgequorum agent of one edge node. New builds it in one
+// direction — every part from the parts made before it — and Run starts the
+// parts and stops them all; nothing is patched once built:
+//
+//	client, zone, metrics registry
+//	member list (Node informer)          ← client
+//	zone port (TLS identity, peer client)
+//	prober                               ← zone port's client
+//	leadership (the fence)
+//	API writer                           ← client, leadership
+//	zone member (raftzone.Server)        ← member list, zone port, prober,
+//	                                       API writer, leadership
+//	probe targets                        ← zone member's peers, prober
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	members *nodeMembers
+	prober  *probe.Manager
+	writer  *apiwriter.Writer
+	zone    *raftzone.Server
+	running atomic.Bool
+}
+
+// Run builds the agent and runs it until ctx ends (New, then Agent.Run).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
+	a, err := New(ctx, cfg, log)
+	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings() {
-		log.Warn(w)
+	return a.Run(ctx)
+}
+
+// New checks cfg and builds every part of the agent without starting any.
+// Bad configuration fails here with a message naming the flag. It reads this
+// node's zone from the apiserver (or the data dir's cache during an outage),
+// retrying until ctx ends.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	applyMemoryLimit(cfg.MemoryLimit, "/sys/fs/cgroup", log)
-	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("--key-file: %w", err)
-	}
-	cfg.Raft.Keys = keys
 	restCfg, err := restConfig(cfg.Kubeconfig, cfg.APITimeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	return newAgent(ctx, cfg, client, log)
+}
+
+// newAgent is New after the flag check, on a given client.
+func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log *slog.Logger) (*Agent, error) {
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--key-file: %w", err)
+	}
+	cfg.Raft.Keys = keys
+	// raftzone and apiwriter name the node and zone in their logs themselves.
+	partLog := log
 	log = log.With("node", cfg.Raft.Node)
 	zoneName, err := discoverZone(ctx, client, cfg.Raft.Node, cfg.ZoneLabel, cfg.Raft.DataDir, log.Info)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.Raft.Zone = zoneName
 	log = log.With("zone", zoneName)
-	cfg.Raft.Logger = log
-
+	cfg.Raft.Logger = partLog
 	reg := buildinfo.NewRegistry()
 	cfg.Raft.Registerer = reg
 
 	members := newNodeMembers(client, cfg.ZoneLabel, zoneName, cfg.Raft.PeerPort)
-
-	// The writer fences with the server and the server reports through the
-	// writer; the closure breaks the cycle.
-	var srv *raftzone.Server
-	wcfg := apiwriter.DefaultConfig()
-	wcfg.Zone, wcfg.Node, wcfg.LeaseNamespace = zoneName, cfg.Raft.Node, cfg.LeaseNamespace
-	wcfg.LeaseRenew, wcfg.LeaseDuration = cfg.ZoneLeaseRenew, cfg.ZoneLeaseDuration()
-	wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.APICheckPeriod, cfg.APITimeout
-	wcfg.Logger, wcfg.Registerer = log.With("component", "apiwriter"), reg
-	writer, err := apiwriter.New(wcfg, client, fence{&srv}, memberCount(func() int {
-		ms, err := srv.Store().Members()
-		if err != nil {
-			return 0
-		}
-		return len(ms)
-	}))
+	port, err := raftzone.NewZonePort(cfg.Raft)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	specs := cfg.Probes
 	if len(specs) == 0 {
 		specs = DefaultProbes(cfg.Raft.PeerPort)
 	}
-	// Peer probes need the zone port's authenticated client, which exists
-	// once the server is built; the prober is attached before anything runs.
-	obs := &probeObservations{}
-	srv, err = raftzone.New(cfg.Raft, raftzone.Deps{
-		Members: members, Genesis: leaseGenesis{client: client, namespace: cfg.LeaseNamespace},
-		APIHealth: writer, Observations: obs, Sink: writer, Writes: writer,
-	})
-	if err != nil {
-		return err
-	}
-	if err := members.restoreVerdicts(srv, writer); err != nil {
-		return err
-	}
 	// Probes leave from the advertise address, like all zone traffic.
 	probeDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)}}
-	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: srv.HTTPClient(),
+	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: port.HTTPClient(),
 		Dial: probeDialer.DialContext, Registerer: reg, Logger: log.With("component", "probe")})
 	if err != nil {
-		return fmt.Errorf("--probe: %w", err)
+		return nil, fmt.Errorf("--probe: %w", err)
 	}
-	obs.m = prober
-
-	statusLn, err := net.Listen("tcp", cfg.StatusAddress)
+	leadership := raftzone.NewLeadership()
+	wcfg := apiwriter.DefaultConfig()
+	wcfg.Zone, wcfg.Node, wcfg.LeaseNamespace = zoneName, cfg.Raft.Node, cfg.LeaseNamespace
+	wcfg.LeaseRenew, wcfg.LeaseDuration = cfg.ZoneLeaseRenew, cfg.ZoneLeaseDuration()
+	wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.APICheckPeriod, cfg.APITimeout
+	wcfg.Logger, wcfg.Registerer = partLog.With("component", "apiwriter"), reg
+	writer, err := apiwriter.New(wcfg, client, leadership, leadership)
 	if err != nil {
-		return fmt.Errorf("--status-address %s: %w", cfg.StatusAddress, err)
+		return nil, err
 	}
-	statusSrv := &http.Server{Handler: newStatusRouter(srv, reg), ReadHeaderTimeout: 5 * time.Second,
+	srv, err := raftzone.New(cfg.Raft, raftzone.Deps{
+		Members: members, Genesis: leaseGenesis{client: client, namespace: cfg.LeaseNamespace},
+		APIHealth: writer, Observations: probeObservations{prober}, Sink: writer, Writes: writer,
+		Port: port, Leadership: leadership,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := members.restoreVerdicts(srv, writer); err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, log: log, reg: reg, members: members, prober: prober, writer: writer, zone: srv}, nil
+}
+
+// Run starts every part and serves until ctx ends or a part fails; then it
+// stops them all and waits for them before it returns. An Agent runs once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	applyMemoryLimit(a.cfg.MemoryLimit, "/sys/fs/cgroup", a.log)
+	statusLn, err := net.Listen("tcp", a.cfg.StatusAddress)
+	if err != nil {
+		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)
+	}
+	statusSrv := &http.Server{Handler: newStatusRouter(a.zone, a.reg), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -118,28 +159,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		firstErr error
 		errOnce  sync.Once
 	)
-	fail := func(err error) {
-		if err != nil {
-			errOnce.Do(func() { firstErr = err })
-		}
-		cancel()
-	}
 	spawn := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := f(ctx); err != nil && ctx.Err() == nil {
-				fail(fmt.Errorf("%s: %w", name, err))
+				errOnce.Do(func() { firstErr = fmt.Errorf("%s: %w", name, err) })
+				cancel()
 			}
 		}()
 	}
-	spawn("zone member", srv.Run)
-	spawn("api writer", writer.Run)
-	spawn("prober", prober.Run)
-	spawn("member list", func(ctx context.Context) error { members.run(ctx); return nil })
+	spawn("zone member", a.zone.Run)
+	spawn("api writer", a.writer.Run)
+	spawn("prober", a.prober.Run)
+	spawn("member list", func(ctx context.Context) error { a.members.run(ctx); return nil })
 	spawn("probe targets", func(ctx context.Context) error {
-		<-srv.Started()
-		syncTargets(ctx, cfg.Raft.Node, prober, members, func() *store.Store { return srv.Store() }, cfg.TargetSyncPeriod, log)
+		syncTargets(ctx, a.prober, a.zone, a.cfg.TargetSyncPeriod, a.log)
 		return nil
 	})
 	spawn("status server", func(ctx context.Context) error {
@@ -154,7 +189,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return nil
 	})
-	log.Info("agent started", "statusAddress", statusLn.Addr().String(), "peerPort", cfg.Raft.PeerPort)
+	a.log.Info("agent started", "statusAddress", statusLn.Addr().String(), "peerPort", a.cfg.Raft.PeerPort)
 	<-ctx.Done()
 	wg.Wait()
 	return firstErr
@@ -183,14 +218,3 @@ func restConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	c.UserAgent = "edgequorum-agent/" + buildinfo.Version()
 	return c, nil
 }
-
-// fence is apiwriter's view of the zone member, which is built after the
-// writer.
-type fence struct{ srv **raftzone.Server }
-
-func (f fence) VerifyLeader(ctx context.Context) (uint64, error) { return (*f.srv).VerifyLeader(ctx) }
-func (f fence) Term() uint64                                     { return (*f.srv).Term() }
-
-type memberCount func() int
-
-func (f memberCount) MemberCount() int { return f() }

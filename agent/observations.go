@@ -7,14 +7,13 @@ import (
 
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
-	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
 // probeObservations adapts a probe.Manager to raftzone.Observations.
 type probeObservations struct{ m *probe.Manager }
 
-func (o *probeObservations) Results() []zone.Result {
+func (o probeObservations) Results() []zone.Result {
 	var out []zone.Result
 	for name, st := range o.m.Statuses() {
 		if !st.Known {
@@ -26,29 +25,38 @@ func (o *probeObservations) Results() []zone.Result {
 	return out
 }
 
-func (o *probeObservations) Changes() <-chan struct{} { return o.m.Changes() }
+func (o probeObservations) Changes() <-chan struct{} { return o.m.Changes() }
 
-// syncTargets keeps the probe targets equal to the zone's members (from the
-// member list, and from the replicated list while the cloud is away), minus
-// ourselves.
-func syncTargets(ctx context.Context, self string, m *probe.Manager, src raftzone.MemberSource, st func() *store.Store, period time.Duration, log *slog.Logger) {
+// peerSource is who this member should probe; *raftzone.Server implements it
+// with the rule joins use too.
+type peerSource interface {
+	Peers() []raftzone.Candidate
+	Started() <-chan struct{}
+}
+
+// probeTargets is what syncTargets drives; *probe.Manager implements it.
+type probeTargets interface {
+	AddTarget(name, host string)
+	RemoveTarget(name string)
+}
+
+// syncTargets keeps the probe targets equal to the zone's other members once
+// the zone member has opened its state (so a restart during a cloud outage
+// probes the replicated member list at once), then every period.
+func syncTargets(ctx context.Context, m probeTargets, src peerSource, period time.Duration, log *slog.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-src.Started():
+	}
 	current := map[string]string{}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		want := map[string]string{}
-		if cands, ok := src.Candidates(); ok {
-			for _, c := range cands {
-				want[c.Node] = c.ProbeAddress
-			}
-		} else if s := st(); s != nil {
-			if ms, err := s.Members(); err == nil {
-				for _, mem := range ms {
-					want[mem.Node] = mem.ProbeAddress
-				}
-			}
+		for _, p := range src.Peers() {
+			want[p.Node] = p.ProbeAddress
 		}
-		delete(want, self)
 		for name, host := range want {
 			if current[name] != host {
 				m.AddTarget(name, host)

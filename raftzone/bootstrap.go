@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,7 +56,12 @@ func (s *Server) joinLoop(ctx context.Context) {
 func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	req := joinRequest{Zone: s.cfg.Zone, Node: s.cfg.Node, ServerID: s.serverID,
 		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress}
-	peers := s.peerAddresses()
+	var peers []string
+	for _, p := range s.peers(true) {
+		if p.RaftAddress != "" && p.RaftAddress != s.cfg.raftAddress() && !slices.Contains(peers, p.RaftAddress) {
+			peers = append(peers, p.RaftAddress)
+		}
+	}
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	for _, addr := range peers {
 		err := s.join(ctx, addr, req)
@@ -89,35 +95,6 @@ func (s *Server) join(ctx context.Context, addr string, req joinRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout+2*time.Second)
 	defer cancel()
 	return s.callPeer(ctx, addr, "/v1/join", req, nil)
-}
-
-// peerAddresses lists the zone ports of every other member we know of, from the
-// cluster's member list and from the replicated state (which survives a cloud
-// outage).
-func (s *Server) peerAddresses() []string {
-	seen := map[string]bool{s.cfg.raftAddress(): true}
-	var out []string
-	add := func(a string) {
-		if a != "" && !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	if cs, ok := s.deps.Members.Candidates(); ok {
-		for _, c := range cs {
-			if c.Node != s.cfg.Node {
-				add(c.RaftAddress)
-			}
-		}
-	}
-	if ms, err := s.store.Members(); err == nil {
-		for _, m := range ms {
-			if m.Node != s.cfg.Node {
-				add(m.RaftAddress)
-			}
-		}
-	}
-	return out
 }
 
 // tryGenesis claims the zone's genesis object and bootstraps if this member is

@@ -214,3 +214,18 @@ func (c *Config) bindAddress() string {
 	}
 	return net.JoinHostPort(ip, fmt.Sprint(c.PeerPort))
 }
+
+// withDefaults fills what a caller may leave out: the real clock, the default
+// logger and the host's network.
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Network == nil {
+		c.Network = hostNetwork{ip: net.ParseIP(c.AdvertiseAddress)}
+	}
+	return c
+}

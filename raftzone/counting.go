@@ -28,14 +28,14 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (m *metrics) count(c net.Conn) net.Conn {
+func (m *portMetrics) count(c net.Conn) net.Conn {
 	return &countingConn{Conn: c, sent: m.bytes.WithLabelValues("sent"), received: m.bytes.WithLabelValues("received")}
 }
 
 // countingListener counts accepted connections' bytes.
 type countingListener struct {
 	net.Listener
-	m *metrics
+	m *portMetrics
 }
 
 func (l countingListener) Accept() (net.Conn, error) {

@@ -8,8 +8,8 @@ import (
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// The interfaces below are how raftzone sees the world outside the zone. cmd
-// implements them with client-go and the probe package; tests with plain structs.
+// The interfaces below are how raftzone sees the world outside the zone. The
+// agent package implements them with client-go and the probe package; tests with plain structs.
 // Keeping them this small is what keeps raftzone free of Kubernetes code.
 
 // Candidate is a node the cluster's member list places in this zone.
@@ -100,4 +100,24 @@ func (noObservations) Changes() <-chan struct{} { return nil }
 type WriteStatus interface {
 	LastWrite() time.Time
 	Pending() int
+}
+
+// Deps are the parts of a member a Server works with, built before it. Members
+// and Genesis are required. The others may be nil: APIHealth then always
+// reaches the apiserver, Observations has none, Sink and Writes are left out,
+// and New makes its own Port and Leadership.
+type Deps struct {
+	Members      MemberSource
+	Genesis      Genesis
+	APIHealth    APIHealth
+	Observations Observations
+	Sink         VerdictSink
+	// Writes, when set, adds the API writer's progress to Status.
+	Writes WriteStatus
+	// Port is the zone port the Server listens on and calls peers with; a
+	// caller that needs the peer client before the Server exists makes it.
+	Port *ZonePort
+	// Leadership receives the terms this Server leads in; the API writer
+	// fences with the same one.
+	Leadership *Leadership
 }

@@ -4,11 +4,12 @@
 //
 // # Data flow
 //
-// Every member probes its peers (package probe, wired by cmd) and, every report
+// Every member probes its peers (package probe, wired by package agent) and, every report
 // period or at once when an observation flips, signs a report carrying only the
 // results that differ from what the zone has committed for it. The report goes to
 // the leader's POST /v1/reports over the peer API. The leader verifies it (key id,
-// MAC, membership, seq, clock skew), gathers the reports of a short window into one
+// MAC, membership, seq, clock skew, and the store's own well-formedness rules,
+// so no report the FSM would refuse reaches a batch), gathers the reports of a short window into one
 // raft.Apply, and the store FSM on every member applies the batch to bbolt. Every
 // vote period the leader tallies verdicts from that committed evidence (Tally),
 // commits the changes, and only then hands them, stamped with its term, to the
@@ -57,7 +58,11 @@
 // when it is added can cost the zone its quorum for good: a configuration of two
 // voters, one dead, can neither commit nor elect a leader. For the same reason the
 // voter set grows from an odd count in pairs (1 → 3 → 5), never resting at two
-// below the target. planVoters holds these rules as a pure function. A join
+// below the target. The rules are pure functions (voterplan.go): classify turns
+// members, their reports and verdicts and the configuration into seats, and
+// planVoters turns seats into promotions and demotions; balanceVoters
+// (voters.go) only gathers their inputs, checks candidates live and applies the
+// plan. A join
 // starts a round at once, and a round short of a voter it could have looks again
 // within moments, so a forming zone has its voters within a second, not at the
 // next --reconcile-period tick.
@@ -77,6 +82,20 @@
 // the TLS exported keying material and its role. Raft and the peer API are
 // channels on that one port; nothing is reachable before the proof. Reports carry
 // their own MAC and a per-sender seq that is persisted on both ends.
+//
+// # Files
+//
+// One concept per file: server.go (life cycle: New, Run, the data dir),
+// raft.go (the Raft instance and configuration reads), leader.go and
+// leadership.go (the leadership loop and the fence the API writer checks),
+// apply.go (every command through Raft), reporter.go (building and sending
+// reports), peerapi.go (the peer API), intake.go (verifying and batching
+// reports), verdict.go (tally and verdict commits), membership.go and
+// bootstrap.go (members, genesis, join), voters.go and voterplan.go (voter
+// placement), placement.go (handovers), recover.go (lost quorum), view.go and
+// status.go (read-only views for callers outside), transport.go, zoneport.go
+// and counting.go (the zone port), keys.go and persist.go (on-disk secrets and
+// IDs), config.go, deps.go, metrics.go and hclog.go.
 //
 // raftzone must not import client-go or any Kubernetes package: it sees the
 // cluster only through MemberSource, Genesis and APIHealth.

@@ -14,7 +14,7 @@ import (
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// Rejection reasons, the label values of edgequorum_reports_rejected_total.
+// Rejection reasons, the label values of edgequorum_intake_reports_rejected_total.
 const (
 	RejectMalformed   = "malformed"
 	RejectWrongZone   = "wrong_zone"
@@ -77,13 +77,20 @@ func newIntake(s *Server) *intake {
 	return &intake{s: s, seqs: map[string]uint64{}, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 }
 
-// verify runs every check that does not need the batch: well-formed, right zone,
+// verify runs every check that does not need the batch: well-formed (the
+// store's rules for a batch's reports included), right zone,
 // known key, valid MAC, sender is a member, sent-at within the skew window, and
 // seq beyond everything committed or pending from that sender.
 func (in *intake) verify(r *zone.Report) *RejectError {
 	s := in.s
 	if r.From == "" || r.Seq == 0 || r.SentAt.IsZero() || len(r.Results) > 10000 {
 		return reject(RejectMalformed, http.StatusBadRequest, errors.New("report needs from, seq and sentAt"))
+	}
+	// The rules a report must meet to enter a batch: checked here, one
+	// report at a time, so a bad one is refused alone instead of failing the
+	// batch it would have joined and every report in it.
+	if err := store.ValidateReport(r); err != nil {
+		return reject(RejectMalformed, http.StatusBadRequest, err)
 	}
 	if r.Zone != s.cfg.Zone {
 		return reject(RejectWrongZone, http.StatusForbidden, fmt.Errorf("report for zone %q sent to zone %q", r.Zone, s.cfg.Zone))
@@ -266,19 +273,4 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.writeError(w, http.StatusServiceUnavailable, "canceled", err)
 	}
-}
-
-// apply commits one command through Raft and returns the FSM's answer.
-func (s *Server) apply(ctx context.Context, kind string, cmd []byte) (any, error) {
-	start := time.Now()
-	f := s.raft.Apply(cmd, 10*time.Second)
-	if err := waitFuture(ctx, f, 15*time.Second); err != nil {
-		return nil, err
-	}
-	s.metrics.applyDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
-	resp := f.Response()
-	if err, ok := resp.(error); ok && err != nil {
-		return nil, fmt.Errorf("apply %s: %w", kind, err)
-	}
-	return resp, nil
 }

@@ -111,6 +111,7 @@ func (s *Server) commitMembers(ctx context.Context, ms []zone.Member) error {
 		return fmt.Errorf("commit member list: %w", err)
 	}
 	s.metrics.members.Set(float64(len(ms)))
+	s.leadership.setZoneSize(ms)
 	return nil
 }
 
@@ -124,19 +125,6 @@ func withRoles(ms []zone.Member, cfg map[string]raft.Server) []zone.Member {
 	}
 	slices.SortFunc(out, func(a, b zone.Member) int { return strings.Compare(a.Node, b.Node) })
 	return out
-}
-
-// configuration returns the latest Raft configuration by server ID.
-func (s *Server) configuration() (map[string]raft.Server, error) {
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("read raft configuration: %w", err)
-	}
-	out := map[string]raft.Server{}
-	for _, srv := range f.Configuration().Servers {
-		out[string(srv.ID)] = srv
-	}
-	return out, nil
 }
 
 // reconcileLoop keeps membership and voters right for as long as this member
@@ -221,6 +209,7 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err er
 		members = next
 	}
 	s.metrics.members.Set(float64(len(members)))
+	s.leadership.setZoneSize(members)
 
 	byID := map[string]zone.Member{}
 	for _, m := range members {

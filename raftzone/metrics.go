@@ -1,13 +1,14 @@
 package raftzone
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
+)
 
 // metrics are one Server's collectors. Each Server owns its own so that several
 // in one process (tests, benchmarks) never collide in a registry.
 type metrics struct {
-	handshakeFailures *prometheus.CounterVec
-	handshakes        *prometheus.CounterVec
-	bytes             *prometheus.CounterVec
 	rpcs              *prometheus.CounterVec
 	peerRequests      *prometheus.CounterVec
 	reportsRejected   *prometheus.CounterVec
@@ -25,36 +26,24 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_transport_handshake_failures_total",
-			Help: "Zone-port connections closed before authentication completed, by reason.",
-		}, []string{"reason"}),
-		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_transport_handshakes_total",
-			Help: "Zone-port connections authenticated, by side (client dialled, server accepted); each costs a TLS handshake and the zone-key proof.",
-		}, []string{"side"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_transport_bytes_total",
-			Help: "Bytes this member sent and received on the zone port (Raft and peer API, TLS included).",
-		}, []string{"direction"}),
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_raft_rpcs_sent_total",
 			Help: "Raft RPCs this member sent, by type.",
 		}, []string{"type"}),
 		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_peer_requests_total",
+			Name: "edgequorum_transport_peer_requests_total",
 			Help: "Peer-API requests this member sent (out) and served (in).",
 		}, []string{"direction"}),
 		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_reports_rejected_total",
+			Name: "edgequorum_intake_reports_rejected_total",
 			Help: "Reports the leader refused, by reason.",
 		}, []string{"reason"}),
 		reportsAccepted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "edgequorum_reports_accepted_total",
+			Name: "edgequorum_intake_reports_accepted_total",
 			Help: "Reports the leader verified and committed.",
 		}),
 		reportsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_reports_sent_total",
+			Name: "edgequorum_zone_reports_sent_total",
 			Help: "Reports this member sent to its leader, by result.",
 		}, []string{"result"}),
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -63,11 +52,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"command"}),
 		verdictChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_verdict_changes_total",
+			Name: "edgequorum_zone_verdict_changes_total",
 			Help: "Verdict changes this member committed as leader, by new state.",
 		}, []string{"state"}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_leadership_transfers_total",
+			Name: "edgequorum_raft_leadership_transfers_total",
 			Help: "Leadership transfers the leader started, by result: ok, failed and no_target when it lost the apiserver; stop_ok and stop_failed when it was told to stop.",
 		}, []string{"result"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -75,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Recovery requests (edgequorum recover) this member acted on at start, by result: recovered or refused.",
 		}, []string{"result"}),
 		membershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgequorum_membership_changes_total",
+			Name: "edgequorum_raft_membership_changes_total",
 			Help: "Raft configuration changes the leader made, by kind.",
 		}, []string{"kind"}),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -92,9 +81,46 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes, m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
+		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members)
+		// The names v0.2.0 exported, until v0.4.
+		reg.MustRegister(
+			promutil.Alias(m.peerRequests, "edgequorum_peer_requests_total", "edgequorum_transport_peer_requests_total"),
+			promutil.Alias(m.reportsRejected, "edgequorum_reports_rejected_total", "edgequorum_intake_reports_rejected_total"),
+			promutil.Alias(m.reportsAccepted, "edgequorum_reports_accepted_total", "edgequorum_intake_reports_accepted_total"),
+			promutil.Alias(m.reportsSent, "edgequorum_reports_sent_total", "edgequorum_zone_reports_sent_total"),
+			promutil.Alias(m.verdictChanges, "edgequorum_verdict_changes_total", "edgequorum_zone_verdict_changes_total"),
+			promutil.Alias(m.transfers, "edgequorum_leadership_transfers_total", "edgequorum_raft_leadership_transfers_total"),
+			promutil.Alias(m.membershipChanges, "edgequorum_membership_changes_total", "edgequorum_raft_membership_changes_total"))
+	}
+	return m
+}
+
+// portMetrics are the zone port's collectors, registered by NewZonePort.
+type portMetrics struct {
+	handshakeFailures *prometheus.CounterVec
+	handshakes        *prometheus.CounterVec
+	bytes             *prometheus.CounterVec
+}
+
+func newPortMetrics(reg prometheus.Registerer) *portMetrics {
+	m := &portMetrics{
+		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_handshake_failures_total",
+			Help: "Zone-port connections closed before authentication completed, by reason.",
+		}, []string{"reason"}),
+		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_handshakes_total",
+			Help: "Zone-port connections authenticated, by side (client dialled, server accepted); each costs a TLS handshake and the zone-key proof.",
+		}, []string{"side"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_bytes_total",
+			Help: "Bytes this member sent and received on the zone port (Raft and peer API, TLS included).",
+		}, []string{"direction"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes)
 	}
 	return m
 }

@@ -131,10 +131,6 @@ func (sn *secureNet) httpClient() *http.Client {
 	}
 }
 
-// HTTPClient is the authenticated peer-API client; the agent's `agent` probe kind
-// uses it to check that a peer's agent is alive and holds the zone key.
-func (s *Server) HTTPClient() *http.Client { return s.client }
-
 // callPeer POSTs (or GETs, when in is nil) JSON to a peer and decodes the answer.
 func (s *Server) callPeer(ctx context.Context, address, path string, in, out any) error {
 	method, body := http.MethodGet, io.Reader(nil)

@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -123,4 +124,46 @@ func (s *Server) transferTarget(now time.Time) (id, addr, node string, ok bool) 
 func (s *Server) reachesAPI() bool {
 	ok, _ := s.apiReach(s.clock.Now())
 	return ok
+}
+
+// handOverOnStop gives leadership to another voter before a leader stops, while
+// its transport still serves, so that a rolling upgrade or a drain costs the zone
+// one transfer instead of an election timeout without a leader per node.
+func (s *Server) handOverOnStop() {
+	if s.raft.State() != raft.Leader {
+		return
+	}
+	// Prefer a voter that reaches the apiserver; else raft picks the most
+	// caught-up voter.
+	target, to := (*raft.ServerID)(nil), "most caught-up voter"
+	var addr raft.ServerAddress
+	if id, a, node, ok := s.transferTarget(s.clock.Now()); ok {
+		sid := raft.ServerID(id)
+		target, addr, to = &sid, raft.ServerAddress(a), node
+	}
+	s.log.Info("stopping as leader; handing leadership over", "to", to, "term", s.raft.CurrentTerm())
+	timeout := 2*s.cfg.RaftElectionTimeout + time.Second
+	deadline := time.Now().Add(timeout)
+	var err error
+	for s.raft.State() == raft.Leader && time.Now().Before(deadline) {
+		f := s.raft.LeadershipTransfer()
+		if target != nil {
+			f = s.raft.LeadershipTransferToServer(*target, addr)
+		}
+		if err = waitFuture(context.Background(), f, time.Until(deadline)); err == nil {
+			break
+		}
+		// raft takes a transfer only while its leader loop waits for one, and
+		// one at a time (placement may have one running): ask again shortly.
+		if !errors.Is(err, raft.ErrEnqueueTimeout) && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil && s.raft.State() == raft.Leader {
+		s.log.Warn("leadership transfer on stop failed; the zone elects after its election timeout", "err", err)
+		s.metrics.transfers.WithLabelValues("stop_failed").Inc()
+		return
+	}
+	s.metrics.transfers.WithLabelValues("stop_ok").Inc()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -60,7 +61,7 @@ func WriteRecoveryRequest(dataDir string, req RecoveryRequest) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dataDir, RecoveryRequestFile), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(dataDir, RecoveryRequestFile), append(b, '\n'), 0o600)
 }
 
 func readRecoveryFile(path string) (*RecoveryRequest, error) {

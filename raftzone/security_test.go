@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -35,7 +36,7 @@ func keyring(t *testing.T, pairs ...string) *Keyring {
 // answers 200 on the peer-API channel.
 func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring) *secureNet {
 	t.Helper()
-	sn, err := newSecureNet(host, keys, host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+	sn, err := newSecureNet(host, keys, host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestTransportAuthentication(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clientHost := fabric.Host(prefix + string(rune('2'+i)))
-			client, err := newSecureNet(clientHost, tc.clientKeys, clientHost.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+			client, err := newSecureNet(clientHost, tc.clientKeys, clientHost.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestTransportAuthentication(t *testing.T) {
 					c.Close()
 					t.Fatal("handshake succeeded without the zone key")
 				}
-				eventually(t, 5*time.Second, "failure counted", func() (bool, string) {
+				poll.Until(t, 5*time.Second, "failure counted", func() (bool, string) {
 					return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason)) > before, "not counted"
 				})
 				// The peer API is closed to it as well.
@@ -144,7 +145,7 @@ func TestTransportAuthentication(t *testing.T) {
 		if bytes.Contains(buf[:n], []byte("HTTP/1.1 200")) {
 			t.Fatal("plaintext HTTP answered")
 		}
-		eventually(t, 5*time.Second, "failure counted", func() (bool, string) {
+		poll.Until(t, 5*time.Second, "failure counted", func() (bool, string) {
 			return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls")) > before, "not counted"
 		})
 	})
@@ -174,7 +175,7 @@ func TestReportIntakeRejections(t *testing.T) {
 	if sender == l {
 		sender = z.nodes["node-3"]
 	}
-	client, err := newSecureNet(z.fabric.Host(z.prefix+"200"), z.keys, z.prefix+"200:9470", 2*time.Second, slog.New(slog.DiscardHandler), newMetrics(nil))
+	client, err := newSecureNet(z.fabric.Host(z.prefix+"200"), z.keys, z.prefix+"200:9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +221,15 @@ func TestReportIntakeRejections(t *testing.T) {
 		{"stale sent-at", func() []byte {
 			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.SentAt = r.SentAt.Add(-time.Hour) }, z.keys))
 		}, RejectClockSkew, http.StatusBadRequest},
+		{"signed result for an empty peer name", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) {
+				r.Seq += 1 << 40
+				r.Results = append([]zone.Result{{Peer: "", OK: false}}, r.Results...)
+			}, z.keys))
+		}, RejectMalformed, http.StatusBadRequest},
+		{"signed score out of range", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.Results[0].Score = 1000 }, z.keys))
+		}, RejectMalformed, http.StatusBadRequest},
 		{"wrong zone", func() []byte {
 			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.Zone = "zone-b" }, z.keys))
 		}, RejectWrongZone, http.StatusForbidden},

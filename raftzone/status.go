@@ -67,7 +67,7 @@ const readySlack = 64
 // answers even when the zone has no leader.
 func (s *Server) Status() Status {
 	now := s.clock.Now().UTC()
-	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, ServerID: s.serverID, At: now,
+	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, At: now,
 		APIReachable: s.reachesAPI()}
 	if w := s.deps.Writes; w != nil {
 		if t := w.LastWrite(); !t.IsZero() {
@@ -76,10 +76,11 @@ func (s *Server) Status() Status {
 		}
 		st.PendingWrites = w.Pending()
 	}
-	if s.raft == nil {
+	if !s.isStarted() {
 		st.State = "Starting"
 		return st
 	}
+	st.ServerID = s.serverID
 	st.State = s.raft.State().String()
 	st.Term = s.raft.CurrentTerm()
 	st.CommitIndex, st.AppliedIndex, st.LastIndex = s.raft.CommitIndex(), s.raft.AppliedIndex(), s.raft.LastIndex()

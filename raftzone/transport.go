@@ -64,7 +64,7 @@ type secureNet struct {
 	advertise string
 	timeout   time.Duration
 	log       *slog.Logger
-	metrics   *metrics
+	metrics   *portMetrics
 
 	listener net.Listener
 	raft     *channelListener
@@ -73,7 +73,7 @@ type secureNet struct {
 	wg       sync.WaitGroup
 }
 
-func newSecureNet(network Network, keys *Keyring, advertise string, timeout time.Duration, log *slog.Logger, m *metrics) (*secureNet, error) {
+func newSecureNet(network Network, keys *Keyring, advertise string, timeout time.Duration, log *slog.Logger, m *portMetrics) (*secureNet, error) {
 	cert, err := selfSignedCert()
 	if err != nil {
 		return nil, err

@@ -4,6 +4,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // desiredVoters is the voter count for a zone of m members: every member while
@@ -30,6 +35,69 @@ type seat struct {
 	unhealthy, dead bool
 	api             bool
 	joinedAt        time.Time
+}
+
+// voterInputs is what the leader knows when it places votes: the member list,
+// the Raft configuration, the zone's committed reports and verdicts, and its
+// own reach of the apiserver.
+type voterInputs struct {
+	now         time.Time
+	self        string
+	selfAPI     bool
+	members     []zone.Member
+	config      map[string]raft.Server
+	lastReports map[string]store.LastReport
+	verdicts    map[string]zone.Verdict
+
+	voteTimeout, deadVoterTimeout time.Duration
+}
+
+// promoter remembers, for one leadership term, since when each voter has looked
+// unhealthy, so a voter is replaced only after --dead-voter-timeout.
+type promoter struct {
+	unhealthySince map[string]time.Time
+}
+
+func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
+
+// classify turns what the leader knows into one seat per member of the Raft
+// configuration. A member is healthy when it reported within the vote timeout
+// and the zone has not judged it unhealthy (the leader itself always is); a
+// nonvoter is eligible when healthy, or when it joined within the vote timeout
+// and has not reported yet (a forming zone gets its voters at once); a voter
+// that is not healthy is unhealthy, and dead once it stayed so for the
+// dead-voter timeout.
+func (p *promoter) classify(in voterInputs) []seat {
+	seats := make([]seat, 0, len(in.members))
+	for _, m := range in.members {
+		srv, ok := in.config[m.ServerID]
+		if !ok {
+			continue
+		}
+		st := seat{id: m.ServerID, node: m.Node, self: m.Node == in.self, voter: srv.Suffrage == raft.Voter, joinedAt: m.JoinedAt}
+		lr, reported := in.lastReports[m.Node]
+		judged := in.verdicts[m.Node].State == zone.Unhealthy
+		var healthy bool
+		switch {
+		case st.self:
+			healthy, st.api = true, in.selfAPI
+		case reported && in.now.Sub(lr.ReceivedAt) <= in.voteTimeout:
+			healthy, st.api = !judged, lr.APIReachable
+		}
+		newcomer := !reported && !judged && in.now.Sub(m.JoinedAt) <= in.voteTimeout
+		st.eligible = !st.voter && (healthy || newcomer)
+		if st.voter && !healthy {
+			if _, ok := p.unhealthySince[m.ServerID]; !ok {
+				p.unhealthySince[m.ServerID] = in.now
+			}
+			st.unhealthy = true
+			st.dead = in.now.Sub(p.unhealthySince[m.ServerID]) >= in.deadVoterTimeout
+		} else {
+			delete(p.unhealthySince, m.ServerID)
+		}
+		seats = append(seats, st)
+	}
+	return seats
 }
 
 // voterPlan is what the leader should change in the Raft configuration, in

@@ -4,20 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
-
-// promoter remembers, for one leadership term, since when each voter has looked
-// unhealthy, so a voter is replaced only after --dead-voter-timeout.
-type promoter struct {
-	unhealthySince map[string]time.Time
-}
-
-func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
 
 // maxPromotionLag is how many log entries a nonvoter may trail the leader's
 // last index and still be promoted: the configuration entry that makes it a
@@ -63,45 +54,18 @@ func (s *Server) checkCandidate(ctx context.Context, m zone.Member) error {
 // check (checkCandidate), then demotions. It returns whether the zone is short
 // of voters it could have, so the caller looks again soon.
 func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
-	now := s.clock.Now()
-	last := s.lastReports()
 	verdicts, err := s.store.Verdicts()
 	if err != nil {
 		return false, err
 	}
-	seats := make([]seat, 0, len(members))
+	seats := p.classify(voterInputs{
+		now: s.clock.Now(), self: s.cfg.Node, selfAPI: s.reachesAPI(),
+		members: members, config: cfg, lastReports: s.lastReports(), verdicts: verdicts,
+		voteTimeout: s.cfg.VoteTimeout, deadVoterTimeout: s.cfg.DeadVoterTimeout,
+	})
 	byID := make(map[string]zone.Member, len(members))
 	for _, m := range members {
 		byID[m.ServerID] = m
-		srv, ok := cfg[m.ServerID]
-		if !ok {
-			continue
-		}
-		st := seat{id: m.ServerID, node: m.Node, self: m.Node == s.cfg.Node, voter: srv.Suffrage == raft.Voter, joinedAt: m.JoinedAt}
-		lr, reported := last[m.Node]
-		judged := verdicts[m.Node].State == zone.Unhealthy
-		var healthy bool
-		switch {
-		case st.self:
-			healthy, st.api = true, s.reachesAPI()
-		case reported && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout:
-			healthy, st.api = !judged, lr.APIReachable
-		}
-		// A member that joined moments ago and has not reported yet is a
-		// candidate on its live check alone, so a forming zone gets its
-		// voters at once.
-		newcomer := !reported && !judged && now.Sub(m.JoinedAt) <= s.cfg.VoteTimeout
-		st.eligible = !st.voter && (healthy || newcomer)
-		if st.voter && !healthy {
-			if _, ok := p.unhealthySince[m.ServerID]; !ok {
-				p.unhealthySince[m.ServerID] = now
-			}
-			st.unhealthy = true
-			st.dead = now.Sub(p.unhealthySince[m.ServerID]) >= s.cfg.DeadVoterTimeout
-		} else {
-			delete(p.unhealthySince, m.ServerID)
-		}
-		seats = append(seats, st)
 	}
 	plan := planVoters(seats, desiredVoters(len(seats), s.cfg.Voters), func(c seat) bool {
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -101,7 +102,7 @@ func waitRounds(t *testing.T, nodes []*testNode, rounds float64) {
 	for _, n := range nodes {
 		start[n] = reportRounds(n)
 	}
-	eventually(t, 60*time.Second, fmt.Sprintf("%v report rounds", rounds), func() (bool, string) {
+	poll.Until(t, 60*time.Second, fmt.Sprintf("%v report rounds", rounds), func() (bool, string) {
 		for _, n := range nodes {
 			if reportRounds(n)-start[n] < rounds {
 				return false, n.name + " behind"
@@ -155,7 +156,7 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 		want[n.name] = zone.Healthy
 	}
 	var newLeader *testNode
-	eventually(t, 60*time.Second, "majority leader", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "majority leader", func() (bool, string) {
 		for _, n := range majority {
 			if n.srv.Term() != 0 {
 				newLeader = n
@@ -164,13 +165,13 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 		}
 		return false, "no leader in majority"
 	})
-	eventually(t, 60*time.Second, "old leader steps down", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "old leader steps down", func() (bool, string) {
 		return l.srv.Term() == 0, "still leading"
 	})
 	frozen := commitIndexes(minority)
 	before := newLeader.srv.raft.CommitIndex()
 	waitRounds(t, minority, 5)
-	eventually(t, 60*time.Second, "majority commits", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "majority commits", func() (bool, string) {
 		return newLeader.srv.raft.CommitIndex() >= before+5, "majority stalled"
 	})
 	if got := commitIndexes(minority); fmt.Sprint(got) != fmt.Sprint(frozen) {
@@ -189,7 +190,7 @@ func TestMinorityPartitionCommitsNothing(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, 60*time.Second, "majority judges the minority", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "majority judges the minority", func() (bool, string) {
 		got, _ := newLeader.srv.store.Verdicts()
 		for node, st := range want {
 			if got[node].State != st {
@@ -213,7 +214,7 @@ func TestEvenSplitKeepsVerdicts(t *testing.T) {
 	z.fabric.Partition([]string{run[0].ip, run[1].ip}, []string{run[2].ip, run[3].ip})
 	z.pokeAll()
 
-	eventually(t, 60*time.Second, "no leader on either side", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "no leader on either side", func() (bool, string) {
 		l, _ := z.leader()
 		return l == nil, "a leader remains"
 	})
@@ -249,7 +250,7 @@ func assertOneCluster(t *testing.T, z *testZone) {
 	want, _ := l.srv.configuration()
 	// A member that joined last may know the leader's address before its
 	// replica has applied the member list that names it.
-	eventually(t, 30*time.Second, "every member following "+l.name, func() (bool, string) {
+	poll.Until(t, 30*time.Second, "every member following "+l.name, func() (bool, string) {
 		for _, n := range z.running() {
 			if node, _, ok := n.srv.Leader(); !ok || node != l.name {
 				return false, fmt.Sprintf("%s follows %q", n.name, node)
@@ -290,7 +291,7 @@ func TestGenesisExactlyOneCluster(t *testing.T) {
 		z := newTestZone(t, 5)
 		for _, name := range z.names() {
 			n := z.start(name)
-			eventually(t, 60*time.Second, name+" joined", func() (bool, string) {
+			poll.Until(t, 60*time.Second, name+" joined", func() (bool, string) {
 				return n.srv.inConfiguration(), "not in configuration"
 			})
 		}
@@ -433,7 +434,7 @@ func TestLeadershipFollowsAPIReachability(t *testing.T) {
 	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 
 	l.api.down.Store(true)
-	eventually(t, 60*time.Second, "leadership moves to a member that reaches the apiserver", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "leadership moves to a member that reaches the apiserver", func() (bool, string) {
 		nl, why := z.leader()
 		if nl == nil {
 			return false, why
@@ -446,7 +447,7 @@ func TestLeadershipFollowsAPIReachability(t *testing.T) {
 		n.api.down.Store(true)
 	}
 	stay := z.waitLeader(60 * time.Second)
-	eventually(t, 60*time.Second, "leader gives up looking for a target", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "leader gives up looking for a target", func() (bool, string) {
 		return testutil.ToFloat64(stay.srv.metrics.transfers.WithLabelValues("no_target")) >= 1, "no attempt yet"
 	})
 	if nl, _ := z.leader(); nl != stay {
@@ -472,7 +473,7 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	}
 	z.list.set(keep, true)
 	leavingID := leaving.srv.ServerID()
-	eventually(t, 60*time.Second, "leaving member removed", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "leaving member removed", func() (bool, string) {
 		l, why := z.leader()
 		if l == nil {
 			return false, why
@@ -502,7 +503,7 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	z.list.set(keep, true)
 	z.start(mover.name)
 	l := z.waitConverged(60*time.Second, 3)
-	eventually(t, 60*time.Second, "moved member followed at its new address", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "moved member followed at its new address", func() (bool, string) {
 		if got, _ := (addressBook{l.srv}).ServerAddr(raft.ServerID(mover.srv.ServerID())); got != raft.ServerAddress(mover.ip+":9470") {
 			return false, fmt.Sprintf("transport resolves it to %s", got)
 		}
@@ -530,7 +531,7 @@ func TestDeadVoterReplaced(t *testing.T) {
 	}
 	victimID := victim.srv.ServerID()
 	z.stop(victim.name)
-	eventually(t, 60*time.Second, "dead voter replaced", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "dead voter replaced", func() (bool, string) {
 		l, why := z.leader()
 		if l == nil {
 			return false, why
@@ -585,7 +586,7 @@ func TestLostRaftLogDiscardsStaleState(t *testing.T) {
 	removeAll(t, filepath.Join(victim.dir, serverIDFile))
 	n := z.start(victim.name)
 	l := z.waitConverged(60*time.Second, 3)
-	eventually(t, 60*time.Second, "rejoined member catches up", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "rejoined member catches up", func() (bool, string) {
 		mine, _ := n.srv.store.Members()
 		theirs, _ := l.srv.store.Members()
 		return fmt.Sprint(mine) == fmt.Sprint(theirs), fmt.Sprintf("%d vs %d members", len(mine), len(theirs))
@@ -601,8 +602,8 @@ func TestTrafficIsCounted(t *testing.T) {
 		t.Error("leader counted no heartbeats")
 	}
 	for _, n := range z.running() {
-		sent := testutil.ToFloat64(n.srv.metrics.bytes.WithLabelValues("sent"))
-		recv := testutil.ToFloat64(n.srv.metrics.bytes.WithLabelValues("received"))
+		sent := testutil.ToFloat64(n.srv.net.metrics.bytes.WithLabelValues("sent"))
+		recv := testutil.ToFloat64(n.srv.net.metrics.bytes.WithLabelValues("received"))
 		host := z.fabric.Host(n.ip).Counters()
 		// The member's own count and the fabric's agree to within what is in
 		// flight: both count every byte on the zone port.

@@ -127,8 +127,8 @@ func (b ReportBatch) Validate() error {
 }
 
 // ValidateReport applies the rules a report must meet to enter a ReportBatch.
-// Report intake can call it per report, so one malformed report is dropped at
-// the door instead of failing a whole batch at Encode.
+// The leader's report intake calls it per report, so one malformed report is
+// refused at the door instead of failing a whole batch at Encode.
 func ValidateReport(r *zone.Report) error {
 	if err := validName(r.From); err != nil {
 		return fmt.Errorf("%w: report sender: %w", ErrBadCommand, err)
