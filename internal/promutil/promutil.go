@@ -1,4 +1,6 @@
-// Package promutil holds the one Prometheus helper several packages need.
+// Package promutil holds the Prometheus helpers several packages need:
+// registering a collector once, and exporting a renamed metric under its old
+// name for a deprecation period.
 package promutil
 
 import (
