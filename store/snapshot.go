@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
+
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
 )
 
 // A snapshot stream is a frame around the bytes of one bbolt read transaction:
@@ -165,7 +167,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 		// The old file is untouched; go back to it.
 		return s.reopenLocked(fmt.Errorf("store: restore: %w", err))
 	}
-	if err := syncDir(filepath.Dir(s.path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(s.path)); err != nil {
 		// The new state is in place but its rename may not survive a
 		// crash; serve it and let raft retry or restore again on restart.
 		return s.reopenLocked(fmt.Errorf("store: restore: %w", err))
@@ -297,17 +299,4 @@ func checkSnapshotFile(path string, size int64) (err error) {
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

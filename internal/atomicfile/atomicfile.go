@@ -54,11 +54,13 @@ func write(path string, data []byte, perm os.FileMode) (err error) {
 		return err
 	}
 	renamed = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir fsyncs the directory dir, which makes a rename in it durable.
-func syncDir(dir string) error {
+// SyncDir fsyncs the directory dir, which makes a rename in it durable;
+// writers with a sequence of their own (the store's snapshot restore) need
+// it without Write.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
