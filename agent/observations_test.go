@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/raftzone"
+)
+
+type fakePeers struct {
+	mu      sync.Mutex
+	peers   []raftzone.Candidate
+	started chan struct{}
+}
+
+func (f *fakePeers) Peers() []raftzone.Candidate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]raftzone.Candidate(nil), f.peers...)
+}
+
+func (f *fakePeers) Started() <-chan struct{} { return f.started }
+
+func (f *fakePeers) set(ps ...raftzone.Candidate) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.peers = ps
+}
+
+// fakeTargets records what syncTargets asked for: the current targets and
+// how many times each was (re)added.
+type fakeTargets struct {
+	mu      sync.Mutex
+	targets map[string]string
+	adds    int
+}
+
+func (f *fakeTargets) AddTarget(name, host string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.targets[name] = host
+	f.adds++
+}
+
+func (f *fakeTargets) RemoveTarget(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.targets, name)
+}
+
+func (f *fakeTargets) snapshot() (map[string]string, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.targets), f.adds
+}
+
+func TestSyncTargetsFollowsPeers(t *testing.T) {
+	src := &fakePeers{started: make(chan struct{})}
+	dst := &fakeTargets{targets: map[string]string{}}
+	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.2"}, raftzone.Candidate{Node: "c", ProbeAddress: "127.0.0.3"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		syncTargets(ctx, dst, src, time.Millisecond, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+
+	waitTargets := func(what string, want map[string]string) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, what, func() (bool, string) {
+			got, _ := dst.snapshot()
+			return maps.Equal(got, want), fmt.Sprint(got)
+		})
+	}
+	close(src.started)
+	waitTargets("the first peers", map[string]string{"b": "127.0.0.2", "c": "127.0.0.3"})
+
+	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.20"})
+	waitTargets("b moved and c gone", map[string]string{"b": "127.0.0.20"})
+	_, adds := dst.snapshot()
+	if adds != 3 {
+		t.Fatalf("%d AddTarget calls, want 3: unchanged peers are not re-added, moved ones are", adds)
+	}
+}
