@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"time"
 
@@ -19,6 +20,10 @@ type Candidate struct {
 	ProbeAddress string
 	// RaftAddress is host:port of the node's zone port.
 	RaftAddress string
+	// PublicKey is the node key registered on the node's own Node object
+	// (zone.NodeKeyAnnotation), nil when none is. Only that node's agent can
+	// register it, so a join that proves this key is that node.
+	PublicKey ed25519.PublicKey
 }
 
 // MemberSource is the zone's member list as the cluster defines it (Nodes with

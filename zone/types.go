@@ -57,6 +57,12 @@ type Member struct {
 	RaftAddress string `json:"raftAddress"`
 	// Role is the suffrage the leader gave the member.
 	Role Role `json:"role"`
+	// PublicKey is the member's Ed25519 node key, pinned when it joined: its
+	// reports, its zone-port certificate and its Raft RPCs must all be its own.
+	// It changes only through a new join that proves the new key. The value
+	// is in NodeKeyAnnotation's form (see EncodeNodeKey), which keeps Member
+	// comparable.
+	PublicKey string `json:"publicKey,omitempty"`
 	// JoinedAt is when the leader admitted the member.
 	JoinedAt time.Time `json:"joinedAt"`
 }
@@ -88,7 +94,13 @@ type Report struct {
 	// API, which leadership placement needs.
 	APIReachable bool   `json:"apiReachable"`
 	KeyID        string `json:"keyID"`
-	MAC          []byte `json:"mac"`
+	// MAC is HMAC-SHA256 under the zone key KeyID names: proof that the
+	// report comes from inside the zone.
+	MAC []byte `json:"mac"`
+	// Sig is the sender's Ed25519 signature over the same bytes as the MAC:
+	// proof that it comes from From and no other member, checked by the
+	// leader and again by every replica against From's pinned key.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // Verdict is the leader's committed judgement of one node.
