@@ -35,6 +35,10 @@ const (
 	TypeReportBatch  CommandType = 1
 	TypeVerdictBatch CommandType = 2
 	TypeMemberSet    CommandType = 3
+	// TypeSignedReportBatch is a ReportBatch whose reports carry their
+	// senders' node signatures. It replaced TypeReportBatch, which is still
+	// read (an old log may hold it) but whose reports, unsigned, are skipped.
+	TypeSignedReportBatch CommandType = 4
 )
 
 // String names the type in errors and logs.
@@ -46,6 +50,8 @@ func (t CommandType) String() string {
 		return "VerdictBatch"
 	case TypeMemberSet:
 		return "MemberSet"
+	case TypeSignedReportBatch:
+		return "SignedReportBatch"
 	}
 	return fmt.Sprintf("CommandType(%d)", byte(t))
 }
@@ -100,8 +106,8 @@ type MemberSet struct {
 	Members []zone.Member `json:"members"`
 }
 
-// Type implements Command.
-func (ReportBatch) Type() CommandType { return TypeReportBatch }
+// Type implements Command. Report batches are always written signed.
+func (ReportBatch) Type() CommandType { return TypeSignedReportBatch }
 
 // Type implements Command.
 func (VerdictBatch) Type() CommandType { return TypeVerdictBatch }
@@ -255,9 +261,9 @@ func DecodeCommand(data []byte) (Command, error) {
 		err error
 	)
 	switch t := CommandType(data[1]); t {
-	case TypeReportBatch:
+	case TypeReportBatch, TypeSignedReportBatch:
 		var b ReportBatch
-		err = b.decodeBinary(body)
+		err = b.decodeBinary(body, t == TypeSignedReportBatch)
 		c = b
 	case TypeVerdictBatch:
 		var b VerdictBatch
@@ -286,10 +292,11 @@ func DecodeCommand(data []byte) (Command, error) {
 //
 //	int64 at | count reports | per report:
 //	  string zone | string from | uint64 seq | int64 sent-at | byte api-reachable |
-//	  string key id | bytes mac | count results | per result:
+//	  string key id | bytes mac | bytes sig | count results | per result:
 //	    string peer | byte ok | uint64 float64 bits score | int64 latency
 //
-// Validate has checked that every time survives UnixNano.
+// Validate has checked that every time survives UnixNano. The unsigned
+// TypeReportBatch body is the same without "bytes sig".
 func (b ReportBatch) appendBinary(dst []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.At.UnixNano()))
 	dst = binary.AppendUvarint(dst, uint64(len(b.Reports)))
@@ -303,6 +310,8 @@ func (b ReportBatch) appendBinary(dst []byte) []byte {
 		dst = appendString(dst, r.KeyID)
 		dst = binary.AppendUvarint(dst, uint64(len(r.MAC)))
 		dst = append(dst, r.MAC...)
+		dst = binary.AppendUvarint(dst, uint64(len(r.Sig)))
+		dst = append(dst, r.Sig...)
 		dst = binary.AppendUvarint(dst, uint64(len(r.Results)))
 		for _, res := range r.Results {
 			dst = appendString(dst, res.Peer)
@@ -318,11 +327,11 @@ func (b ReportBatch) appendBinary(dst []byte) []byte {
 // given length can hold, so a forged count cannot make decoding allocate more
 // than the body's size.
 const (
-	minReportLen = 1 + 1 + 8 + 8 + 1 + 1 + 1 + 1
+	minReportLen = 1 + 1 + 8 + 8 + 1 + 1 + 1 + 1 // + 1 for the sig when signed
 	minResultLen = 1 + 1 + 8 + 8
 )
 
-func (b *ReportBatch) decodeBinary(body []byte) error {
+func (b *ReportBatch) decodeBinary(body []byte, signed bool) error {
 	// Every name recurs in up to one report and 128 results of a full batch;
 	// interning makes that one string instead of 129.
 	r := &bodyReader{b: body, names: make(map[string]string)}
@@ -340,6 +349,9 @@ func (b *ReportBatch) decodeBinary(body []byte) error {
 		rep.APIReachable = r.bool()
 		rep.KeyID = r.name()
 		rep.MAC = r.bytes()
+		if signed {
+			rep.Sig = r.bytes()
+		}
 		m := r.count(minResultLen)
 		if m > 0 {
 			rep.Results = make([]zone.Result, m)

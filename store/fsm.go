@@ -1,9 +1,11 @@
 package store
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
@@ -26,6 +28,10 @@ type ApplyResult struct {
 	// Skipped counts items the rules dropped: reports from non-members or
 	// with a seq not above the sender's last, verdicts for non-members.
 	Skipped int
+	// Refused counts reports dropped because they cannot be the sender's
+	// own (RefuseSignature) or their seq jumps too far (RefuseSeqJump),
+	// by reason. They are in Skipped too.
+	Refused map[string]int
 	// AlreadyApplied is set when the log's index was at or below the applied
 	// index, as when raft replays its log after a restart; nothing was done.
 	AlreadyApplied bool
@@ -81,6 +87,7 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 	defer func() { _ = tx.Rollback() }()
 	index, term := appliedPos(tx)
 	dirty := false
+	var refused []map[string]int
 	for i, l := range logs {
 		if l.Index <= index {
 			resp[i] = &ApplyResult{Index: l.Index, AlreadyApplied: true}
@@ -103,6 +110,9 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 		}
 		res.Index = l.Index
 		resp[i] = res
+		if res.Refused != nil {
+			refused = append(refused, res.Refused)
+		}
 		index, term, dirty = l.Index, l.Term, true
 	}
 	if !dirty {
@@ -111,7 +121,30 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 	if err := putApplied(tx, index, term); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, m := range refused {
+		for reason, n := range m {
+			s.refusedReports(reason).Add(uint64(n))
+		}
+	}
+	return nil
+}
+
+// RefusedReports counts the reports this replica refused in committed batches,
+// by reason (RefuseSignature, RefuseSeqJump), since the store was opened. A
+// non-zero count on a follower means someone — possibly the leader — put words
+// in a member's mouth.
+func (s *Store) RefusedReports(reason string) uint64 {
+	return s.refusedReports(reason).Load()
+}
+
+func (s *Store) refusedReports(reason string) *atomic.Uint64 {
+	if reason == RefuseSeqJump {
+		return &s.refusedSeq
+	}
+	return &s.refusedSig
 }
 
 // applyCommand changes state within tx. Decoding already validated cmd, so an
@@ -128,19 +161,49 @@ func applyCommand(tx *bbolt.Tx, cmd Command) (*ApplyResult, error) {
 	return nil, fmt.Errorf("%w: %T", ErrUnknownType, cmd)
 }
 
-// memberSet loads the current member names once per command; a full batch
-// checks membership thousands of times.
-func memberSet(tx *bbolt.Tx) (map[string]struct{}, error) {
-	set := make(map[string]struct{})
-	err := tx.Bucket(bucketMembers).ForEach(func(k, _ []byte) error {
-		set[string(k)] = struct{}{}
+// memberKeys loads each member's pinned node key; a member without a usable
+// one maps to nil, and none of its reports verify.
+func memberKeys(tx *bbolt.Tx) (map[string]ed25519.PublicKey, error) {
+	keys := make(map[string]ed25519.PublicKey)
+	err := tx.Bucket(bucketMembers).ForEach(func(k, v []byte) error {
+		m, err := decodeMember(v)
+		if err != nil {
+			return err
+		}
+		pub, _ := zone.ParseNodeKey(m.PublicKey)
+		keys[string(k)] = pub
 		return nil
 	})
-	return set, err
+	return keys, err
+}
+
+// Reasons a replica refuses a report in a committed batch, the keys of
+// ApplyResult.Refused.
+const (
+	RefuseSignature = "bad_signature"
+	RefuseSeqJump   = "seq_jump"
+)
+
+// MaxSeqJump bounds how far a report's seq may lie ahead: above both the
+// sender's last committed seq and its sent-at in Unix microseconds. Senders
+// start their seqs at the clock in microseconds and add one per report, so an
+// honest sender stays far below the bound, while a seq near 2^64 — which would
+// make every later report a replay — is refused.
+const MaxSeqJump = 1 << 32
+
+// SeqInReach applies MaxSeqJump to r given the sender's last committed seq. The
+// leader's intake applies the same rule, so an honest leader never commits a
+// report a replica would refuse.
+func SeqInReach(r *zone.Report, last uint64) bool {
+	base := last
+	if us := r.SentAt.UnixMicro(); us > 0 && uint64(us) > base {
+		base = uint64(us)
+	}
+	return r.Seq <= base || r.Seq-base <= MaxSeqJump
 }
 
 func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
-	members, err := memberSet(tx)
+	members, err := memberKeys(tx)
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +213,16 @@ func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
 	for i := range b.Reports {
 		r := &b.Reports[i]
 		from := []byte(r.From)
-		if _, ok := members[r.From]; !ok {
+		pub, ok := members[r.From]
+		if !ok {
 			res.Skipped++
+			continue
+		}
+		// Every replica checks the sender's own signature, so not even a
+		// leader can commit words a member did not say: a report that fails
+		// is skipped here the same way on every replica.
+		if !r.VerifySig(pub) {
+			res.refuse(RefuseSignature)
 			continue
 		}
 		// A sender without a report has last seq 0, so seqs start at 1.
@@ -163,6 +234,10 @@ func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
 		}
 		if r.Seq <= last.Seq {
 			res.Skipped++
+			continue
+		}
+		if !SeqInReach(r, last.Seq) {
+			res.refuse(RefuseSeqJump)
 			continue
 		}
 		err = reports.Put(from, encodeLastReport(LastReport{
@@ -196,6 +271,14 @@ func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
 		}
 	}
 	return res, nil
+}
+
+func (r *ApplyResult) refuse(reason string) {
+	r.Skipped++
+	if r.Refused == nil {
+		r.Refused = make(map[string]int)
+	}
+	r.Refused[reason]++
 }
 
 func applyVerdicts(tx *bbolt.Tx, b VerdictBatch) (*ApplyResult, error) {

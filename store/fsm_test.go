@@ -247,6 +247,7 @@ func TestApplyStoresFullRecords(t *testing.T) {
 	r.SentAt = at(-2).In(cet)
 	r.APIReachable = false
 	r.KeyID = "key-2"
+	r = resign(r)
 	a.mustApply(ReportBatch{At: at(1).In(cet), Reports: []zone.Report{r}})
 	v := verdict("b", zone.Unknown)
 	v.DecidedAt = at(3).In(cet)
@@ -502,3 +503,76 @@ type wrapped struct{ a, b error }
 
 func (w *wrapped) Error() string   { return w.a.Error() + ": " + w.b.Error() }
 func (w *wrapped) Unwrap() []error { return []error{w.a, w.b} }
+
+// TestApplyRefusesReportsTheSenderDidNotSign: every replica checks each
+// report's node signature against the sender's pinned key, so a batch — even one
+// a leader built — cannot make a member say what it did not sign, and a seq that
+// would lock the sender out for good is refused too.
+func TestApplyRefusesReportsTheSenderDidNotSign(t *testing.T) {
+	s := newStore(t)
+	a := newApplier(t, s)
+	noKey := member("c")
+	noKey.PublicKey = ""
+	a.mustApply(MemberSet{Members: []zone.Member{member("a"), member("b"), noKey}})
+
+	byOther := report("b", 5, fail("a"))
+	if err := byOther.SignNode(nodeKey("a")); err != nil { // a speaks as b
+		t.Fatal(err)
+	}
+	altered := report("b", 6, ok("a", 100))
+	altered.Results[0].OK = false // changed after b signed
+	unsigned := report("b", 7, fail("a"))
+	unsigned.Sig = nil
+	lockout := resign(zone.Report{Zone: "z1", From: "b", Seq: 1 << 63, SentAt: at(0), KeyID: "k1", MAC: []byte{1}})
+	fromKeyless := report("c", 1, fail("a"))
+
+	res := a.mustApply(batch(1, byOther, altered, unsigned, lockout, fromKeyless, report("a", 1, ok("b", 90))))
+	if res.Applied != 1 || res.Skipped != 5 {
+		t.Fatalf("Applied %d, Skipped %d; want 1 and 5 (only a's own report)", res.Applied, res.Skipped)
+	}
+	want := map[string]int{RefuseSignature: 4, RefuseSeqJump: 1}
+	if !reflect.DeepEqual(res.Refused, want) {
+		t.Errorf("Refused = %v, want %v", res.Refused, want)
+	}
+	if got := s.RefusedReports(RefuseSignature); got != 4 {
+		t.Errorf("RefusedReports(signature) = %d, want 4", got)
+	}
+	if got := s.RefusedReports(RefuseSeqJump); got != 1 {
+		t.Errorf("RefusedReports(seq jump) = %d, want 1", got)
+	}
+	if _, err := s.LastReport("b"); err == nil {
+		t.Error("b has a committed report although it signed none")
+	}
+	// b's real next report still commits: nothing above locked it out.
+	if res := a.mustApply(batch(2, report("b", 2, ok("a", 100)))); res.Applied != 1 {
+		t.Errorf("b's own report after the forgeries: Applied %d, want 1", res.Applied)
+	}
+	if got := s.LastSeq("b"); got != 2 {
+		t.Errorf("LastSeq(b) = %d, want 2", got)
+	}
+}
+
+// TestSeqJumpBound: a seq may run ahead of the sender's last committed seq and
+// of its clock in microseconds by MaxSeqJump, no further; a sender starting from
+// its clock, as every agent does, is inside the bound.
+func TestSeqJumpBound(t *testing.T) {
+	sent := at(0)
+	us := uint64(sent.UnixMicro())
+	for _, c := range []struct {
+		seq, last uint64
+		want      bool
+	}{
+		{seq: 1, last: 0, want: true},
+		{seq: us, last: 0, want: true},
+		{seq: us + MaxSeqJump, last: 0, want: true},
+		{seq: us + MaxSeqJump + 1, last: 0, want: false},
+		{seq: us + 2*MaxSeqJump, last: us + MaxSeqJump, want: true},
+		{seq: 1<<64 - 1, last: us, want: false},
+		{seq: 1 << 63, last: 0, want: false},
+	} {
+		r := zone.Report{Seq: c.seq, SentAt: sent}
+		if got := SeqInReach(&r, c.last); got != c.want {
+			t.Errorf("seq %d after %d (sent-at %d µs): in reach = %v, want %v", c.seq, c.last, us, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -110,11 +111,19 @@ func rawEncode(t testing.TB, cmd Command) []byte {
 	return b
 }
 
+// nodeKey is node's test node key, derived from its name so that every test
+// agrees on it.
+func nodeKey(node string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("test node key " + node))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
 func member(node string) zone.Member {
 	return zone.Member{
 		Node: node, ServerID: "id-" + node, Zone: "z1",
 		ProbeAddress: "10.0.0.1", RaftAddress: "10.0.0.1:7946",
 		Role: zone.Voter, JoinedAt: t0,
+		PublicKey: zone.EncodeNodeKey(nodeKey(node).Public().(ed25519.PublicKey)),
 	}
 }
 
@@ -126,12 +135,23 @@ func members(nodes ...string) MemberSet {
 	return m
 }
 
+// report is a report signed by from's test node key. The MAC is a stand-in:
+// the store never sees the zone key.
 func report(from string, seq uint64, results ...zone.Result) zone.Report {
 	zone.SortResults(results)
-	return zone.Report{
+	r := zone.Report{
 		Zone: "z1", From: from, Seq: seq, SentAt: t0.Add(-time.Second),
 		Results: results, APIReachable: true, KeyID: "k1", MAC: []byte{1, 2, 3},
 	}
+	return resign(r)
+}
+
+// resign signs r again after a test changed it.
+func resign(r zone.Report) zone.Report {
+	if err := r.SignNode(nodeKey(r.From)); err != nil {
+		panic(err)
+	}
+	return r
 }
 
 func ok(peer string, score float64) zone.Result {

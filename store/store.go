@@ -139,6 +139,10 @@ type Store struct {
 
 	// failed is set when a write transaction fails; see ErrFailed.
 	failed atomic.Pointer[error]
+
+	// refusedSig and refusedSeq count reports refused on apply; see
+	// RefusedReports.
+	refusedSig, refusedSeq atomic.Uint64
 }
 
 // Open opens or creates the store file at path. The directory must exist.

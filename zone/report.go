@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -23,7 +24,7 @@ func SortResults(rs []Result) {
 	slices.SortFunc(rs, func(a, b Result) int { return strings.Compare(a.Peer, b.Peer) })
 }
 
-// SigningBytes is the canonical encoding of every field of r except MAC. Strings
+// SigningBytes is the canonical encoding of every field of r except MAC and Sig. Strings
 // are length-prefixed and numbers fixed-width, so no two distinct reports share an
 // encoding and no JSON library quirk can change what was signed.
 func (r *Report) SigningBytes() ([]byte, error) {
@@ -96,4 +97,28 @@ func boolByte(v bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// SignNode sets Sig, the sender's own signature over the bytes the MAC covers.
+// Call it after Sign: the key id is among the signed bytes.
+func (r *Report) SignNode(priv ed25519.PrivateKey) error {
+	msg, err := r.SigningBytes()
+	if err != nil {
+		return err
+	}
+	r.Sig = ed25519.Sign(priv, msg)
+	return nil
+}
+
+// VerifySig reports whether r.Sig is From's signature under pub. A report
+// without a signature, or a key of the wrong size, never verifies.
+func (r *Report) VerifySig(pub ed25519.PublicKey) bool {
+	if len(pub) != ed25519.PublicKeySize || len(r.Sig) != ed25519.SignatureSize {
+		return false
+	}
+	msg, err := r.SigningBytes()
+	if err != nil {
+		return false
+	}
+	return ed25519.Verify(pub, msg, r.Sig)
 }
