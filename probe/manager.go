@@ -338,7 +338,7 @@ func (m *Manager) newTarget(name, host string) *target {
 // startLocked starts t's workers under the running Manager. m.mu must be held
 // and m.runCtx set.
 func (m *Manager) startLocked(t *target) {
-	ctx, cancel := context.WithCancel(m.runCtx)
+	ctx, cancel := context.WithCancel(WithTarget(m.runCtx, t.name))
 	t.cancel = cancel
 	for i, s := range m.specs {
 		w := newWorker(i, s, t.host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
