@@ -99,7 +99,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	cfg.Raft.Registerer = reg
 
 	members := newNodeMembers(client, cfg.ZoneLabel, zoneName, cfg.Raft.PeerPort)
-	port, err := raftzone.NewZonePort(cfg.Raft)
+	port, err := raftzone.NewZonePort(cfg.Raft, members)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package raftzone
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -21,6 +22,9 @@ type joinRequest struct {
 	ServerID     string `json:"serverID"`
 	RaftAddress  string `json:"raftAddress"`
 	ProbeAddress string `json:"probeAddress"`
+	// PublicKey is the joiner's node key (zone.EncodeNodeKey); it must be the
+	// key its connection proved and its Node registers.
+	PublicKey string `json:"publicKey"`
 }
 
 // joinLoop makes this member part of the zone's cluster and keeps it so: while it
@@ -55,7 +59,7 @@ func (s *Server) joinLoop(ctx context.Context) {
 // reports whether one did and whether any peer showed that a cluster exists.
 func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	req := joinRequest{Zone: s.cfg.Zone, Node: s.cfg.Node, ServerID: s.serverID,
-		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress}
+		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress, PublicKey: s.net.publicKey()}
 	var peers []string
 	for _, p := range s.peers(true) {
 		if p.RaftAddress != "" && p.RaftAddress != s.cfg.raftAddress() && !slices.Contains(peers, p.RaftAddress) {
@@ -145,6 +149,23 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, "malformed", errors.New("join request needs node, a UUID serverID and raftAddress"))
 		return
 	}
+	// A node joins only as itself: the node, server ID and key of the
+	// request must be those its connection proved.
+	caller, ok := callerOf(r.Context())
+	switch {
+	case !ok:
+		s.refuseCaller(w, "join", errors.New("unauthenticated connection"))
+		return
+	case caller.Node != req.Node:
+		s.refuseCaller(w, "join", fmt.Errorf("%s may not join as %s", caller.Node, req.Node))
+		return
+	case caller.ServerID != req.ServerID:
+		s.refuseCaller(w, "join", fmt.Errorf("%s proved server ID %s but asks to join as %s", caller.Node, caller.ServerID, req.ServerID))
+		return
+	case zone.EncodeNodeKey(caller.Key) != req.PublicKey:
+		s.refuseCaller(w, "join", fmt.Errorf("%s proved another node key than it asks to join with", caller.Node))
+		return
+	}
 	if s.Term() == 0 {
 		switch {
 		case s.raft.State() == raft.Leader:
@@ -161,7 +182,8 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := zone.Member{Node: req.Node, ServerID: req.ServerID, Zone: s.cfg.Zone,
-		ProbeAddress: req.ProbeAddress, RaftAddress: req.RaftAddress, JoinedAt: s.clock.Now().UTC()}
+		ProbeAddress: req.ProbeAddress, RaftAddress: req.RaftAddress, JoinedAt: s.clock.Now().UTC(),
+		PublicKey: req.PublicKey}
 	if reason, err := s.checkJoin(m); err != nil {
 		s.writeError(w, http.StatusForbidden, reason, err)
 		return

@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,18 @@ func (l *memberList) Candidates() ([]Candidate, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.cands), l.ok
+}
+
+// register records node's key as its Node registration, as its agent does at
+// start.
+func (l *memberList) register(node string, pub ed25519.PublicKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.cands {
+		if l.cands[i].Node == node {
+			l.cands[i].PublicKey = pub
+		}
+	}
 }
 
 func (l *memberList) set(cs []Candidate, ok bool) {
@@ -253,6 +266,13 @@ func (z *testZone) start(name string) *testNode {
 	}
 	n.logs = &lockedBuffer{}
 	n.obs = &simObservations{z: z, self: n, ch: make(chan struct{}, 1)}
+	// Like the agent: the node key (made on first start) is registered on the
+	// node's own entry of the member list before the member runs.
+	key, err := LoadOrCreateNodeKey(n.dir)
+	if err != nil {
+		z.t.Fatalf("node key of %s: %v", name, err)
+	}
+	z.list.register(name, key.Public().(ed25519.PublicKey))
 	cfg := testConfig(n)
 	cfg.Logger = slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := New(cfg, Deps{Members: z.list, Genesis: z.genesis, APIHealth: n.api, Observations: n.obs, Sink: n.sink})

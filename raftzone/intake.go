@@ -20,6 +20,9 @@ const (
 	RejectWrongZone   = "wrong_zone"
 	RejectUnknownKey  = "unknown_key"
 	RejectBadMAC      = "bad_mac"
+	RejectBadSig      = "bad_signature"
+	RejectNotSender   = "not_sender"
+	RejectSeqJump     = "seq_jump"
 	RejectNotMember   = "not_member"
 	RejectClockSkew   = "clock_skew"
 	RejectReplay      = "replay"
@@ -31,6 +34,7 @@ const (
 // Sentinel errors for report rejections; a *RejectError wraps one of them.
 var (
 	ErrBadMAC    = errors.New("report MAC does not verify")
+	ErrBadSig    = errors.New("report is not signed with the sender's pinned node key")
 	ErrReplay    = errors.New("report sequence not greater than the last accepted")
 	ErrNotMember = errors.New("report sender is not a zone member")
 )
@@ -50,8 +54,13 @@ func reject(reason string, status int, err error) *RejectError {
 }
 
 // maxPending bounds reports waiting for one batch; beyond it the leader sheds
-// load rather than queueing without limit.
-const maxPending = 4096
+// load rather than queueing without limit. maxPendingPerSender bounds one
+// sender's share: an honest member has at most a report or two in flight, so a
+// member flooding the leader fills its own share, not the batch.
+const (
+	maxPending          = 4096
+	maxPendingPerSender = 4
+)
 
 // intake verifies reports on the leader and commits them in batches. A report
 // that changes a result is committed within BatchWindow, so a failure is judged
@@ -63,6 +72,7 @@ type intake struct {
 	mu      sync.Mutex
 	pending []pendingReport
 	seqs    map[string]uint64 // highest pending seq per sender
+	counts  map[string]int    // pending reports per sender
 	urgent  bool              // a pending report changes a result
 	kick    chan struct{}
 	hurry   chan struct{}
@@ -74,7 +84,7 @@ type pendingReport struct {
 }
 
 func newIntake(s *Server) *intake {
-	return &intake{s: s, seqs: map[string]uint64{}, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+	return &intake{s: s, seqs: map[string]uint64{}, counts: map[string]int{}, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 }
 
 // verify runs every check that does not need the batch: well-formed (the
@@ -105,14 +115,25 @@ func (in *intake) verify(r *zone.Report) *RejectError {
 	if !r.VerifyMAC(key) {
 		return reject(RejectBadMAC, http.StatusUnauthorized, ErrBadMAC)
 	}
-	if _, err := s.store.Member(r.From); err != nil {
+	m, ok := s.memberByNode(r.From)
+	if !ok {
 		return reject(RejectNotMember, http.StatusForbidden, fmt.Errorf("%w: %s", ErrNotMember, r.From))
+	}
+	// The zone key proves the report comes from inside the zone; the
+	// node key that it comes from its sender. Every replica checks the
+	// same signature again when it applies the batch.
+	if pub, err := zone.ParseNodeKey(m.PublicKey); err != nil || !r.VerifySig(pub) {
+		return reject(RejectBadSig, http.StatusUnauthorized, fmt.Errorf("%w: %s", ErrBadSig, r.From))
 	}
 	if skew := s.clock.Since(r.SentAt); skew > s.cfg.MaxClockSkew || skew < -s.cfg.MaxClockSkew {
 		return reject(RejectClockSkew, http.StatusBadRequest, fmt.Errorf("sent-at is %s off the leader's clock (limit %s)", skew.Round(time.Millisecond), s.cfg.MaxClockSkew))
 	}
-	if last := s.store.LastSeq(r.From); r.Seq <= last {
+	last := s.store.LastSeq(r.From)
+	if r.Seq <= last {
 		return reject(RejectReplay, http.StatusConflict, fmt.Errorf("%w: seq %d, last %d", ErrReplay, r.Seq, last))
+	}
+	if !store.SeqInReach(r, last) {
+		return reject(RejectSeqJump, http.StatusBadRequest, fmt.Errorf("seq %d jumps more than %d past the last (%d) and the sent-at clock", r.Seq, uint64(store.MaxSeqJump), last))
 	}
 	return nil
 }
@@ -135,6 +156,11 @@ func (in *intake) submit(ctx context.Context, r zone.Report) error {
 		in.mu.Unlock()
 		return in.count(reject(RejectOverloaded, http.StatusServiceUnavailable, errors.New("too many reports pending")))
 	}
+	if in.counts[r.From] >= maxPendingPerSender {
+		in.mu.Unlock()
+		return in.count(reject(RejectOverloaded, http.StatusServiceUnavailable, fmt.Errorf("%s has %d reports pending already", r.From, maxPendingPerSender)))
+	}
+	in.counts[r.From]++
 	in.seqs[r.From] = r.Seq
 	in.pending = append(in.pending, pendingReport{r: r, done: done})
 	urgent := len(r.Results) > 0
@@ -236,6 +262,9 @@ func (in *intake) commit(ctx context.Context) {
 		if in.seqs[p.r.From] == p.r.Seq {
 			delete(in.seqs, p.r.From)
 		}
+		if in.counts[p.r.From]--; in.counts[p.r.From] <= 0 {
+			delete(in.counts, p.r.From)
+		}
 	}
 	in.mu.Unlock()
 	for _, p := range batch {
@@ -248,6 +277,7 @@ func (in *intake) flush(err *RejectError) {
 	batch := in.pending
 	in.pending, in.urgent = nil, false
 	in.seqs = map[string]uint64{}
+	in.counts = map[string]int{}
 	in.mu.Unlock()
 	for _, p := range batch {
 		p.done <- err
@@ -259,6 +289,14 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	var rep zone.Report
 	if err := decodeBody(r, &rep); err != nil {
 		rj := reject(RejectMalformed, http.StatusBadRequest, err)
+		s.intake.count(rj)
+		s.writeError(w, rj.Status, rj.Reason, rj)
+		return
+	}
+	// A member reports only for itself: the sender the report names must be
+	// the node its connection proved (the signature below says so again).
+	if caller, ok := callerOf(r.Context()); !ok || caller.Node != rep.From {
+		rj := reject(RejectNotSender, http.StatusForbidden, fmt.Errorf("report from %q sent by %q", rep.From, caller.Node))
 		s.intake.count(rj)
 		s.writeError(w, rj.Status, rj.Reason, rj)
 		return

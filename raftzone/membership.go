@@ -17,15 +17,24 @@ import (
 const configChangeTimeout = 10 * time.Second
 
 // checkJoin decides whether m may join: it must be a node the cluster's member
-// list puts in this zone, at the address the list gives. While the list is not
-// available (cloud outage), only members the zone already knows may rejoin.
+// list puts in this zone, at the address the list gives, with the node key its
+// own Node registers (only its own agent can register one). While the list is
+// not available (cloud outage), only members the zone already knows may rejoin,
+// with their pinned key and address.
 func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 	cands, ok := s.deps.Members.Candidates()
 	if !ok {
-		if _, err := s.store.Member(m.Node); err == nil {
-			return "", nil
+		pinned, err := s.store.Member(m.Node)
+		if err != nil {
+			return "member_list_unavailable", fmt.Errorf("node %s is not a known member and the member list is unavailable", m.Node)
 		}
-		return "member_list_unavailable", fmt.Errorf("node %s is not a known member and the member list is unavailable", m.Node)
+		if pinned.PublicKey != m.PublicKey {
+			return "key_mismatch", fmt.Errorf("node %s joins with a node key other than its pinned one, and the member list that could show a new registration is unavailable", m.Node)
+		}
+		if pinned.RaftAddress != m.RaftAddress {
+			return "address_mismatch", fmt.Errorf("node %s joins from %s but the zone knows it at %s", m.Node, m.RaftAddress, pinned.RaftAddress)
+		}
+		return "", nil
 	}
 	for _, c := range cands {
 		if c.Node != m.Node {
@@ -33,6 +42,12 @@ func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 		}
 		if c.RaftAddress != m.RaftAddress {
 			return "address_mismatch", fmt.Errorf("node %s joins from %s but its Node object says %s", m.Node, m.RaftAddress, c.RaftAddress)
+		}
+		if c.PublicKey == nil {
+			return "key_not_registered", fmt.Errorf("node %s has registered no node key on its Node (annotation %s); its agent does so at start", m.Node, zone.NodeKeyAnnotation)
+		}
+		if zone.EncodeNodeKey(c.PublicKey) != m.PublicKey {
+			return "key_mismatch", fmt.Errorf("node %s joins with a node key other than the one its Node registers", m.Node)
 		}
 		return "", nil
 	}
@@ -63,7 +78,8 @@ func (s *Server) admit(ctx context.Context, m zone.Member) error {
 	}
 	known := false
 	for _, old := range members {
-		if old.Node == m.Node && old.ServerID == m.ServerID && old.RaftAddress == m.RaftAddress && old.ProbeAddress == m.ProbeAddress {
+		if old.Node == m.Node && old.ServerID == m.ServerID && old.RaftAddress == m.RaftAddress &&
+			old.ProbeAddress == m.ProbeAddress && old.PublicKey == m.PublicKey {
 			known, m.Role = true, old.Role
 		}
 	}
@@ -264,13 +280,15 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 		byNode[m.Node] = m
 	}
 	self, ok := byNode[s.cfg.Node]
-	if !ok || self.ServerID != s.serverID || self.RaftAddress != s.cfg.raftAddress() || self.ProbeAddress != s.cfg.AdvertiseAddress {
+	if !ok || self.ServerID != s.serverID || self.RaftAddress != s.cfg.raftAddress() ||
+		self.ProbeAddress != s.cfg.AdvertiseAddress || self.PublicKey != s.net.publicKey() {
 		joined := s.clock.Now().UTC()
 		if ok && self.ServerID == s.serverID {
 			joined = self.JoinedAt
 		}
 		byNode[s.cfg.Node] = zone.Member{Node: s.cfg.Node, ServerID: s.serverID, Zone: s.cfg.Zone,
-			ProbeAddress: s.cfg.AdvertiseAddress, RaftAddress: s.cfg.raftAddress(), JoinedAt: joined}
+			ProbeAddress: s.cfg.AdvertiseAddress, RaftAddress: s.cfg.raftAddress(), JoinedAt: joined,
+			PublicKey: s.net.publicKey()}
 	}
 	if cands, ok := s.deps.Members.Candidates(); ok {
 		in := map[string]Candidate{}

@@ -1,9 +1,12 @@
 package raftzone
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgequorum/edgequorum/internal/promutil"
+	"github.com/edgequorum/edgequorum/store"
 )
 
 // metrics are one Server's collectors. Each Server owns its own so that several
@@ -22,6 +25,11 @@ type metrics struct {
 	isLeader          prometheus.Gauge
 	term              prometheus.Gauge
 	members           prometheus.Gauge
+	callerRefused     *prometheus.CounterVec
+	raftRefused       *prometheus.CounterVec
+	// replica is the store the refused-report counters read; set once Run
+	// opened it.
+	replica atomic.Pointer[store.Store]
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,11 +87,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_zone_members",
 			Help: "Members in the replicated member list.",
 		}),
+		callerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_transport_caller_refused_total",
+			Help: "Peer-API requests refused because they spoke for another node than the one their connection proved, by endpoint.",
+		}, []string{"endpoint"}),
+		raftRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_raft_rpcs_refused_total",
+			Help: "Raft RPCs or connections dropped before hashicorp/raft saw them, by reason.",
+		}, []string{"reason"}),
+	}
+	refused := func(reason string) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "edgequorum_store_reports_refused_total",
+			Help:        "Reports in committed batches this replica refused to apply, by reason: bad_signature (not signed by the sender's pinned node key) or seq_jump.",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 {
+			if st := m.replica.Load(); st != nil {
+				return float64(st.RefusedReports(reason))
+			}
+			return 0
+		})
 	}
 	if reg != nil {
 		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
-			m.isLeader, m.term, m.members)
+			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused,
+			refused(store.RefuseSignature), refused(store.RefuseSeqJump))
 		// The names v0.2.0 exported, until v0.4.
 		reg.MustRegister(
 			promutil.Alias(m.peerRequests, "edgequorum_peer_requests_total", "edgequorum_transport_peer_requests_total"),

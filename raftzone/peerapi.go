@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/edgequorum/edgequorum/probe"
 )
 
 // The peer API runs on the authenticated zone port only, so every handler may
@@ -82,13 +84,28 @@ func (s *Server) peerRouter() http.Handler {
 // pay a new handshake.
 func (s *Server) peerServer() *http.Server {
 	return &http.Server{
-		Handler:           s.peerRouter(),
+		Handler: s.peerRouter(),
+		// Every request knows who sent it: the node its connection proved.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if ac, ok := c.(*authConn); ok {
+				return withCaller(ctx, ac.peer)
+			}
+			return ctx
+		},
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       peerIdleServer,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+}
+
+// refuseCaller answers a request whose body speaks for someone other than its
+// authenticated caller, and counts it by endpoint.
+func (s *Server) refuseCaller(w http.ResponseWriter, endpoint string, err error) {
+	s.metrics.callerRefused.WithLabelValues(endpoint).Inc()
+	s.log.Warn("peer request refused: not the caller's own", "endpoint", endpoint, "err", err)
+	s.writeError(w, http.StatusForbidden, "not_caller", err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -123,6 +140,12 @@ func (sn *secureNet) httpClient() *http.Client {
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				// An agent probe of a peer must reach that peer, not
+				// whoever answers at its address (another member
+				// forwarding to itself would pass the zone-key proof).
+				if node := probe.TargetName(ctx); node != "" && expectedPeer(ctx) == "" {
+					ctx = expectPeer(ctx, node)
+				}
 				return sn.dial(ctx, addr, channelPeerAPI)
 			},
 			MaxIdleConnsPerHost: 2,

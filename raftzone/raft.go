@@ -117,15 +117,29 @@ func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	return "", fmt.Errorf("server %s is not in the member list", id)
 }
 
-// memberIndex caches the member list by server ID, keyed by the store's
-// applied index.
+// memberIndex caches the member list by server ID and by node, keyed by the
+// store's applied index: the transport asks on every RPC and handshake.
 type memberIndex struct {
 	mu      sync.Mutex
 	applied uint64
 	byID    map[string]zone.Member
+	byNode  map[string]zone.Member
 }
 
 func (s *Server) memberByID(id string) (zone.Member, bool) {
+	byID, _ := s.memberMaps()
+	m, ok := byID[id]
+	return m, ok
+}
+
+func (s *Server) memberByNode(node string) (zone.Member, bool) {
+	_, byNode := s.memberMaps()
+	m, ok := byNode[node]
+	return m, ok
+}
+
+// memberMaps returns the cached maps; callers must not change them.
+func (s *Server) memberMaps() (byID, byNode map[string]zone.Member) {
 	applied, _ := s.store.AppliedIndex()
 	c := &s.members
 	c.mu.Lock()
@@ -133,16 +147,17 @@ func (s *Server) memberByID(id string) (zone.Member, bool) {
 	if c.byID == nil || c.applied != applied {
 		ms, err := s.store.Members()
 		if err != nil {
-			return zone.Member{}, false
+			return c.byID, c.byNode
 		}
 		c.byID = make(map[string]zone.Member, len(ms))
+		c.byNode = make(map[string]zone.Member, len(ms))
 		for _, m := range ms {
 			c.byID[m.ServerID] = m
+			c.byNode[m.Node] = m
 		}
 		c.applied = applied
 	}
-	m, ok := c.byID[id]
-	return m, ok
+	return c.byID, c.byNode
 }
 
 // inConfiguration reports whether this member is in the latest Raft

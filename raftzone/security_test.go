@@ -3,15 +3,19 @@ package raftzone
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
@@ -32,14 +36,60 @@ func keyring(t *testing.T, pairs ...string) *Keyring {
 	return k
 }
 
-// newTestNet starts a secureNet that echoes everything on the Raft channel and
-// answers 200 on the peer-API channel.
-func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring) *secureNet {
+// testPeer is a zone-port identity for transport tests.
+type testPeer struct {
+	node, serverID string
+	key            ed25519.PrivateKey
+}
+
+func newTestPeer(t testing.TB, node string) testPeer {
 	t.Helper()
-	sn, err := newSecureNet(host, keys, host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
+	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return testPeer{node: node, serverID: uuid.NewString(), key: key}
+}
+
+// peerOf reads the identity a zone member keeps in its data dir: what an
+// attacker who took the node apart holds.
+func peerOf(t testing.TB, n *testNode) testPeer {
+	t.Helper()
+	key, err := LoadOrCreateNodeKey(n.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := loadOrCreateServerID(n.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testPeer{node: n.name, serverID: id, key: key}
+}
+
+func (p testPeer) pub() ed25519.PublicKey { return p.key.Public().(ed25519.PublicKey) }
+
+func (p testPeer) candidate(ip string) Candidate {
+	return Candidate{Node: p.node, ProbeAddress: ip, RaftAddress: ip + ":9470", PublicKey: p.pub()}
+}
+
+// peerNet is a secureNet speaking as p from host, knowing the zone from
+// members.
+func peerNet(t testing.TB, host *faultnet.Host, keys *Keyring, p testPeer, members MemberSource) *secureNet {
+	t.Helper()
+	sn, err := newSecureNet(host, keys, p.key, p.node, p.serverID, &peerBook{candidates: members},
+		host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+// newTestNet starts a secureNet that echoes everything on the Raft channel and
+// answers 200 on the peer-API channel with the caller's node name.
+func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring, p testPeer, members MemberSource) *secureNet {
+	t.Helper()
+	sn := peerNet(t, host, keys, p, members)
+	sn.raftConn = func(ac *authConn) (net.Conn, error) { return ac, nil }
 	if err := sn.listen(host.IP() + ":9470"); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +104,18 @@ func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring) *secureNet {
 			go func() { defer c.Close(); io.Copy(c, c) }()
 		}
 	}()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("peer")) })}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			caller, _ := callerOf(r.Context())
+			w.Write([]byte("peer " + caller.Node))
+		}),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if ac, ok := c.(*authConn); ok {
+				return withCaller(ctx, ac.peer)
+			}
+			return ctx
+		},
+	}
 	go srv.Serve(sn.peerAPI)
 	t.Cleanup(func() {
 		srv.Close()
@@ -67,25 +128,40 @@ func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring) *secureNet {
 func TestTransportAuthentication(t *testing.T) {
 	prefix := randomPrefix(t)
 	fabric := faultnet.New()
-	server := newTestNet(t, fabric.Host(prefix+"1"), keyring(t, "k1", "a", "k2", "b"))
+	list := &memberList{ok: true}
+	serverPeer := newTestPeer(t, "server")
+	server := newTestNet(t, fabric.Host(prefix+"1"), keyring(t, "k1", "a", "k2", "b"), serverPeer, list)
+	cands := []Candidate{serverPeer.candidate(prefix + "1")}
 	tests := []struct {
 		name       string
 		clientKeys *Keyring
-		wantOK     bool
-		reason     string
+		// claim, when set, is the node the client claims to be instead of
+		// its own.
+		claim  string
+		wantOK bool
+		reason string
 	}{
 		{name: "same key", clientKeys: keyring(t, "k1", "a"), wantOK: true},
 		{name: "rotation: client signs with the second key", clientKeys: keyring(t, "k2", "b", "k1", "a"), wantOK: true},
 		{name: "wrong key under a known id", clientKeys: keyring(t, "k1", "x"), reason: "bad_mac"},
 		{name: "unknown key id", clientKeys: keyring(t, "k9", "a"), reason: "unknown_key"},
+		{name: "zone key, but claims another node", clientKeys: keyring(t, "k1", "a"), claim: "server", reason: "wrong_node_key"},
+		{name: "zone key, but claims a node nobody knows", clientKeys: keyring(t, "k1", "a"), claim: "ghost", reason: "unknown_peer"},
 	}
+	peers := make([]testPeer, len(tests))
+	for i := range tests {
+		peers[i] = newTestPeer(t, fmt.Sprintf("client-%d", i))
+		cands = append(cands, peers[i].candidate(fmt.Sprintf("%s%d", prefix, 2+i)))
+	}
+	list.set(cands, true)
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clientHost := fabric.Host(prefix + string(rune('2'+i)))
-			client, err := newSecureNet(clientHost, tc.clientKeys, clientHost.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
-			if err != nil {
-				t.Fatal(err)
+			clientHost := fabric.Host(fmt.Sprintf("%s%d", prefix, 2+i))
+			p := peers[i]
+			if tc.claim != "" {
+				p.node = tc.claim
 			}
+			client := peerNet(t, clientHost, tc.clientKeys, p, list)
 			before := 0.0
 			if tc.reason != "" {
 				before = testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason))
@@ -125,15 +201,15 @@ func TestTransportAuthentication(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if string(body) != "peer" {
-				t.Fatalf("peer API body %q", body)
+			if want := "peer " + p.node; string(body) != want {
+				t.Fatalf("peer API body %q, want %q: the server must know its caller", body, want)
 			}
 		})
 	}
 
 	t.Run("plaintext is closed", func(t *testing.T) {
 		before := testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls"))
-		c, err := fabric.Host(prefix+"9").DialContext(t.Context(), "tcp", server.advertise)
+		c, err := fabric.Host(prefix+"2").DialContext(t.Context(), "tcp", server.advertise)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,16 +251,19 @@ func TestReportIntakeRejections(t *testing.T) {
 	if sender == l {
 		sender = z.nodes["node-3"]
 	}
-	client, err := newSecureNet(z.fabric.Host(z.prefix+"200"), z.keys, z.prefix+"200:9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The client holds the zone key and the sender's identity, as if it had
+	// taken the sender's box apart, and calls from the sender's address.
+	me := peerOf(t, sender)
+	client := peerNet(t, z.fabric.Host(sender.ip), z.keys, me, z.list)
 	signed := func(mut func(*zone.Report), keys *Keyring) zone.Report {
 		r := zone.Report{Zone: testZoneName, From: sender.name, Seq: l.srv.store.LastSeq(sender.name), SentAt: time.Now().UTC(),
 			Results: []zone.Result{{Peer: l.name, OK: true, Score: 100}}, APIReachable: true}
 		mut(&r)
 		id, key := keys.SigningKey()
 		if err := r.Sign(id, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SignNode(me.key); err != nil {
 			t.Fatal(err)
 		}
 		return r
@@ -217,7 +296,25 @@ func TestReportIntakeRejections(t *testing.T) {
 		{"replayed seq", func() []byte { return mustJSON(t, signed(func(*zone.Report) {}, z.keys)) }, RejectReplay, http.StatusConflict},
 		{"non-member sender", func() []byte {
 			return mustJSON(t, signed(func(r *zone.Report) { r.From, r.Seq = "intruder", 1 }, z.keys))
-		}, RejectNotMember, http.StatusForbidden},
+		}, RejectNotSender, http.StatusForbidden},
+		{"another member as the sender", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.From, r.Seq = l.name, r.Seq+1<<40 }, z.keys))
+		}, RejectNotSender, http.StatusForbidden},
+		{"node signature missing", func() []byte {
+			r := signed(func(r *zone.Report) { r.Seq += 1 << 40 }, z.keys)
+			r.Sig = nil
+			return mustJSON(t, r)
+		}, RejectBadSig, http.StatusUnauthorized},
+		{"signed by another node's key", func() []byte {
+			r := signed(func(r *zone.Report) { r.Seq += 1 << 40 }, z.keys)
+			if err := r.SignNode(peerOf(t, l).key); err != nil {
+				t.Fatal(err)
+			}
+			return mustJSON(t, r)
+		}, RejectBadSig, http.StatusUnauthorized},
+		{"seq that would lock the sender out", func() []byte {
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq = 1 << 63 }, z.keys))
+		}, RejectSeqJump, http.StatusBadRequest},
 		{"stale sent-at", func() []byte {
 			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40; r.SentAt = r.SentAt.Add(-time.Hour) }, z.keys))
 		}, RejectClockSkew, http.StatusBadRequest},

@@ -86,7 +86,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Observations = noObservations{}
 	}
 	if deps.Port == nil {
-		p, err := NewZonePort(cfg)
+		p, err := NewZonePort(cfg, deps.Members)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +139,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
+	// From here the zone port knows the pinned members.
+	s.net.book.owner.Store(s)
+	defer s.net.book.owner.Store(nil)
 	defer func() {
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown", "err", err)
@@ -182,16 +185,14 @@ func (s *Server) open() error {
 	if err := os.MkdirAll(filepath.Join(s.cfg.DataDir, "raft", "snapshots"), 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", s.cfg.DataDir, err)
 	}
-	id, err := loadOrCreateServerID(s.cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	s.serverID = id
+	// The zone port read (or made) the server ID with the node key.
+	s.serverID = s.net.serverID
 	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), store.Options{})
 	if err != nil {
 		return fmt.Errorf("open replicated state in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	s.store = st
+	s.metrics.replica.Store(st)
 	s.seq, err = openSeqAllocator(filepath.Join(s.cfg.DataDir, "report-seq"), s.clock.Now)
 	if err != nil {
 		return err
@@ -220,6 +221,7 @@ func (s *Server) resetStore() error {
 		return fmt.Errorf("reopen replicated state: %w", err)
 	}
 	s.store = st
+	s.metrics.replica.Store(st)
 	return nil
 }
 

@@ -2,23 +2,20 @@ package raftzone
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
+	"crypto/ed25519"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // Network is how raftzone reaches the wire. The default dials from the advertise
@@ -36,13 +33,24 @@ const (
 )
 
 const (
-	authVersion    byte = 1
+	// authVersion 2 adds the node and server ID each side claims; version 1
+	// proved only the zone key.
+	authVersion    byte = 2
 	ekmLabel            = "EXPORTER-edgequorum-peer-auth"
 	maxHandshakes       = 64
 	roleClient          = "edgequorum client"
 	roleServer          = "edgequorum server"
 	authMACSize         = 32
 	maxKeyIDLength      = 64
+	maxClaimLength      = 253
+	// maxHandshakesPerSource bounds the handshakes one address may have in
+	// flight: a member needs one or two at a time (Raft, peer API), so a
+	// source holding more is not a member at work.
+	maxHandshakesPerSource = 4
+	// firstBytesTimeout is how long an accepted connection may stay silent
+	// before its TLS ClientHello: a dialer sends it at once, a slot holder
+	// never does.
+	firstBytesTimeout = time.Second
 )
 
 // Handshake failures, counted by reason in edgequorum_transport_handshake_failures_total.
@@ -50,17 +58,25 @@ var (
 	errBadPeerMAC   = errors.New("peer's zone-key proof does not verify")
 	errPeerUnknownK = errors.New("peer used an unknown key id")
 	errBadChannel   = errors.New("unknown channel")
+	errSilent       = errors.New("peer sent nothing within the first-bytes deadline")
 )
 
-// secureNet is the zone port: TLS 1.3 with a per-process self-signed certificate,
-// then a mutual proof of the zone key bound to the TLS session (HMAC over the
-// exported keying material and the role), then a channel byte. A man in the
-// middle terminates two TLS sessions with different keying material, so it cannot
-// relay a proof without the key.
+// secureNet is the zone port: TLS 1.3 in which both sides present a
+// certificate made from their node key, then a mutual proof of the zone key
+// bound to the TLS session (HMAC over the exported keying material, the role
+// and the node and server ID claimed), then a channel byte. The claimed node
+// must be the one whose pinned (or, to join, registered) key the certificate
+// carries. A man in the middle terminates two TLS sessions with different
+// keying material, so it cannot relay a proof without the key, and it cannot
+// present a node's certificate without that node's key.
 type secureNet struct {
 	network   Network
 	keys      *Keyring
 	cert      tls.Certificate
+	nodeKey   ed25519.PrivateKey
+	node      string
+	serverID  string
+	book      *peerBook
 	advertise string
 	timeout   time.Duration
 	log       *slog.Logger
@@ -71,15 +87,29 @@ type secureNet struct {
 	peerAPI  *channelListener
 	sem      chan struct{}
 	wg       sync.WaitGroup
+
+	sourcesMu sync.Mutex
+	sources   map[string]int // handshakes in flight per source IP
+
+	// raftConn admits an authenticated Raft connection and returns what
+	// raft reads: the peer book's guard; transport tests echo instead.
+	raftConn func(*authConn) (net.Conn, error)
 }
 
-func newSecureNet(network Network, keys *Keyring, advertise string, timeout time.Duration, log *slog.Logger, m *portMetrics) (*secureNet, error) {
-	cert, err := selfSignedCert()
+func newSecureNet(network Network, keys *Keyring, nodeKey ed25519.PrivateKey, node, serverID string, book *peerBook,
+	advertise string, timeout time.Duration, log *slog.Logger, m *portMetrics) (*secureNet, error) {
+	cert, err := nodeCert(node, nodeKey)
 	if err != nil {
 		return nil, err
 	}
-	return &secureNet{network: network, keys: keys, cert: cert, advertise: advertise,
-		timeout: timeout, log: log, metrics: m, sem: make(chan struct{}, maxHandshakes)}, nil
+	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID, book: book,
+		advertise: advertise, timeout: timeout, log: log, metrics: m,
+		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.guardRaft}, nil
+}
+
+// publicKey is this member's node key in zone.Member's form.
+func (s *secureNet) publicKey() string {
+	return zone.EncodeNodeKey(s.nodeKey.Public().(ed25519.PublicKey))
 }
 
 // listen binds the zone port and starts accepting. close stops it and waits.
@@ -110,6 +140,9 @@ func (s *secureNet) close() {
 	s.wg.Wait()
 }
 
+// acceptLoop admits a connection to the handshake only from the address of a
+// member or candidate, at most maxHandshakesPerSource at a time per address and
+// maxHandshakes in all. Everything else is closed before TLS costs anything.
 func (s *secureNet) acceptLoop() {
 	defer s.wg.Done()
 	for {
@@ -120,11 +153,23 @@ func (s *secureNet) acceptLoop() {
 			}
 			return
 		}
+		ip := remoteIP(c)
+		if ip == nil || !s.book.allowsAddress(ip) {
+			s.metrics.handshakeFailures.WithLabelValues("not_member_address").Inc()
+			c.Close()
+			continue
+		}
+		if !s.takeSource(ip.String()) {
+			s.metrics.handshakeFailures.WithLabelValues("source_limit").Inc()
+			c.Close()
+			continue
+		}
 		select {
 		case s.sem <- struct{}{}:
 		default:
 			// Too many handshakes in flight: shed the newest instead of
 			// letting a flood of half-open connections pin memory.
+			s.releaseSource(ip.String())
 			s.metrics.handshakeFailures.WithLabelValues("overload").Inc()
 			c.Close()
 			continue
@@ -133,18 +178,57 @@ func (s *secureNet) acceptLoop() {
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-s.sem }()
+			defer s.releaseSource(ip.String())
 			s.serveConn(c)
 		}()
 	}
 }
 
+func remoteIP(c net.Conn) net.IP {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return nil
+	}
+	return net.ParseIP(host)
+}
+
+func (s *secureNet) takeSource(ip string) bool {
+	s.sourcesMu.Lock()
+	defer s.sourcesMu.Unlock()
+	if s.sources[ip] >= maxHandshakesPerSource {
+		return false
+	}
+	s.sources[ip]++
+	return true
+}
+
+func (s *secureNet) releaseSource(ip string) {
+	s.sourcesMu.Lock()
+	defer s.sourcesMu.Unlock()
+	if s.sources[ip]--; s.sources[ip] <= 0 {
+		delete(s.sources, ip)
+	}
+}
+
 func (s *secureNet) serveConn(raw net.Conn) {
+	// The first bytes must come at once; only then does the whole
+	// handshake get its timeout.
+	first := make([]byte, 1)
+	raw.SetReadDeadline(time.Now().Add(min(firstBytesTimeout, s.timeout)))
+	if _, err := io.ReadFull(raw, first); err != nil {
+		s.fail(raw, fmt.Errorf("%w: %w", errSilent, err))
+		raw.Close()
+		return
+	}
 	raw.SetDeadline(time.Now().Add(s.timeout))
-	tc := tls.Server(raw, &tls.Config{
+	tc := tls.Server(&prefixConn{Conn: raw, prefix: first}, &tls.Config{
 		Certificates: []tls.Certificate{s.cert},
-		MinVersion:   tls.VersionTLS13,
+		// The certificate's key is checked against the claimed node
+		// after the handshake; no CA is involved.
+		ClientAuth: tls.RequireAnyClientCert,
+		MinVersion: tls.VersionTLS13,
 	})
-	ch, err := s.serverAuth(tc)
+	ch, peer, err := s.serverAuth(tc)
 	if err != nil {
 		s.fail(raw, err)
 		tc.Close()
@@ -152,16 +236,38 @@ func (s *secureNet) serveConn(raw net.Conn) {
 	}
 	raw.SetDeadline(time.Time{})
 	s.metrics.handshakes.WithLabelValues("server").Inc()
-	var dst *channelListener
+	ac := &authConn{Conn: tc, peer: peer}
 	switch ch {
 	case channelRaft:
-		dst = s.raft
+		conn, err := s.raftConn(ac)
+		if err != nil {
+			s.fail(raw, err)
+			tc.Close()
+			return
+		}
+		if !s.raft.deliver(conn) {
+			conn.Close()
+		}
 	case channelPeerAPI:
-		dst = s.peerAPI
+		if !s.peerAPI.deliver(ac) {
+			tc.Close()
+		}
 	}
-	if !dst.deliver(tc) {
-		tc.Close()
+}
+
+// prefixConn replays bytes already read from a connection.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
 	}
+	return c.Conn.Read(p)
 }
 
 func (s *secureNet) fail(c net.Conn, err error) {
@@ -173,6 +279,16 @@ func (s *secureNet) fail(c net.Conn, err error) {
 		reason = "unknown_key"
 	case errors.Is(err, errBadChannel):
 		reason = "bad_channel"
+	case errors.Is(err, errSilent):
+		reason = "silent"
+	case errors.Is(err, errUnknownPeer):
+		reason = "unknown_peer"
+	case errors.Is(err, errPeerKey):
+		reason = "wrong_node_key"
+	case errors.Is(err, errPeerID):
+		reason = "wrong_server_id"
+	case errors.Is(err, errRaftCaller):
+		reason = "raft_caller"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		reason = "eof"
 	}
@@ -180,34 +296,50 @@ func (s *secureNet) fail(c net.Conn, err error) {
 	s.log.Debug("zone port handshake failed", "peer", c.RemoteAddr().String(), "reason", reason, "err", err)
 }
 
-// serverAuth runs the server side: read and check the client's proof and channel,
-// then prove ourselves. The client speaks first so that a peer without the key
-// learns nothing but a closed connection.
-func (s *secureNet) serverAuth(tc *tls.Conn) (byte, error) {
+// serverAuth runs the server side: read and check the client's proof, its
+// claimed identity and its channel, then prove ourselves. The client speaks
+// first so that a peer without the key learns nothing but a closed connection.
+func (s *secureNet) serverAuth(tc *tls.Conn) (byte, peerIdentity, error) {
 	if err := tc.Handshake(); err != nil {
-		return 0, fmt.Errorf("tls handshake: %w", err)
+		return 0, peerIdentity{}, fmt.Errorf("tls handshake: %w", err)
 	}
 	ekm, err := exportKeyingMaterial(tc)
 	if err != nil {
-		return 0, err
+		return 0, peerIdentity{}, err
 	}
-	if err := s.readProof(tc, ekm, roleClient); err != nil {
-		return 0, err
+	node, sid, err := s.readProof(tc, ekm, roleClient)
+	if err != nil {
+		return 0, peerIdentity{}, err
+	}
+	peer, err := s.identifyPeer(tc, node, sid)
+	if err != nil {
+		return 0, peerIdentity{}, err
 	}
 	var ch [1]byte
 	if _, err := io.ReadFull(tc, ch[:]); err != nil {
-		return 0, fmt.Errorf("read channel: %w", err)
+		return 0, peerIdentity{}, fmt.Errorf("read channel: %w", err)
 	}
 	if ch[0] != channelRaft && ch[0] != channelPeerAPI {
-		return 0, fmt.Errorf("%w %q", errBadChannel, ch[0])
+		return 0, peerIdentity{}, fmt.Errorf("%w %q", errBadChannel, ch[0])
 	}
 	if err := s.writeProof(tc, ekm, roleServer); err != nil {
-		return 0, err
+		return 0, peerIdentity{}, err
 	}
-	return ch[0], nil
+	return ch[0], peer, nil
 }
 
-// dial opens an authenticated connection to address on the given channel.
+// identifyPeer matches the certificate the peer proved in TLS with the node it
+// claims.
+func (s *secureNet) identifyPeer(tc *tls.Conn, node, serverID string) (peerIdentity, error) {
+	key, err := certKey(tc.ConnectionState().PeerCertificates)
+	if err != nil {
+		return peerIdentity{}, fmt.Errorf("%w: %w", errPeerKey, err)
+	}
+	return s.book.identify(node, serverID, key)
+}
+
+// dial opens an authenticated connection to address on the given channel. When
+// ctx names the node it must reach (expectPeer), any other node is refused.
 func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -222,12 +354,13 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	dl, _ := ctx.Deadline()
 	raw.SetDeadline(dl)
 	tc := tls.Client(raw, &tls.Config{
-		// Peers use throwaway self-signed certificates; identity comes from
-		// the zone-key proof below, which is bound to this very session.
+		Certificates: []tls.Certificate{s.cert},
+		// Peers' certificates are self-signed with their node keys; the
+		// key is checked against the node the peer claims below.
 		InsecureSkipVerify: true,
 		MinVersion:         tls.VersionTLS13,
 	})
-	if err := s.clientAuth(ctx, tc, ch); err != nil {
+	if _, err := s.clientAuth(ctx, tc, ch); err != nil {
 		tc.Close()
 		s.metrics.handshakeFailures.WithLabelValues("dial").Inc()
 		return nil, fmt.Errorf("authenticate to zone peer %s: %w", address, err)
@@ -237,24 +370,29 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	return tc, nil
 }
 
-func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) error {
+func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (peerIdentity, error) {
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("tls handshake: %w", err)
+		return peerIdentity{}, fmt.Errorf("tls handshake: %w", err)
 	}
 	ekm, err := exportKeyingMaterial(tc)
 	if err != nil {
-		return err
+		return peerIdentity{}, err
 	}
 	if err := s.writeProof(tc, ekm, roleClient, ch); err != nil {
-		return err
+		return peerIdentity{}, err
 	}
-	if err := s.readProof(tc, ekm, roleServer); err != nil {
+	node, sid, err := s.readProof(tc, ekm, roleServer)
+	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("peer closed the connection during authentication (is the zone key the same on both sides?): %w", err)
+			return peerIdentity{}, fmt.Errorf("peer closed the connection during authentication "+
+				"(same zone key on both sides? this node's key registered and this address a member's?): %w", err)
 		}
-		return err
+		return peerIdentity{}, err
 	}
-	return nil
+	if want := expectedPeer(ctx); want != "" && node != want {
+		return peerIdentity{}, fmt.Errorf("%w: reached %s, meant %s", errWrongPeer, node, want)
+	}
+	return s.identifyPeer(tc, node, sid)
 }
 
 func exportKeyingMaterial(tc *tls.Conn) ([]byte, error) {
@@ -269,14 +407,19 @@ func exportKeyingMaterial(tc *tls.Conn) ([]byte, error) {
 	return ekm, nil
 }
 
-// writeProof sends [version][len(keyID)][keyID][HMAC(key, ekm ‖ role)] and any
-// trailing bytes (the channel) in one write.
+// writeProof sends [version][len][keyID][len][node][len][serverID]
+// [HMAC(key, ekm ‖ role ‖ node ‖ serverID)] and any trailing bytes (the
+// channel) in one write.
 func (s *secureNet) writeProof(w io.Writer, ekm []byte, role string, trailer ...byte) error {
 	id, key := s.keys.SigningKey()
-	msg := make([]byte, 0, 2+len(id)+authMACSize+len(trailer))
+	msg := make([]byte, 0, 4+len(id)+len(s.node)+len(s.serverID)+authMACSize+len(trailer))
 	msg = append(msg, authVersion, byte(len(id)))
 	msg = append(msg, id...)
-	msg = append(msg, mac(key, ekm, []byte(role))...)
+	msg = append(msg, byte(len(s.node)))
+	msg = append(msg, s.node...)
+	msg = append(msg, byte(len(s.serverID)))
+	msg = append(msg, s.serverID...)
+	msg = append(msg, proofMAC(key, ekm, role, s.node, s.serverID)...)
 	msg = append(msg, trailer...)
 	if _, err := w.Write(msg); err != nil {
 		return fmt.Errorf("send zone-key proof: %w", err)
@@ -284,30 +427,63 @@ func (s *secureNet) writeProof(w io.Writer, ekm []byte, role string, trailer ...
 	return nil
 }
 
-func (s *secureNet) readProof(r io.Reader, ekm []byte, role string) error {
+func proofMAC(key, ekm []byte, role, node, serverID string) []byte {
+	return mac(key, ekm, []byte(role), []byte{byte(len(node))}, []byte(node), []byte{byte(len(serverID))}, []byte(serverID))
+}
+
+// readProof reads and checks the other side's proof and returns the node and
+// server ID it claims.
+func (s *secureNet) readProof(r io.Reader, ekm []byte, role string) (node, serverID string, err error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("read zone-key proof: %w", err)
+		return "", "", fmt.Errorf("read zone-key proof: %w", err)
 	}
 	if hdr[0] != authVersion {
-		return fmt.Errorf("%w: proof version %d", errBadPeerMAC, hdr[0])
+		return "", "", fmt.Errorf("%w: proof version %d, want %d (is the peer's agent older?)", errBadPeerMAC, hdr[0], authVersion)
 	}
 	if hdr[1] == 0 || int(hdr[1]) > maxKeyIDLength {
-		return fmt.Errorf("%w: key id length %d", errPeerUnknownK, hdr[1])
+		return "", "", fmt.Errorf("%w: key id length %d", errPeerUnknownK, hdr[1])
 	}
-	buf := make([]byte, int(hdr[1])+authMACSize)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("read zone-key proof: %w", err)
+	idBuf := make([]byte, hdr[1])
+	if _, err := io.ReadFull(r, idBuf); err != nil {
+		return "", "", fmt.Errorf("read zone-key proof: %w", err)
 	}
-	id, got := string(buf[:hdr[1]]), buf[hdr[1]:]
-	key, err := s.keys.Key(id)
+	node, err = readClaim(r)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errPeerUnknownK, err)
+		return "", "", err
 	}
-	if !hmac.Equal(got, mac(key, ekm, []byte(role))) {
-		return errBadPeerMAC
+	serverID, err = readClaim(r)
+	if err != nil {
+		return "", "", err
 	}
-	return nil
+	got := make([]byte, authMACSize)
+	if _, err := io.ReadFull(r, got); err != nil {
+		return "", "", fmt.Errorf("read zone-key proof: %w", err)
+	}
+	key, err := s.keys.Key(string(idBuf))
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %w", errPeerUnknownK, err)
+	}
+	if !hmac.Equal(got, proofMAC(key, ekm, role, node, serverID)) {
+		return "", "", errBadPeerMAC
+	}
+	return node, serverID, nil
+}
+
+// readClaim reads one length-prefixed claim of the proof.
+func readClaim(r io.Reader) (string, error) {
+	var n [1]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return "", fmt.Errorf("read zone-key proof: %w", err)
+	}
+	if n[0] == 0 || int(n[0]) > maxClaimLength {
+		return "", fmt.Errorf("%w: claim length %d", errBadPeerMAC, n[0])
+	}
+	b := make([]byte, n[0])
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", fmt.Errorf("read zone-key proof: %w", err)
+	}
+	return string(b), nil
 }
 
 // channelListener is a net.Listener fed by the accept loop with connections that
@@ -356,9 +532,13 @@ type streamLayer struct {
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
+// Dial reaches the member the zone knows at address and nobody else.
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if node, ok := l.sn.book.nodeAt(string(address)); ok {
+		ctx = expectPeer(ctx, node)
+	}
 	return l.sn.dial(ctx, string(address), channelRaft)
 }
 
@@ -369,29 +549,3 @@ type advertiseAddr string
 
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
-
-// selfSignedCert makes the per-process TLS certificate. It carries no identity
-// anyone checks; it only lets TLS 1.3 run.
-func selfSignedCert() (tls.Certificate, error) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("generate TLS key: %w", err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("generate TLS serial: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "edgequorum-peer"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("self-sign TLS certificate: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
-}

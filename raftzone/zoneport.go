@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net"
 	"net/http"
@@ -15,23 +16,39 @@ import (
 type ZonePort struct {
 	net    *secureNet
 	client *http.Client
+	key    ed25519.PublicKey
 	owned  atomic.Bool
 }
 
-// NewZonePort prepares the zone port cfg describes. Its metrics are registered
-// with cfg.Registerer.
-func NewZonePort(cfg Config) (*ZonePort, error) {
+// NewZonePort prepares the zone port cfg describes: it loads (or, on first
+// start, creates) the member's node key and server ID in cfg.DataDir. members
+// is the cluster's member list, whose registered node keys let nodes that are
+// not pinned yet join. Its metrics are registered with cfg.Registerer.
+func NewZonePort(cfg Config, members MemberSource) (*ZonePort, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	log := cfg.Logger.With("node", cfg.Node, "zone", cfg.Zone)
-	sn, err := newSecureNet(cfg.Network, cfg.Keys, cfg.raftAddress(), cfg.HandshakeTimeout, log, newPortMetrics(cfg.Registerer))
+	key, err := LoadOrCreateNodeKey(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	return &ZonePort{net: sn, client: sn.httpClient()}, nil
+	id, err := loadOrCreateServerID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("node", cfg.Node, "zone", cfg.Zone)
+	sn, err := newSecureNet(cfg.Network, cfg.Keys, key, cfg.Node, id, &peerBook{candidates: members},
+		cfg.raftAddress(), cfg.HandshakeTimeout, log, newPortMetrics(cfg.Registerer))
+	if err != nil {
+		return nil, err
+	}
+	return &ZonePort{net: sn, client: sn.httpClient(), key: key.Public().(ed25519.PublicKey)}, nil
 }
+
+// PublicKey is the member's node key, which the agent registers on its own
+// Node so that its peers admit it.
+func (p *ZonePort) PublicKey() ed25519.PublicKey { return p.key }
 
 // HTTPClient is the authenticated peer-API client; the agent's `agent` probe kind
 // uses it to check that a peer's agent is alive and holds the zone key.

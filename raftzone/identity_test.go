@@ -1,0 +1,246 @@
+package raftzone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/probe"
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// The tests in this file act as a member whose box was taken apart: they hold
+// the zone key and that member's node identity, and try to speak for others.
+
+// forward relays every connection to listenAddr on to target, dialling from
+// the listener's host so the zone port admits the address.
+func forward(t *testing.T, z *testZone, listenIP, target string) {
+	t.Helper()
+	host := z.fabric.Host(listenIP)
+	l, err := host.Listen("tcp", listenIP+":9470")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := host.DialContext(context.Background(), "tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(up, c); up.Close() }()
+			go func() { defer wg.Done(); io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// TestAgentProbeRefusesAnImpostor: a dead node's address taken over and
+// forwarded to a live member passes the zone-key proof, but the agent probe
+// meant for the dead node sees another node answer and fails.
+func TestAgentProbeRefusesAnImpostor(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	z.waitConverged(60*time.Second, 3)
+	prober, dead, live := z.nodes["node-1"], z.nodes["node-3"], z.nodes["node-2"]
+	z.stop(dead.name)
+	forward(t, z, dead.ip, live.ip+":9470")
+
+	get := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+dead.ip+":9470/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := prober.srv.client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	// The relay works: without naming the target, "someone with the key"
+	// answers — all the agent probe used to check.
+	if err := get(t.Context()); err != nil {
+		t.Fatalf("request through the relay without a target: %v", err)
+	}
+	prober.srv.client.CloseIdleConnections()
+	err := get(probe.WithTarget(t.Context(), dead.name))
+	if !errors.Is(err, errWrongPeer) {
+		t.Fatalf("probe of %s answered by %s: err %v, want %v", dead.name, live.name, err, errWrongPeer)
+	}
+}
+
+// TestMemberCannotJoinAsAnother: holding node-2's identity, a join as node-3,
+// or as node-2 from another address, is refused and counted.
+func TestMemberCannotJoinAsAnother(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	var thief, victim *testNode
+	for _, name := range z.names() {
+		if n := z.nodes[name]; n != l && thief == nil {
+			thief = n
+		} else if n != l {
+			victim = n
+		}
+	}
+	me := peerOf(t, thief)
+	client := peerNet(t, z.fabric.Host(thief.ip), z.keys, me, z.list)
+	victimMember, err := l.srv.store.Member(victim.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(req joinRequest) *PeerError {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		err := callWith(ctx, client, l.ip+":9470", "/v1/join", req)
+		var pe *PeerError
+		if !errors.As(err, &pe) {
+			t.Fatalf("join %+v: %v, want a refusal", req, err)
+		}
+		return pe
+	}
+	asVictim := joinRequest{Zone: testZoneName, Node: victim.name, ServerID: me.serverID,
+		RaftAddress: thief.ip + ":9470", ProbeAddress: thief.ip, PublicKey: zone.EncodeNodeKey(me.pub())}
+	before := testutil.ToFloat64(l.srv.metrics.callerRefused.WithLabelValues("join"))
+	if pe := join(asVictim); pe.Status != http.StatusForbidden || pe.Reason != "not_caller" {
+		t.Errorf("join as %s: %d %s, want 403 not_caller", victim.name, pe.Status, pe.Reason)
+	}
+	if got := testutil.ToFloat64(l.srv.metrics.callerRefused.WithLabelValues("join")); got != before+1 {
+		t.Errorf("refusals counted %v, want %v", got, before+1)
+	}
+	moved := joinRequest{Zone: testZoneName, Node: thief.name, ServerID: me.serverID,
+		RaftAddress: victim.ip + ":9470", ProbeAddress: victim.ip, PublicKey: zone.EncodeNodeKey(me.pub())}
+	if pe := join(moved); pe.Status != http.StatusForbidden || pe.Reason != "address_mismatch" {
+		t.Errorf("join from %s's address: %d %s, want 403 address_mismatch", victim.name, pe.Status, pe.Reason)
+	}
+	// The victim's pinned entry is as it was.
+	if got, err := l.srv.store.Member(victim.name); err != nil || got != victimMember {
+		t.Errorf("%s's member entry changed: %+v, %v", victim.name, got, err)
+	}
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+}
+
+// callWith posts in to a peer through sn's peer-API client.
+func callWith(ctx context.Context, sn *secureNet, addr, path string, in any) error {
+	s := &Server{client: sn.httpClient(), metrics: newMetrics(nil)}
+	return s.callPeer(ctx, addr, path, in, nil)
+}
+
+// TestNoReplicaAppliesAReportItsSenderDidNotSign: even the leader cannot commit
+// words a member did not say — every replica checks the node signature on
+// apply, skips the report the same way, and counts it.
+func TestNoReplicaAppliesAReportItsSenderDidNotSign(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	var victim *testNode
+	for _, n := range z.running() {
+		if n != l {
+			victim = n
+		}
+	}
+	last := l.srv.store.LastSeq(victim.name)
+	forged := zone.Report{Zone: testZoneName, From: victim.name, Seq: last + 1<<20, SentAt: time.Now().UTC(),
+		Results: []zone.Result{{Peer: l.name, OK: false}}}
+	id, key := z.keys.SigningKey()
+	if err := forged.Sign(id, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := forged.SignNode(peerOf(t, l).key); err != nil { // the leader signs for the victim
+		t.Fatal(err)
+	}
+	cmd, err := store.EncodeReportBatch(store.ReportBatch{At: time.Now().UTC(), Reports: []zone.Report{forged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.srv.apply(t.Context(), "reports", cmd); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "every replica refused the forged report", func() (bool, string) {
+		for _, n := range z.running() {
+			if got := n.srv.store.RefusedReports(store.RefuseSignature); got != 1 {
+				return false, fmt.Sprintf("%s refused %d", n.name, got)
+			}
+		}
+		return true, ""
+	})
+	for _, n := range z.running() {
+		if got := n.srv.store.LastSeq(victim.name); got >= last+1<<20 {
+			t.Errorf("%s applied the forged seq %d for %s", n.name, got, victim.name)
+		}
+		if c, err := n.srv.store.MatrixRow(victim.name); err == nil && c[l.name].OK == false && c[l.name].At.IsZero() == false && c[l.name].Score == 0 {
+			t.Errorf("%s holds the forged result of %s about %s", n.name, victim.name, l.name)
+		}
+	}
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+}
+
+// TestZoneWorksThroughAConnectionFlood: 1,000 connections from an address that
+// is no member's are closed before TLS, so a leader is still elected and
+// reports still commit; the verdict latency of a dead member is logged.
+func TestZoneWorksThroughAConnectionFlood(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	// The flood keeps 1,000 connections open: each closed one is dialled
+	// again, so without the address gate they would hold every handshake
+	// slot for good.
+	outsider := z.fabric.Host(z.prefix + "250")
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	targets := z.running()
+	for i := range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := targets[i%len(targets)].ip + ":9470"
+			for ctx.Err() == nil {
+				c, err := outsider.DialContext(ctx, "tcp", addr)
+				if err == nil {
+					context.AfterFunc(ctx, func() { c.Close() })
+					c.Read(make([]byte, 1)) // until the member closes it
+					c.Close()
+				}
+				select { // pace the re-dial; the flood is not a CPU test
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	poll.Until(t, 30*time.Second, "the flood refused before TLS", func() (bool, string) {
+		got := testutil.ToFloat64(l.srv.net.metrics.handshakeFailures.WithLabelValues("not_member_address"))
+		return got >= 1000, fmt.Sprintf("%v refused", got)
+	})
+	// Kill the leader under the flood: the others elect a new one and judge it.
+	start := time.Now()
+	z.setDead(l.name, true)
+	z.stop(l.name)
+	want := allHealthy(z.names())
+	want[l.name] = zone.Unhealthy
+	z.waitVerdicts(60*time.Second, want)
+	t.Logf("under a flood of 1,000 connections: leader death to committed verdict in %s", time.Since(start).Round(time.Millisecond))
+}
