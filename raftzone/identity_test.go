@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -243,4 +245,69 @@ func TestZoneWorksThroughAConnectionFlood(t *testing.T) {
 	want[l.name] = zone.Unhealthy
 	z.waitVerdicts(60*time.Second, want)
 	t.Logf("under a flood of 1,000 connections: leader death to committed verdict in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRaftRPCsCannotRaiseTermsOrCrashAMember: with a member's identity and a
+// Raft connection of its own, an AppendEntries at term 2^64−1, a configuration
+// entry that would panic raft's decoder, or an RPC in another member's name
+// never reach hashicorp/raft; the target keeps its term and keeps working.
+func TestRaftRPCsCannotRaiseTermsOrCrashAMember(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	var thief, target *testNode
+	for _, n := range z.running() {
+		switch {
+		case n == l:
+		case thief == nil:
+			thief = n
+		default:
+			target = n
+		}
+	}
+	me := peerOf(t, thief)
+	client := peerNet(t, z.fabric.Host(thief.ip), z.keys, me, z.list)
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(me.serverID), Addr: []byte(thief.ip + ":9470")}
+	badConfig := []byte{0x81, 0xa7, 'S', 'e', 'r', 'v', 'e', 'r', 's', 0x91, 0xc0} // {"Servers": [nil]}
+	cases := []struct {
+		name   string
+		req    *raft.AppendEntriesRequest
+		reason string
+	}{
+		{"term 2^64-1", &raft.AppendEntriesRequest{RPCHeader: header, Term: math.MaxUint64}, guardRejectTerm},
+		{"crafted configuration entry", &raft.AppendEntriesRequest{RPCHeader: header, Term: target.srv.raft.CurrentTerm(),
+			PrevLogEntry: 1<<40 - 1, PrevLogTerm: 1, Entries: []*raft.Log{{Index: 1 << 40, Term: 1, Type: raft.LogConfiguration, Data: badConfig}}}, guardRejectBadConfigEntry},
+		{"in the leader's name", &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte(l.srv.serverID),
+			Addr: []byte(l.ip + ":9470")}, Term: target.srv.raft.CurrentTerm()}, guardRejectHeaderID},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			term := target.srv.raft.CurrentTerm()
+			before := testutil.ToFloat64(target.srv.metrics.raftRefused.WithLabelValues(tc.reason))
+			c, err := client.dial(t.Context(), target.ip+":9470", channelRaft)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write(guardTestEncode(t, guardRPCAppendEntries, tc.req))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := c.Read(make([]byte, 64)); err == nil {
+				t.Fatalf("the member answered the RPC (%d bytes)", n)
+			}
+			poll.Until(t, 10*time.Second, "refusal counted", func() (bool, string) {
+				got := testutil.ToFloat64(target.srv.metrics.raftRefused.WithLabelValues(tc.reason))
+				return got == before+1, fmt.Sprintf("%v refusals", got)
+			})
+			if got := target.srv.raft.CurrentTerm(); got > term+1 {
+				t.Errorf("term moved from %d to %d", term, got)
+			}
+		})
+	}
+	// The target still follows and the zone still judges.
+	z.setDead(l.name, true)
+	z.stop(l.name)
+	want := allHealthy(z.names())
+	want[l.name] = zone.Unhealthy
+	z.waitVerdicts(60*time.Second, want)
 }

@@ -305,6 +305,13 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 				delete(byNode, node)
 				continue
 			}
+			if m.PublicKey == "" && c.PublicKey != nil {
+				// Pinned before node keys existed: pin the key its own
+				// Node registers, once.
+				s.log.Info("pinning the node key a member registered", "peer", node)
+				m.PublicKey = zone.EncodeNodeKey(c.PublicKey)
+				byNode[node] = m
+			}
 			if c.RaftAddress != m.RaftAddress || c.ProbeAddress != m.ProbeAddress {
 				s.log.Info("member address changed", "peer", node, "from", m.RaftAddress, "to", c.RaftAddress)
 				m.RaftAddress, m.ProbeAddress = c.RaftAddress, c.ProbeAddress

@@ -1,7 +1,6 @@
 package raftzone
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -61,6 +60,15 @@ func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerI
 				id.Pinned = serverID == m.ServerID
 				return id, nil
 			}
+			if m.PublicKey == "" {
+				// A member pinned before node keys existed (an upgrade):
+				// its Node registration speaks for it until the leader
+				// pins that key (desiredMembers).
+				if c, ok := b.candidate(node); ok && c.PublicKey.Equal(key) {
+					id.RaftAddress, id.Pinned = m.RaftAddress, serverID == m.ServerID
+					return id, nil
+				}
+			}
 		}
 		if other, ok := s.memberByID(serverID); ok && other.Node != node {
 			return id, fmt.Errorf("%w: %s claims the server ID of %s", errPeerID, node, other.Node)
@@ -84,6 +92,24 @@ func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerI
 		return id, fmt.Errorf("%w: %s", errUnknownPeer, node)
 	}
 	return id, fmt.Errorf("%w (%s)", errPeerKey, node)
+}
+
+// candidate returns node's entry in the cluster's member list, if the list is
+// available and the node has a registered key.
+func (b *peerBook) candidate(node string) (Candidate, bool) {
+	if b.candidates == nil {
+		return Candidate{}, false
+	}
+	cs, ok := b.candidates.Candidates()
+	if !ok {
+		return Candidate{}, false
+	}
+	for _, c := range cs {
+		if c.Node == node && c.PublicKey != nil {
+			return c, true
+		}
+	}
+	return Candidate{}, false
 }
 
 // allowsAddress reports whether ip belongs to a pinned member or a candidate.
@@ -117,31 +143,6 @@ func (b *peerBook) allowsAddress(ip net.IP) bool {
 	}
 	return false
 }
-
-// keyOf returns the key the zone holds for node: the pinned one, else the one
-// its Node registers.
-func (b *peerBook) keyOf(node string) (ed25519.PublicKey, bool) {
-	if s := b.owner.Load(); s != nil {
-		if m, ok := s.memberByNode(node); ok {
-			if pub, err := zone.ParseNodeKey(m.PublicKey); err == nil {
-				return pub, true
-			}
-		}
-	}
-	if b.candidates != nil {
-		if cs, ok := b.candidates.Candidates(); ok {
-			for _, c := range cs {
-				if c.Node == node && c.PublicKey != nil {
-					return c.PublicKey, true
-				}
-			}
-		}
-	}
-	return nil, false
-}
-
-// sameKey compares two keys in constant time per length.
-func sameKey(a, b ed25519.PublicKey) bool { return len(a) == len(b) && bytes.Equal(a, b) }
 
 // callerKey is the context key of the authenticated caller of a peer-API
 // request.

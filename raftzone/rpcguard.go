@@ -1,0 +1,800 @@
+package raftzone
+
+//lint:file-ignore SA1019 raft's deprecated leader/candidate address fields are still sent and still read by raft, so the guard must check them.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+)
+
+// The Raft RPC guard.
+//
+// The zone port proves that a Raft connection comes from a holder of the zone
+// key and which member it is, but hashicorp/raft trusts every RPC it decodes: a
+// member that is compromised or merely buggy could claim another member's
+// identity in the RPC header, push the zone's term to 2^64-1 (raft then wraps
+// to 0 at the next election and the zone is wedged), append a configuration
+// entry that panics raft.DecodeConfiguration on every follower, or make raft's
+// decoder allocate gigabytes from a forged length prefix.
+//
+// guardRaftConn therefore puts a checker between the authenticated connection
+// and raft's NetworkTransport. It reads each RPC off the wire exactly as raft
+// would, checks it against what the handshake proved and what this member
+// knows, and only then hands the very same bytes to raft through an in-memory
+// pipe. Raft's answers go back untouched. A refused RPC closes the connection:
+// raft's sender treats that like any network failure and reconnects, and the
+// receiving raft never sees the RPC.
+
+// Raft's RPC type bytes. hashicorp/raft keeps them unexported
+// (net_transport.go: rpcAppendEntries = iota, ...); these are their values in
+// raft v1.7.3. RequestPreVote is not optional: raft 1.7 pre-votes by default
+// and a countingTransport (which embeds *raft.NetworkTransport) supports it.
+const (
+	guardRPCAppendEntries   byte = 0
+	guardRPCRequestVote     byte = 1
+	guardRPCInstallSnapshot byte = 2
+	guardRPCTimeoutNow      byte = 3
+	guardRPCRequestPreVote  byte = 4
+)
+
+// Reasons a guard refuses an RPC: the values rpcGuard.Reject is called with.
+const (
+	guardRejectHeaderID         = "header_id"               // RPCHeader.ID is not the authenticated caller
+	guardRejectHeaderAddr       = "header_addr"             // RPCHeader.Addr or a deprecated leader/candidate address is not the caller's
+	guardRejectNotInConfig      = "not_in_configuration"    // caller is not in this member's Raft configuration
+	guardRejectTerm             = "term"                    // a term beyond the allowed jump, or inconsistent terms inside the RPC
+	guardRejectBadConfigEntry   = "bad_configuration_entry" // a configuration that does not decode or is not valid
+	guardRejectDeprecatedEntry  = "deprecated_entry"        // LogAddPeerDeprecated / LogRemovePeerDeprecated
+	guardRejectUnknownEntryType = "unknown_entry_type"      // a log type raft v1.7.3 does not define
+	guardRejectBadEntry         = "bad_entry"               // a nil entry, or entries whose indexes do not follow PrevLogEntry
+	guardRejectSnapshotSize     = "snapshot_size"           // InstallSnapshot.Size negative or above MaxSnapshotBytes
+	guardRejectSnapshotVersion  = "snapshot_version"        // a snapshot version raft cannot install, or the legacy peers format
+	guardRejectRPCSize          = "rpc_size"                // the encoded request exceeds MaxRPCBytes
+	guardRejectRPCItems         = "rpc_items"               // the encoded request has more than guardMaxRPCItems msgpack items
+	guardRejectDecode           = "decode"                  // not valid msgpack, or not decodable into the request type
+	guardRejectUnknownType      = "unknown_type"            // an RPC type byte raft does not define
+)
+
+// Defaults for the zero values of rpcGuard's limits.
+const (
+	// guardDefaultMaxTermJump bounds how far one RPC may move this member's term.
+	// Terms grow by one per election, and with pre-vote (raft 1.7's default) a
+	// member cut off from the zone does not inflate its own term, so the zone's
+	// term only moves when a majority holds an election. A member returning from
+	// an outage is behind by the elections it missed: tens, perhaps thousands
+	// after a very bad day, never 65536 (at one election per second that is 18
+	// hours of nothing but failed elections). A hostile member, in turn, can push
+	// the term by at most 2^16 per accepted RPC, so 2^63 is 2^47 RPCs away.
+	guardDefaultMaxTermJump uint64 = 1 << 16
+
+	// guardDefaultMaxFreshTerm caps the term a member without a configuration
+	// (new, waiting for a leader to add it) accepts, as it has no term of its
+	// own to measure a jump from. 2^48 is a thousand elections a second for
+	// 8900 years, yet leaves the term 2^16 times below the point where it wraps.
+	guardDefaultMaxFreshTerm uint64 = 1 << 48
+
+	// guardDefaultMaxSnapshotBytes bounds the snapshot an InstallSnapshot may
+	// stream (to disk; the guard never buffers it). A zone's replicated state is
+	// its member list and latest results, megabytes for the largest zones; 1 GiB
+	// leaves two orders of magnitude of headroom and still stops a member from
+	// filling a node's disk.
+	guardDefaultMaxSnapshotBytes int64 = 1 << 30
+
+	// guardDefaultMaxRPCBytes bounds one encoded request, which the guard (and
+	// then raft) hold in memory. Raft caps an AppendEntries by entry count
+	// (MaxAppendEntries, 64 here), not by bytes, so the bound must sit above
+	// 64 of the largest commands this zone writes: report batches are KB to a
+	// few MiB, and 64 MiB keeps a lagging follower able to catch up. Set it
+	// lower only together with a cap on command size, or a legitimate batch
+	// would be refused on every retry and the follower never catch up.
+	guardDefaultMaxRPCBytes int64 = 64 << 20
+)
+
+const (
+	// guardTermCeiling: terms at or above it are refused whatever the limits
+	// say. Raft adds one to the term at every election without an overflow
+	// check, so a term near 2^64 wraps to 0; 2^63 takes 292 million years of
+	// an election every millisecond to reach.
+	guardTermCeiling uint64 = 1 << 63
+
+	// guardMaxRPCItems bounds the msgpack items (every value, key and
+	// container counts one) in one request or configuration. Decoding
+	// allocates per item, not per byte — an empty map (1 byte) becomes a
+	// 100-byte raft.Log — so a byte bound alone would let a request of
+	// MaxRPCBytes cost a hundred times that in raft's memory. A full
+	// AppendEntries of 1024 entries (raft's upper limit on MaxAppendEntries)
+	// is about 13,500 items, so 2^16 leaves ample room and bounds the decoded
+	// request to a few MiB beyond its byte payload.
+	guardMaxRPCItems = 1 << 16
+
+	// guardReadBufferSize and guardResponseBufferSize are the buffers every
+	// guarded connection holds for its life, for requests (an AppendEntries
+	// can be MiB) and for raft's small answers.
+	guardReadBufferSize     = 32 << 10
+	guardResponseBufferSize = 4 << 10
+
+	// guardKeepBufferSize: a request buffer that grew beyond this is dropped
+	// after the request rather than kept by an idle connection.
+	guardKeepBufferSize = 64 << 10
+
+	// guardPayloadChunk is the most the scanner allocates ahead of bytes
+	// actually received, so a declared length costs memory only as its bytes
+	// arrive.
+	guardPayloadChunk = 32 << 10
+)
+
+// rpcGuard is what the guard knows about the caller and about this member.
+// The functions are called for every RPC, on the connection's goroutine, and
+// must be cheap and safe for concurrent use (raft.CurrentTerm and
+// raft.GetConfiguration are: both read an atomic). Zero limits mean the
+// defaults above.
+type rpcGuard struct {
+	CallerID   string        // caller's Raft server ID, proven by the handshake
+	CallerAddr string        // caller's Raft address as the zone knows it
+	LocalTerm  func() uint64 // this member's current term (raft.CurrentTerm); nil means 0
+	// Configured reports whether this member has a Raft configuration and
+	// whether id is in it. nil means no configuration.
+	Configured       func(id string) (hasConfig, member bool)
+	MaxTermJump      uint64 // how far above LocalTerm a configured member accepts
+	MaxFreshTerm     uint64 // absolute cap when this member has no configuration yet
+	MaxSnapshotBytes int64  // bound on InstallSnapshot.Size
+	MaxRPCBytes      int64  // bound on one encoded request (AppendEntries with its entries)
+	// Reject counts a refused RPC by reason (one of the guardReject*
+	// constants). It must not block; nil means do not count.
+	Reject func(reason string)
+}
+
+// withDefaults fills in zero limits.
+func (g rpcGuard) withDefaults() rpcGuard {
+	if g.MaxTermJump == 0 {
+		g.MaxTermJump = guardDefaultMaxTermJump
+	}
+	if g.MaxFreshTerm == 0 {
+		g.MaxFreshTerm = guardDefaultMaxFreshTerm
+	}
+	if g.MaxSnapshotBytes <= 0 {
+		g.MaxSnapshotBytes = guardDefaultMaxSnapshotBytes
+	}
+	if g.MaxRPCBytes <= 0 {
+		g.MaxRPCBytes = guardDefaultMaxRPCBytes
+	}
+	return g
+}
+
+// guardRefusal is why the guard refused an RPC.
+type guardRefusal struct {
+	reason string
+	err    error
+}
+
+func (r *guardRefusal) Error() string {
+	return fmt.Sprintf("raft rpc refused (%s): %v", r.reason, r.err)
+}
+
+func (r *guardRefusal) Unwrap() error { return r.err }
+
+func guardRefuse(reason string, format string, args ...any) *guardRefusal {
+	return &guardRefusal{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// guardedConn is the connection raft reads: its end of the pipe, with the real
+// connection's addresses (raft logs RemoteAddr).
+type guardedConn struct {
+	net.Conn // raft's end of the pipe
+	real     net.Conn
+	done     chan struct{} // closed when both pump goroutines have returned
+
+	mu      sync.Mutex
+	refusal error // the first refusal, for tests and debug logging
+}
+
+func (c *guardedConn) LocalAddr() net.Addr  { return c.real.LocalAddr() }
+func (c *guardedConn) RemoteAddr() net.Addr { return c.real.RemoteAddr() }
+
+// refused returns why the guard closed the connection, or nil if it did not
+// refuse anything.
+func (c *guardedConn) refused() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refusal
+}
+
+// guardRaftConn returns the connection raft's NetworkTransport should read
+// instead of conn: only RPCs that pass g's checks reach it, byte for byte as
+// the caller sent them, and raft's responses go back to conn unchanged. Two
+// goroutines pump the two directions; closing either connection (or a refused
+// RPC) closes both and ends both goroutines.
+func guardRaftConn(conn net.Conn, g rpcGuard) net.Conn {
+	raftEnd, guardEnd := net.Pipe()
+	gc := &guardedConn{Conn: raftEnd, real: conn, done: make(chan struct{})}
+	p := &guardPump{g: g.withDefaults(), real: conn, pipe: guardEnd, conn: gc}
+	p.live.Store(2)
+	go p.requests()
+	go p.responses()
+	return gc
+}
+
+// guardPump moves one connection's bytes.
+type guardPump struct {
+	g    rpcGuard
+	real net.Conn // the authenticated connection
+	pipe net.Conn // the guard's end of the pipe to raft
+	conn *guardedConn
+
+	closeOnce sync.Once
+	live      atomic.Int32 // pump goroutines still running
+	buf       []byte       // the request being read, type byte first
+}
+
+// shutdown closes the real connection and the pipe, which unblocks both
+// pumps: raft's end then reads EOF, and the peer sees its connection close.
+func (p *guardPump) shutdown() {
+	p.closeOnce.Do(func() {
+		p.real.Close()
+		p.pipe.Close()
+	})
+}
+
+func (p *guardPump) exit() {
+	p.shutdown()
+	if p.live.Add(-1) == 0 {
+		close(p.conn.done)
+	}
+}
+
+// responses copies raft's answers to the caller untouched. They are tens of
+// bytes each, so a small buffer does.
+func (p *guardPump) responses() {
+	defer p.exit()
+	_, _ = io.CopyBuffer(p.real, p.pipe, make([]byte, guardResponseBufferSize))
+}
+
+// requests forwards checked RPCs to raft until the connection ends or an RPC
+// is refused.
+func (p *guardPump) requests() {
+	defer p.exit()
+	br := bufio.NewReaderSize(p.real, guardReadBufferSize)
+	for {
+		err := p.forwardRPC(br)
+		if err == nil {
+			continue
+		}
+		var r *guardRefusal
+		if errors.As(err, &r) {
+			p.conn.mu.Lock()
+			if p.conn.refusal == nil {
+				p.conn.refusal = r
+			}
+			p.conn.mu.Unlock()
+			if p.g.Reject != nil {
+				p.g.Reject(r.reason)
+			}
+		}
+		return
+	}
+}
+
+// forwardRPC reads, checks and forwards one RPC. A *guardRefusal means the RPC
+// was refused; any other error is the connection's end.
+func (p *guardPump) forwardRPC(br *bufio.Reader) error {
+	typ, err := br.ReadByte()
+	if err != nil {
+		return fmt.Errorf("read rpc type: %w", err)
+	}
+	if typ > guardRPCRequestPreVote {
+		return guardRefuse(guardRejectUnknownType, "rpc type %d", typ)
+	}
+	// Read exactly one msgpack object, as raft's decoder will: it reads from a
+	// bufio.Reader (an io.ByteScanner) and so consumes nothing past it.
+	sc := msgpackScanner{r: br, out: append(p.buf[:0], typ), keep: true,
+		budget: p.g.MaxRPCBytes, items: guardMaxRPCItems}
+	err = sc.scan()
+	p.buf = sc.out
+	if err != nil {
+		return guardScanError(fmt.Sprintf("rpc type %d", typ), err)
+	}
+	snapshot, err := p.g.check(typ, p.buf[1:])
+	if err != nil {
+		return err
+	}
+	if _, err := p.pipe.Write(p.buf); err != nil {
+		return fmt.Errorf("forward rpc to raft: %w", err)
+	}
+	if snapshot > 0 {
+		if _, err := io.CopyN(p.pipe, br, snapshot); err != nil {
+			return fmt.Errorf("forward snapshot data to raft: %w", err)
+		}
+	}
+	if cap(p.buf) > guardKeepBufferSize {
+		p.buf = nil
+	}
+	return nil
+}
+
+// guardScanError turns a scanner error into a refusal, or passes on the
+// connection's own failure.
+func guardScanError(what string, err error) error {
+	switch {
+	case errors.Is(err, errMsgpackTooLarge):
+		return &guardRefusal{reason: guardRejectRPCSize, err: fmt.Errorf("%s: %w", what, err)}
+	case errors.Is(err, errMsgpackTooManyItems):
+		return &guardRefusal{reason: guardRejectRPCItems, err: fmt.Errorf("%s: %w", what, err)}
+	case errors.Is(err, errMsgpackInvalid):
+		return &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// check decodes and checks one request body. It returns how many bytes of
+// snapshot data follow it (InstallSnapshot only).
+func (g *rpcGuard) check(typ byte, body []byte) (snapshot int64, err error) {
+	switch typ {
+	case guardRPCAppendEntries:
+		var req raft.AppendEntriesRequest
+		if err := guardDecode(body, &req); err != nil {
+			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("append entries: %w", err)}
+		}
+		return 0, g.checkAppendEntries(&req)
+	case guardRPCRequestVote:
+		var req raft.RequestVoteRequest
+		if err := guardDecode(body, &req); err != nil {
+			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("request vote: %w", err)}
+		}
+		return 0, g.checkVote("request vote", req.RPCHeader, req.Candidate, req.Term, req.LastLogTerm)
+	case guardRPCRequestPreVote:
+		var req raft.RequestPreVoteRequest
+		if err := guardDecode(body, &req); err != nil {
+			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("request pre-vote: %w", err)}
+		}
+		return 0, g.checkVote("request pre-vote", req.RPCHeader, nil, req.Term, req.LastLogTerm)
+	case guardRPCInstallSnapshot:
+		var req raft.InstallSnapshotRequest
+		if err := guardDecode(body, &req); err != nil {
+			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("install snapshot: %w", err)}
+		}
+		if err := g.checkInstallSnapshot(&req); err != nil {
+			return 0, err
+		}
+		return req.Size, nil
+	case guardRPCTimeoutNow:
+		var req raft.TimeoutNowRequest
+		if err := guardDecode(body, &req); err != nil {
+			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("timeout now: %w", err)}
+		}
+		_, err := g.checkCaller("timeout now", req.RPCHeader, nil, true)
+		return 0, err
+	}
+	return 0, guardRefuse(guardRejectUnknownType, "rpc type %d", typ)
+}
+
+// checkCaller checks that the RPC speaks for the authenticated caller and, when
+// voters is set (votes, pre-votes, TimeoutNow), that the caller is in this
+// member's Raft configuration: only servers of the configuration may start or
+// force elections. Replication (AppendEntries, InstallSnapshot) is heard from
+// any authenticated zone member, because a follower that missed the entry
+// adding the leader learns of it only from that leader. deprecated is the
+// pre-header leader or candidate address field (empty from current raft's
+// senders, or equal to the header's Addr), which raft still reads when the
+// header's Addr is empty.
+func (g *rpcGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte, voters bool) (hasConfig bool, err error) {
+	if string(h.ID) != g.CallerID {
+		return false, guardRefuse(guardRejectHeaderID, "%s: header id %q, caller is %q", what, h.ID, g.CallerID)
+	}
+	if string(h.Addr) != g.CallerAddr {
+		return false, guardRefuse(guardRejectHeaderAddr, "%s: header address %q, caller's is %q", what, h.Addr, g.CallerAddr)
+	}
+	if len(deprecated) > 0 && string(deprecated) != g.CallerAddr {
+		return false, guardRefuse(guardRejectHeaderAddr, "%s: leader/candidate address %q, caller's is %q", what, deprecated, g.CallerAddr)
+	}
+	if g.Configured == nil {
+		return false, nil
+	}
+	hasConfig, member := g.Configured(g.CallerID)
+	if voters && hasConfig && !member {
+		return true, guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+	}
+	return hasConfig, nil
+}
+
+// checkTerm bounds the term an RPC may move this member to.
+func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
+	limit := g.MaxFreshTerm
+	if hasConfig {
+		var local uint64
+		if g.LocalTerm != nil {
+			local = g.LocalTerm()
+		}
+		limit = local + g.MaxTermJump
+		if limit < local { // overflow
+			limit = math.MaxUint64
+		}
+	}
+	limit = min(limit, guardTermCeiling-1)
+	if term > limit {
+		return guardRefuse(guardRejectTerm, "%s: term %d above the limit %d", what, term, limit)
+	}
+	return nil
+}
+
+func (g *rpcGuard) checkVote(what string, h raft.RPCHeader, candidate []byte, term, lastLogTerm uint64) error {
+	hasConfig, err := g.checkCaller(what, h, candidate, true)
+	if err != nil {
+		return err
+	}
+	if err := g.checkTerm(what, term, hasConfig); err != nil {
+		return err
+	}
+	if lastLogTerm > term {
+		return guardRefuse(guardRejectTerm, "%s: last log term %d above the election's term %d", what, lastLogTerm, term)
+	}
+	return nil
+}
+
+// checkAppendEntries checks the header, the terms, and every entry: raft
+// appends them to its log without a look, and panics on a configuration entry
+// that does not decode.
+func (g *rpcGuard) checkAppendEntries(req *raft.AppendEntriesRequest) error {
+	const what = "append entries"
+	hasConfig, err := g.checkCaller(what, req.RPCHeader, req.Leader, false)
+	if err != nil {
+		return err
+	}
+	if err := g.checkTerm(what, req.Term, hasConfig); err != nil {
+		return err
+	}
+	if req.PrevLogTerm > req.Term {
+		return guardRefuse(guardRejectTerm, "%s: previous log term %d above the leader's term %d", what, req.PrevLogTerm, req.Term)
+	}
+	if uint64(len(req.Entries)) > math.MaxUint64-req.PrevLogEntry {
+		return guardRefuse(guardRejectBadEntry, "%s: %d entries after index %d overflow the index", what, len(req.Entries), req.PrevLogEntry)
+	}
+	// A leader sends the consecutive entries after PrevLogEntry (raft's
+	// setPreviousLog and setNewLogs), and log terms never decrease.
+	prevTerm := req.PrevLogTerm
+	for i, e := range req.Entries {
+		if e == nil { // raft would dereference it
+			return guardRefuse(guardRejectBadEntry, "%s: entry %d is nil", what, i)
+		}
+		if want := req.PrevLogEntry + uint64(i) + 1; e.Index != want {
+			return guardRefuse(guardRejectBadEntry, "%s: entry %d has index %d, want %d", what, i, e.Index, want)
+		}
+		if e.Term > req.Term {
+			return guardRefuse(guardRejectTerm, "%s: entry %d has term %d above the leader's term %d", what, e.Index, e.Term, req.Term)
+		}
+		if e.Term < prevTerm {
+			return guardRefuse(guardRejectTerm, "%s: entry %d has term %d below the term %d before it", what, e.Index, e.Term, prevTerm)
+		}
+		prevTerm = e.Term
+		switch e.Type {
+		case raft.LogCommand, raft.LogNoop, raft.LogBarrier:
+		case raft.LogConfiguration:
+			if err := guardCheckConfiguration(e.Data); err != nil {
+				return &guardRefusal{reason: guardRejectBadConfigEntry, err: fmt.Errorf("%s: entry %d: %w", what, e.Index, err)}
+			}
+		case raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated:
+			return guardRefuse(guardRejectDeprecatedEntry, "%s: entry %d has deprecated type %s", what, e.Index, e.Type)
+		default:
+			return guardRefuse(guardRejectUnknownEntryType, "%s: entry %d has unknown type %d", what, e.Index, e.Type)
+		}
+	}
+	return nil
+}
+
+// checkInstallSnapshot checks the header, term, size and the configuration
+// raft decodes (with raft.DecodeConfiguration, which panics) from the request.
+func (g *rpcGuard) checkInstallSnapshot(req *raft.InstallSnapshotRequest) error {
+	const what = "install snapshot"
+	hasConfig, err := g.checkCaller(what, req.RPCHeader, req.Leader, false)
+	if err != nil {
+		return err
+	}
+	if err := g.checkTerm(what, req.Term, hasConfig); err != nil {
+		return err
+	}
+	if req.LastLogTerm > req.Term {
+		return guardRefuse(guardRejectTerm, "%s: last log term %d above the leader's term %d", what, req.LastLogTerm, req.Term)
+	}
+	if req.Size < 0 || req.Size > g.MaxSnapshotBytes {
+		return guardRefuse(guardRejectSnapshotSize, "%s: size %d outside [0, %d]", what, req.Size, g.MaxSnapshotBytes)
+	}
+	// Version 0 carries the legacy peer list, which only pre-1.0 raft writes;
+	// from 1 on the configuration is an encoded raft.Configuration.
+	if req.SnapshotVersion < 1 || req.SnapshotVersion > raft.SnapshotVersionMax {
+		return guardRefuse(guardRejectSnapshotVersion, "%s: snapshot version %d, want 1..%d", what, req.SnapshotVersion, raft.SnapshotVersionMax)
+	}
+	if err := guardCheckConfiguration(req.Configuration); err != nil {
+		return &guardRefusal{reason: guardRejectBadConfigEntry, err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return nil
+}
+
+// guardCheckConfiguration checks an encoded raft.Configuration: it must be
+// exactly one well-formed msgpack value within the item bound, decode, and
+// meet what raft's own checkConfiguration requires of every configuration a
+// leader creates (non-empty unique IDs and addresses, a voter), with valid
+// suffrage values.
+func guardCheckConfiguration(data []byte) error {
+	r := bytes.NewReader(data)
+	sc := msgpackScanner{r: r, budget: int64(len(data)), items: guardMaxRPCItems}
+	if err := sc.scan(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if r.Len() != 0 {
+		return fmt.Errorf("configuration: %d bytes after the encoded value", r.Len())
+	}
+	var c raft.Configuration
+	if err := guardDecode(data, &c); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if len(c.Servers) == 0 {
+		return errors.New("configuration has no servers")
+	}
+	ids := make(map[raft.ServerID]struct{}, len(c.Servers))
+	addrs := make(map[raft.ServerAddress]struct{}, len(c.Servers))
+	voters := 0
+	for i, s := range c.Servers {
+		if s.ID == "" || s.Address == "" {
+			return fmt.Errorf("configuration server %d has an empty id or address", i)
+		}
+		if _, dup := ids[s.ID]; dup {
+			return fmt.Errorf("configuration lists server id %q twice", s.ID)
+		}
+		ids[s.ID] = struct{}{}
+		if _, dup := addrs[s.Address]; dup {
+			return fmt.Errorf("configuration lists address %q twice", s.Address)
+		}
+		addrs[s.Address] = struct{}{}
+		switch s.Suffrage {
+		case raft.Voter:
+			voters++
+		case raft.Nonvoter, raft.Staging:
+		default:
+			return fmt.Errorf("configuration server %q has invalid suffrage %d", s.ID, s.Suffrage)
+		}
+	}
+	if voters == 0 {
+		return errors.New("configuration has no voter")
+	}
+	return nil
+}
+
+// guardMsgpack is the codec handle the guard decodes with: raft's own
+// settings (a zero MsgpackHandle), shared because handles cache type
+// information and are safe for concurrent use.
+var guardMsgpack = &codec.MsgpackHandle{}
+
+// guardDecode decodes data into v as raft would and requires the decoder to
+// consume all of it: data is one msgpack value as delimited by the scanner, and
+// a decoder that stopped short would mean raft reads the rest as the next
+// RPC's type byte. The codec turns its internal panics into errors; recover
+// anyway, so no input can take the guard down.
+func guardDecode(data []byte, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("msgpack decoder panicked: %v", p)
+		}
+	}()
+	dec := codec.NewDecoderBytes(data, guardMsgpack)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("msgpack: %w", err)
+	}
+	if n := dec.NumBytesRead(); n != len(data) {
+		return fmt.Errorf("msgpack decoder read %d of %d bytes", n, len(data))
+	}
+	return nil
+}
+
+// Errors of msgpackScanner.
+var (
+	errMsgpackTooLarge     = errors.New("msgpack value larger than allowed")
+	errMsgpackTooManyItems = errors.New("msgpack value has too many items")
+	errMsgpackInvalid      = errors.New("invalid msgpack")
+)
+
+// msgpackSource is what the scanner reads from: a bufio.Reader or a
+// bytes.Reader.
+type msgpackSource interface {
+	io.Reader
+	io.ByteReader
+}
+
+// msgpackScanner reads exactly one msgpack value from r, byte by byte for
+// heads and in chunks for payloads, without decoding it. It exists because the
+// codec cannot be trusted with a hostile stream: it allocates some declared
+// lengths in one piece before reading them (a time.Time sent as a str32 of
+// 4 GiB makes it allocate 4 GiB), and its memory per decoded item is far more
+// than the item's bytes. The scanner checks every declared length against the
+// remaining byte budget before reading or allocating anything, and counts
+// items, so a forged length fails at once and only well-delimited, bounded
+// values ever reach the codec.
+type msgpackScanner struct {
+	r      msgpackSource
+	keep   bool   // append the value's bytes to out
+	out    []byte // the bytes read, when keep
+	budget int64  // bytes the value may still take
+	items  int    // items the value may still have
+	head   [8]byte
+}
+
+// msgpack head kinds.
+const (
+	mpScalar  = iota // fixed size, no length field
+	mpPayload        // length field, then that many bytes
+	mpExt            // length field, type byte, then that many bytes
+	mpArray          // length field (or fixarray), then that many values
+	mpMap            // length field (or fixmap), then twice that many values
+)
+
+// msgpackHead classifies a msgpack head byte: its kind, the size of its
+// length field (0 for fix types), and for fix types the fixed payload size or
+// element count. ok is false for 0xc1, which msgpack never uses.
+func msgpackHead(b byte) (kind, lenSize int, fixed int64, ok bool) {
+	switch {
+	case b <= 0x7f, b >= 0xe0: // positive and negative fixint
+		return mpScalar, 0, 0, true
+	case b <= 0x8f:
+		return mpMap, 0, int64(b & 0x0f), true
+	case b <= 0x9f:
+		return mpArray, 0, int64(b & 0x0f), true
+	case b <= 0xbf:
+		return mpPayload, 0, int64(b & 0x1f), true
+	}
+	switch b {
+	case 0xc0, 0xc2, 0xc3: // nil, false, true
+		return mpScalar, 0, 0, true
+	case 0xc4, 0xd9: // bin8, str8
+		return mpPayload, 1, 0, true
+	case 0xc5, 0xda: // bin16, str16
+		return mpPayload, 2, 0, true
+	case 0xc6, 0xdb: // bin32, str32
+		return mpPayload, 4, 0, true
+	case 0xc7: // ext8
+		return mpExt, 1, 0, true
+	case 0xc8: // ext16
+		return mpExt, 2, 0, true
+	case 0xc9: // ext32
+		return mpExt, 4, 0, true
+	case 0xcc, 0xd0: // uint8, int8
+		return mpScalar, 0, 1, true
+	case 0xcd, 0xd1: // uint16, int16
+		return mpScalar, 0, 2, true
+	case 0xca, 0xce, 0xd2: // float32, uint32, int32
+		return mpScalar, 0, 4, true
+	case 0xcb, 0xcf, 0xd3: // float64, uint64, int64
+		return mpScalar, 0, 8, true
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1, 2, 4, 8, 16: type byte and data
+		return mpScalar, 0, 1 + int64(1)<<(b-0xd4), true
+	case 0xdc: // array16
+		return mpArray, 2, 0, true
+	case 0xdd: // array32
+		return mpArray, 4, 0, true
+	case 0xde: // map16
+		return mpMap, 2, 0, true
+	case 0xdf: // map32
+		return mpMap, 4, 0, true
+	}
+	return 0, 0, 0, false // 0xc1
+}
+
+// scan reads one value. Containers are not recursed into: pending counts the
+// values still to read, so nesting costs no stack.
+func (s *msgpackScanner) scan() error {
+	pending := int64(1)
+	for pending > 0 {
+		pending--
+		if s.items <= 0 {
+			return fmt.Errorf("%w: more than %d", errMsgpackTooManyItems, guardMaxRPCItems)
+		}
+		s.items--
+		if err := s.need(1); err != nil {
+			return err
+		}
+		b, err := s.r.ReadByte()
+		if err != nil {
+			return eofUnexpected(err)
+		}
+		if s.keep {
+			s.out = append(s.out, b)
+		}
+		kind, lenSize, n, ok := msgpackHead(b)
+		if !ok {
+			return fmt.Errorf("%w: byte 0x%02x", errMsgpackInvalid, b)
+		}
+		if lenSize > 0 {
+			if err := s.need(int64(lenSize)); err != nil {
+				return err
+			}
+			h := s.head[:lenSize]
+			if _, err := io.ReadFull(s.r, h); err != nil {
+				return eofUnexpected(err)
+			}
+			if s.keep {
+				s.out = append(s.out, h...)
+			}
+			switch lenSize {
+			case 1:
+				n = int64(h[0])
+			case 2:
+				n = int64(binary.BigEndian.Uint16(h))
+			case 4:
+				n = int64(binary.BigEndian.Uint32(h))
+			}
+		}
+		switch kind {
+		case mpScalar, mpPayload:
+			err = s.payload(n)
+		case mpExt:
+			err = s.payload(n + 1)
+		case mpArray, mpMap:
+			if kind == mpMap {
+				n *= 2
+			}
+			// Every value takes at least a byte: a container that declares
+			// more values than bytes or items remain cannot be valid, and is
+			// refused before any of it is read.
+			pending += n
+			if pending > s.budget {
+				return fmt.Errorf("%w: %d values declared with %d bytes left", errMsgpackTooLarge, pending, s.budget)
+			}
+			if pending > int64(s.items) {
+				return fmt.Errorf("%w: %d values declared, at most %d", errMsgpackTooManyItems, pending, guardMaxRPCItems)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// need charges n bytes to the budget, failing before they are read.
+func (s *msgpackScanner) need(n int64) error {
+	if n > s.budget {
+		return fmt.Errorf("%w: %d more bytes with %d left", errMsgpackTooLarge, n, s.budget)
+	}
+	s.budget -= n
+	return nil
+}
+
+// payload reads n bytes, allocating only as they arrive.
+func (s *msgpackScanner) payload(n int64) error {
+	if err := s.need(n); err != nil {
+		return err
+	}
+	if !s.keep {
+		if _, err := io.CopyN(io.Discard, s.r, n); err != nil {
+			return eofUnexpected(err)
+		}
+		return nil
+	}
+	for n > 0 {
+		k := int(min(n, guardPayloadChunk))
+		l := len(s.out)
+		s.out = append(s.out, make([]byte, k)...)
+		if _, err := io.ReadFull(s.r, s.out[l:]); err != nil {
+			return eofUnexpected(err)
+		}
+		n -= int64(k)
+	}
+	return nil
+}
+
+// eofUnexpected reports a value cut short as io.ErrUnexpectedEOF: only the
+// RPC type byte may meet a clean end of the connection.
+func eofUnexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
