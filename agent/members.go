@@ -22,6 +22,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // controlPlaneLabel marks nodes that never join a zone: they are the cloud.
@@ -136,8 +137,19 @@ func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
 		if ip == "" {
 			continue
 		}
-		out = append(out, raftzone.Candidate{Node: n.Name, ProbeAddress: ip,
-			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort))})
+		c := raftzone.Candidate{Node: n.Name, ProbeAddress: ip,
+			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort))}
+		// The node's own agent registered this key (nodekey-policy.yaml lets
+		// nobody else write it). A missing or unparsable annotation leaves the
+		// key nil: the node has no registered key, and no guessed one. Nothing
+		// is logged here: Candidates runs on every zone-port handshake and
+		// reconcile, and the zone port's refusal of that node names it.
+		if s, ok := n.Annotations[zone.NodeKeyAnnotation]; ok {
+			if pub, err := zone.ParseNodeKey(s); err == nil {
+				c.PublicKey = pub
+			}
+		}
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b raftzone.Candidate) int { return strings.Compare(a.Node, b.Node) })
 	return out, true

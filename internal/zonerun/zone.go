@@ -119,7 +119,7 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 			z.Stop()
 			return nil, err
 		}
-		userCfg, err := c.UserConfig(AgentUser, agentGroups...)
+		userCfg, err := agentConfig(ctx, c.Client(), c.RESTConfig(), name)
 		if err != nil {
 			z.Stop()
 			return nil, err
@@ -155,9 +155,6 @@ func InstallAgentRBAC(ctx context.Context, c *testcluster.Cluster) error {
 	}
 	return deploy.Apply(ctx, c.RESTConfig(), keep, false)
 }
-
-// agentGroups are the groups a ServiceAccount token would carry.
-var agentGroups = []string{"system:serviceaccounts", "system:serviceaccounts:edgequorum-system", "system:authenticated"}
 
 // WriteKubeconfig writes cfg (certificate auth) as a kubeconfig file.
 func WriteKubeconfig(cfg *rest.Config, path string) error {
