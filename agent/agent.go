@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,9 @@ type Agent struct {
 	prober  *probe.Manager
 	writer  *apiwriter.Writer
 	zone    *raftzone.Server
+	client  kubernetes.Interface
+	nodeKey ed25519.PublicKey
+	keys    *raftzone.KeyWatcher
 	running atomic.Bool
 }
 
@@ -97,6 +101,10 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	cfg.Raft.Logger = partLog
 	reg := buildinfo.NewRegistry()
 	cfg.Raft.Registerer = reg
+	keyReload, err := newKeyReload(cfg, keys, partLog, reg)
+	if err != nil {
+		return nil, err
+	}
 
 	members := newNodeMembers(client, cfg.ZoneLabel, zoneName, cfg.Raft.PeerPort)
 	port, err := raftzone.NewZonePort(cfg.Raft, members)
@@ -135,7 +143,8 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	if err := members.restoreVerdicts(srv, writer); err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, log: log, reg: reg, members: members, prober: prober, writer: writer, zone: srv}, nil
+	return &Agent{cfg: cfg, log: log, reg: reg, members: members, prober: prober, writer: writer, zone: srv,
+		client: client, nodeKey: port.PublicKey(), keys: keyReload}, nil
 }
 
 // Run starts every part and serves until ctx ends or a part fails; then it
@@ -149,7 +158,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)
 	}
-	statusSrv := &http.Server{Handler: newStatusRouter(a.zone, a.reg), ReadHeaderTimeout: 5 * time.Second,
+	statusSrv := &http.Server{Handler: newStatusRouter(a.zone, a.reg, a.cfg.StatusAllowCIDRs), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -169,6 +178,16 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// Peers admit this member only with the node key its own Node
+	// registers; registration retries while the apiserver is away and never
+	// stops the agent (a member already pinned does not need it).
+	spawn("node key", func(ctx context.Context) error {
+		if err := registerNodeKey(ctx, a.client, a.cfg.Raft.Node, a.nodeKey, a.log.Info); err != nil && ctx.Err() == nil {
+			a.log.Error("node key not registered; peers will not admit this node until it is", "err", err)
+		}
+		return nil
+	})
+	spawn("key reload", a.keys.Run)
 	spawn("zone member", a.zone.Run)
 	spawn("api writer", a.writer.Run)
 	spawn("prober", a.prober.Run)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/edgequorum/edgequorum/probe"
@@ -18,6 +19,13 @@ type Config struct {
 	Raft raftzone.Config
 	// KeyFile is the zone key file, a mounted Secret [--key-file].
 	KeyFile string
+	// KeyReloadPeriod is how often the agent rereads KeyFile, so that a
+	// rotated Secret takes effect without a restart [--key-reload-period].
+	KeyReloadPeriod time.Duration
+	// KeyRetireGrace is how long a key id dropped from KeyFile keeps
+	// verifying: the margin for agents the changed Secret has not reached yet
+	// [--key-retire-grace].
+	KeyRetireGrace time.Duration
 	// Kubeconfig is the kubeconfig path; empty means in-cluster [--kubeconfig].
 	Kubeconfig string
 	// ZoneLabel is the Node label whose value names the zone [--zone-label].
@@ -33,6 +41,10 @@ type Config struct {
 	APITimeout time.Duration
 	// StatusAddress is host:port of the status server [--status-address].
 	StatusAddress string
+	// StatusAllowCIDRs are the networks, besides this node itself, that may
+	// read the zone's details (/v1/status, /metrics) from the status server;
+	// /healthz and /readyz are open to all [--status-allow-cidrs].
+	StatusAllowCIDRs []netip.Prefix
 	// Probes are the probe specs run against every peer [--probe]; empty means
 	// DefaultProbes.
 	Probes []probe.Spec
@@ -52,6 +64,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Raft:             raftzone.DefaultConfig(),
+		KeyReloadPeriod:  raftzone.DefaultKeyReloadPeriod,
+		KeyRetireGrace:   raftzone.DefaultRetireGrace,
 		ZoneLabel:        zone.DefaultZoneLabel,
 		LeaseNamespace:   zone.DefaultLeaseNamespace,
 		ZoneLeaseRenew:   5 * time.Second,
@@ -124,7 +138,8 @@ func (c *Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"--zone-lease-renew", c.ZoneLeaseRenew}, {"--apiserver-check-period", c.APICheckPeriod},
-		{"--apiserver-timeout", c.APITimeout}, {"--target-sync-period", c.TargetSyncPeriod}} {
+		{"--apiserver-timeout", c.APITimeout}, {"--target-sync-period", c.TargetSyncPeriod},
+		{"--key-reload-period", c.KeyReloadPeriod}, {"--key-retire-grace", c.KeyRetireGrace}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
 		}
@@ -144,5 +159,15 @@ func (c *Config) Warnings() []string {
 			"unless the controller manager's --node-monitor-grace-period is longer, a zone that lost its quorum keeps its dead nodes protected for a while after they go Unknown",
 			c.ZoneLeaseRenew, c.Raft.APIServerFailTimeout, c.Raft.RaftElectionTimeout, d, longZoneLease))
 	}
+	if c.KeyRetireGrace > 0 && c.KeyRetireGrace < secretPropagation+c.KeyReloadPeriod {
+		w = append(w, fmt.Sprintf("--key-retire-grace %s is shorter than the kubelet's Secret propagation (about %s) plus --key-reload-period %s: "+
+			"a key dropped from the key file may stop verifying before every agent has stopped signing with it",
+			c.KeyRetireGrace, secretPropagation, c.KeyReloadPeriod))
+	}
 	return w
 }
+
+// secretPropagation is roughly how long a kubelet takes to deliver a changed
+// Secret into a running pod's volume: its sync period (1 min) plus its cache
+// TTL. A key retire grace shorter than that plus one reload period is a race.
+const secretPropagation = 2 * time.Minute

@@ -3,7 +3,10 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -20,8 +23,12 @@ type statusSource interface {
 }
 
 // newStatusRouter serves the agent's operator endpoints. It is plain HTTP on
-// --status-address and read-only: nothing here can change the zone.
-func newStatusRouter(src statusSource, gatherer prometheus.Gatherer) http.Handler {
+// --status-address and read-only: nothing here can change the zone. /healthz
+// and /readyz are open, for the kubelet's probes; the zone's details
+// (/v1/status, /v1/status/leader, /metrics) only to this node itself (loopback or
+// the address the request came in on: `kubectl exec … edgequorum status` in the
+// hostNetwork pod) and to allow, the --status-allow-cidrs networks.
+func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []netip.Prefix) http.Handler {
 	r := mux.NewRouter()
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -34,21 +41,98 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer) http.Handle
 		}
 		w.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet)
-	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
-	r.HandleFunc("/v1/status", func(w http.ResponseWriter, _ *http.Request) {
+	local := localOnly(allow)
+	r.Handle("/metrics", local(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))).Methods(http.MethodGet)
+	r.Handle("/v1/status", local(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.Status())
-	}).Methods(http.MethodGet)
-	r.HandleFunc("/v1/status/leader", func(w http.ResponseWriter, req *http.Request) {
-		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
-		defer cancel()
-		st, err := src.FetchLeaderStatus(ctx)
+	}))).Methods(http.MethodGet)
+	leader := &leaderCache{src: src}
+	r.Handle("/v1/status/leader", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		st, err := leader.get(req.Context())
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusOK, st)
-	}).Methods(http.MethodGet)
+	}))).Methods(http.MethodGet)
 	return r
+}
+
+// localOnly lets a request through when it comes from this node (loopback, or
+// the very address it was sent to) or from an allowed network, and answers 403
+// naming the flag otherwise.
+func localOnly(allow []netip.Prefix) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if fromThisNode(r) || allowed(r, allow) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			http.Error(w, "the zone's details are readable from this node only; allow other networks with --status-allow-cidrs", http.StatusForbidden)
+		})
+	}
+}
+
+func remoteAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
+}
+
+func fromThisNode(r *http.Request) bool {
+	from, ok := remoteAddr(r)
+	if !ok {
+		return false
+	}
+	if from.IsLoopback() {
+		return true
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if to, err := netip.ParseAddrPort(la.String()); err == nil && to.Addr().Unmap() == from {
+			return true
+		}
+	}
+	return false
+}
+
+func allowed(r *http.Request, allow []netip.Prefix) bool {
+	from, ok := remoteAddr(r)
+	if !ok {
+		return false
+	}
+	for _, p := range allow {
+		if p.Contains(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderCache answers /v1/status/leader from one fetch a second at most, so
+// callers cannot make the agent open a peer connection per request.
+type leaderCache struct {
+	src statusSource
+	mu  sync.Mutex
+	at  time.Time
+	st  raftzone.Status
+	err error
+}
+
+const leaderCacheFor = time.Second
+
+func (c *leaderCache) get(ctx context.Context) (raftzone.Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < leaderCacheFor {
+		return c.st, c.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c.st, c.err = c.src.FetchLeaderStatus(ctx)
+	c.at = time.Now()
+	return c.st, c.err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

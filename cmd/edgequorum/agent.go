@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/netip"
+	"strings"
 
 	"github.com/edgequorum/edgequorum/agent"
 	"github.com/edgequorum/edgequorum/probe"
@@ -26,9 +29,25 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.IntVar(&r.PeerPort, "peer-port", r.PeerPort, "zone port for Raft and the peer API (TLS 1.3 + zone-key proof), the same on every node")
 	fs.StringVar(&r.DataDir, "data-dir", "", "persistent state: Raft log, snapshots, replicated state (required; DaemonSet: hostPath /var/lib/edgequorum)")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "zone key file, one id:base64 line per key, first signs (required; a mounted Secret)")
+	fs.DurationVar(&cfg.KeyReloadPeriod, "key-reload-period", cfg.KeyReloadPeriod, "how often --key-file is reread; a changed file is loaded without a restart")
+	fs.DurationVar(&cfg.KeyRetireGrace, "key-retire-grace", cfg.KeyRetireGrace, "how long a key id dropped from --key-file keeps verifying peers and reports")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone and genesis Leases")
+	fs.Func("status-allow-cidrs", "comma-separated networks (e.g. your Prometheus's) that may read /metrics and /v1/status besides this node itself; default none",
+		func(v string) error {
+			for _, part := range strings.Split(v, ",") {
+				if part = strings.TrimSpace(part); part == "" {
+					continue
+				}
+				p, err := netip.ParsePrefix(part)
+				if err != nil {
+					return fmt.Errorf("%q is not a CIDR: %w", part, err)
+				}
+				cfg.StatusAllowCIDRs = append(cfg.StatusAllowCIDRs, p.Masked())
+			}
+			return nil
+		})
 	fs.StringVar(&cfg.StatusAddress, "status-address", envOr(statusAddressEnv, cfg.StatusAddress), "host:port of the status server (/healthz, /readyz, /metrics, /v1/status); default $"+statusAddressEnv+" if set")
 	fs.IntVar(&r.Voters, "voters", r.Voters, "most Raft voters in a zone; odd")
 	fs.DurationVar(&r.ReportPeriod, "report-period", r.ReportPeriod, "how often a member reports when nothing changed")

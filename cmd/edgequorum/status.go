@@ -41,16 +41,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", statusUsage, stderr)
 	addr := fs.String("address", envOr(statusAddressEnv, "127.0.0.1:9471"), "agent status server URL (its --status-address; default $"+statusAddressEnv+", which the DaemonSet sets, else 127.0.0.1:9471)")
 	leader := fs.Bool("leader", false, "show the zone leader's view, fetched through this agent")
-	output := fs.String("o", "table", "output format: table or json")
+	output := fs.String("o", "table", "output format: table, json, or metrics (the agent's Prometheus metrics, which only this node may read)")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" {
-		return usageErrorf("-o %q: want table or json", *output)
+	if *output != "table" && *output != "json" && *output != "metrics" {
+		return usageErrorf("-o %q: want table, json or metrics", *output)
 	}
 	path := "/v1/status"
-	if *leader {
+	switch {
+	case *output == "metrics" && *leader:
+		return usageErrorf("-o metrics shows this agent's metrics; it does not combine with --leader")
+	case *output == "metrics":
+		path = "/metrics"
+	case *leader:
 		path += "/leader"
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -59,7 +64,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
+	if *output == "json" || *output == "metrics" {
 		_, err := stdout.Write(body)
 		return err
 	}

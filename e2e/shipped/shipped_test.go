@@ -214,10 +214,10 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 
 	t.Run("the running images say which build they are", func(t *testing.T) {
 		ver := strings.TrimSpace(string(version))
-		if got := agentMetric(t, ctx, `edgequorum_build_info{goversion="`+runtime.Version()+`"`); got != 1 {
+		if got := agentMetric(t, ctx, e, `edgequorum_build_info{goversion="`+runtime.Version()+`"`); got != 1 {
 			t.Errorf("agent edgequorum_build_info = %v, want 1", got)
 		}
-		body := agentMetricsText(t, ctx)
+		body := agentMetricsText(t, ctx, e)
 		if !strings.Contains(body, `version="`+ver+`"`) {
 			t.Errorf("agent /metrics has no build_info with version %s", ver)
 		}
@@ -229,7 +229,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 	t.Run("memory limit from the container's cgroup", func(t *testing.T) {
 		mem := float64(containerMemory)
 		wantGoMemLimit := int64(mem * 0.9)
-		got := agentMetric(t, ctx, "go_gc_gomemlimit_bytes")
+		got := agentMetric(t, ctx, e, "go_gc_gomemlimit_bytes")
 		if int64(got) != wantGoMemLimit {
 			t.Fatalf("go_gc_gomemlimit_bytes = %v, want %d (90%% of the container's 128Mi)", got, wantGoMemLimit)
 		}
@@ -304,17 +304,18 @@ func agentStatus(t *testing.T, ctx context.Context, e *env, pod string) raftzone
 
 // agentMetric reads the first sample whose line starts with name from the
 // real node's agent.
-func agentMetric(t *testing.T, ctx context.Context, name string) float64 {
+func agentMetric(t *testing.T, ctx context.Context, e *env, name string) float64 {
 	t.Helper()
-	v, ok := sample(agentMetricsText(t, ctx), name)
+	v, ok := sample(agentMetricsText(t, ctx, e), name)
 	if !ok {
 		t.Fatalf("the agent's /metrics has no %s", name)
 	}
 	return v
 }
 
-func agentMetricsText(t *testing.T, ctx context.Context) string {
+func agentMetricsText(t *testing.T, ctx context.Context, e *env) string {
 	t.Helper()
+	// From outside the node the zone's details are closed…
 	url := "http://" + realnode.NodeAddress.String() + ":9471/metrics"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -324,12 +325,13 @@ func agentMetricsText(t *testing.T, ctx context.Context) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET %s from off the node: %s, want 403", url, resp.Status)
 	}
-	return string(body)
+	// …and open on it, as an operator reads them.
+	pod := waitAgentPod(t, ctx, e.client, "")
+	return e.sh(ctx, "kubectl -n "+agentNS+" exec "+pod.Name+" -- /edgequorum status -o metrics")
 }
 
 // webhookMetric sums name over the webhook's pods, read from each pod's IP.
