@@ -52,6 +52,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeWrites(&b, rep)
 	b.WriteString("\n## CPU, memory and Raft\n\n")
 	writeResources(&b, rep)
+	b.WriteString("\n## Node signatures (per-node identity)\n\n")
+	writeSigning(&b, rep)
 	if cfg.DefaultsKills > 0 {
 		b.WriteString("\n## Baseline at SuperEdge's default timings\n\n")
 		writeDefaults(&b, rep)

@@ -17,6 +17,8 @@ type Report struct {
 	Took    time.Duration
 	Config  Config
 	Sizes   []SizeResult
+	// Signing is the cost of the node signatures on this machine.
+	Signing SigningCost
 }
 
 // Machine describes where the run happened.

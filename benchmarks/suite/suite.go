@@ -46,7 +46,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if _, err := os.Stat(cfg.BaselineBinary); err != nil {
 		return nil, fmt.Errorf("baseline binary (build it with `make bench`): %w", err)
 	}
-	rep := &Report{Machine: machine(), GoVersion: runtime.Version(), Started: time.Now(), Config: cfg}
+	rep := &Report{Machine: machine(), GoVersion: runtime.Version(), Started: time.Now(), Config: cfg,
+		Signing: measureSigning()}
 	s := &suite{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), started: rep.Started}
 
 	s.progress(0, "setup", "starting etcd, kube-apiserver and kube-controller-manager")
