@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -68,7 +69,12 @@ func localOnly(allow []netip.Prefix) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			http.Error(w, "the zone's details are readable from this node only; allow other networks with --status-allow-cidrs", http.StatusForbidden)
+			local := "?"
+			if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+				local = la.String()
+			}
+			http.Error(w, fmt.Sprintf("the zone's details are readable from this node only (request from %s to %s); "+
+				"allow other networks with --status-allow-cidrs", r.RemoteAddr, local), http.StatusForbidden)
 		})
 	}
 }
@@ -81,6 +87,10 @@ func remoteAddr(r *http.Request) (netip.Addr, bool) {
 	return ap.Addr().Unmap(), true
 }
 
+// fromThisNode reports whether r came from an address of this node: loopback,
+// the address it was sent to, or any other of the node's interfaces (the
+// agent runs in the host network, so it sees them all; a node with several
+// addresses may pick another as the source of a call to itself).
 func fromThisNode(r *http.Request) bool {
 	from, ok := remoteAddr(r)
 	if !ok {
@@ -91,6 +101,15 @@ func fromThisNode(r *http.Request) bool {
 	}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if to, err := netip.ParseAddrPort(la.String()); err == nil && to.Addr().Unmap() == from {
+			return true
+		}
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == from {
 			return true
 		}
 	}
