@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -43,52 +45,99 @@ type peerIdentity struct {
 type peerBook struct {
 	candidates MemberSource
 	owner      atomic.Pointer[Server]
+	view       atomic.Pointer[bookView]
+}
+
+// bookRefresh is how long a bookView serves before the member lists are read
+// again (sooner when the replicated state changed): every accepted connection
+// consults the book, and a flood must cost a map lookup each, not a walk of a
+// large zone's member list and its keys.
+const bookRefresh = 250 * time.Millisecond
+
+// bookView is the book at one moment, indexed for the questions the zone port
+// asks.
+type bookView struct {
+	at      time.Time
+	owner   *Server
+	applied uint64
+	pinned  map[string]zone.Member // by node
+	byID    map[string]zone.Member // pinned, by server ID
+	// cands holds the candidates by node; nil while the list is unavailable.
+	cands  map[string]Candidate
+	ips    map[netip.Addr]struct{} // every pinned and candidate address
+	atPort map[string]string       // zone-port address → node
+}
+
+func (b *peerBook) current() *bookView {
+	s := b.owner.Load()
+	var applied uint64
+	if s != nil {
+		applied, _ = s.store.AppliedIndex()
+	}
+	if v := b.view.Load(); v != nil && v.owner == s && v.applied == applied && time.Since(v.at) < bookRefresh {
+		return v
+	}
+	v := &bookView{at: time.Now(), owner: s, applied: applied,
+		ips: map[netip.Addr]struct{}{}, atPort: map[string]string{}}
+	addIP := func(addr string) {
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			v.ips[ap.Addr().Unmap()] = struct{}{}
+		} else if ip, err := netip.ParseAddr(addr); err == nil {
+			v.ips[ip.Unmap()] = struct{}{}
+		}
+	}
+	if b.candidates != nil {
+		if cs, ok := b.candidates.Candidates(); ok {
+			v.cands = make(map[string]Candidate, len(cs))
+			for _, c := range cs {
+				v.cands[c.Node] = c
+				addIP(c.RaftAddress)
+				addIP(c.ProbeAddress)
+				v.atPort[c.RaftAddress] = c.Node
+			}
+		}
+	}
+	if s != nil {
+		// Pinned entries win where the two lists disagree.
+		v.byID, v.pinned = s.memberMaps()
+		for _, m := range v.pinned {
+			addIP(m.RaftAddress)
+			addIP(m.ProbeAddress)
+			v.atPort[m.RaftAddress] = m.Node
+		}
+	}
+	b.view.Store(v)
+	return v
 }
 
 // identify matches a claimed node, its proven key and its claimed server ID
 // against the book.
 func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerIdentity, error) {
+	v := b.current()
 	id := peerIdentity{Node: node, Key: key, ServerID: serverID}
-	known := false
-	if s := b.owner.Load(); s != nil {
-		if m, ok := s.memberByNode(node); ok {
-			known = true
-			if pub, err := zone.ParseNodeKey(m.PublicKey); err == nil && pub.Equal(key) {
-				id.RaftAddress = m.RaftAddress
-				// With another server ID the node lost its Raft state but
-				// kept its key: it may rejoin, nothing more until then.
-				id.Pinned = serverID == m.ServerID
-				return id, nil
-			}
-			if m.PublicKey == "" {
-				// A member pinned before node keys existed (an upgrade):
-				// its Node registration speaks for it until the leader
-				// pins that key (desiredMembers).
-				if c, ok := b.candidate(node); ok && c.PublicKey.Equal(key) {
-					id.RaftAddress, id.Pinned = m.RaftAddress, serverID == m.ServerID
-					return id, nil
-				}
-			}
-		}
-		if other, ok := s.memberByID(serverID); ok && other.Node != node {
-			return id, fmt.Errorf("%w: %s claims the server ID of %s", errPeerID, node, other.Node)
+	if other, ok := v.byID[serverID]; ok && other.Node != node {
+		return id, fmt.Errorf("%w: %s claims the server ID of %s", errPeerID, node, other.Node)
+	}
+	c, listed := v.cands[node]
+	registered := listed && c.PublicKey != nil && c.PublicKey.Equal(key)
+	m, pinned := v.pinned[node]
+	if pinned {
+		pub, err := zone.ParseNodeKey(m.PublicKey)
+		// A member pinned before node keys existed (an upgrade) is
+		// vouched for by its Node registration until the leader pins
+		// that key (desiredMembers).
+		if (err == nil && pub.Equal(key)) || (m.PublicKey == "" && registered) {
+			// With another server ID the node lost its Raft state but
+			// kept its key: it may rejoin, nothing more until then.
+			id.RaftAddress, id.Pinned = m.RaftAddress, serverID == m.ServerID
+			return id, nil
 		}
 	}
-	if b.candidates != nil {
-		if cs, ok := b.candidates.Candidates(); ok {
-			for _, c := range cs {
-				if c.Node != node {
-					continue
-				}
-				known = true
-				if c.PublicKey != nil && c.PublicKey.Equal(key) {
-					id.RaftAddress = c.RaftAddress
-					return id, nil
-				}
-			}
-		}
+	if registered {
+		id.RaftAddress = c.RaftAddress
+		return id, nil
 	}
-	if !known {
+	if !pinned && !listed {
 		return id, fmt.Errorf("%w: %s", errUnknownPeer, node)
 	}
 	return id, fmt.Errorf("%w (%s)", errPeerKey, node)
@@ -97,51 +146,22 @@ func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerI
 // candidate returns node's entry in the cluster's member list, if the list is
 // available and the node has a registered key.
 func (b *peerBook) candidate(node string) (Candidate, bool) {
-	if b.candidates == nil {
-		return Candidate{}, false
-	}
-	cs, ok := b.candidates.Candidates()
-	if !ok {
-		return Candidate{}, false
-	}
-	for _, c := range cs {
-		if c.Node == node && c.PublicKey != nil {
-			return c, true
-		}
-	}
-	return Candidate{}, false
+	c, ok := b.current().cands[node]
+	return c, ok && c.PublicKey != nil
 }
 
 // allowsAddress reports whether ip belongs to a pinned member or a candidate.
 // Everyone else is closed before TLS, so an outsider cannot hold the zone
 // port's handshake slots.
-func (b *peerBook) allowsAddress(ip net.IP) bool {
-	match := func(addr string) bool {
-		host := addr
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			host = h
-		}
-		other := net.ParseIP(host)
-		return other != nil && other.Equal(ip)
-	}
-	if s := b.owner.Load(); s != nil {
-		_, byNode := s.memberMaps()
-		for _, m := range byNode {
-			if match(m.RaftAddress) || match(m.ProbeAddress) {
-				return true
-			}
-		}
-	}
-	if b.candidates != nil {
-		if cs, ok := b.candidates.Candidates(); ok {
-			for _, c := range cs {
-				if match(c.RaftAddress) || match(c.ProbeAddress) {
-					return true
-				}
-			}
-		}
-	}
-	return false
+func (b *peerBook) allowsAddress(ip netip.Addr) bool {
+	_, ok := b.current().ips[ip.Unmap()]
+	return ok
+}
+
+// nodeAt returns the node the zone knows at a zone-port address.
+func (b *peerBook) nodeAt(address string) (string, bool) {
+	n, ok := b.current().atPort[address]
+	return n, ok
 }
 
 // callerKey is the context key of the authenticated caller of a peer-API
@@ -176,28 +196,6 @@ func expectedPeer(ctx context.Context) string {
 type authConn struct {
 	net.Conn
 	peer peerIdentity
-}
-
-// nodeAt returns the node the zone knows at a zone-port address.
-func (b *peerBook) nodeAt(address string) (string, bool) {
-	if s := b.owner.Load(); s != nil {
-		_, byNode := s.memberMaps()
-		for _, m := range byNode {
-			if m.RaftAddress == address {
-				return m.Node, true
-			}
-		}
-	}
-	if b.candidates != nil {
-		if cs, ok := b.candidates.Candidates(); ok {
-			for _, c := range cs {
-				if c.RaftAddress == address {
-					return c.Node, true
-				}
-			}
-		}
-	}
-	return "", false
 }
 
 // errRaftCaller means a peer opened a Raft connection it may not have.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -153,8 +154,8 @@ func (s *secureNet) acceptLoop() {
 			}
 			return
 		}
-		ip := remoteIP(c)
-		if ip == nil || !s.book.allowsAddress(ip) {
+		ip, ok := remoteIP(c)
+		if !ok || !s.book.allowsAddress(ip) {
 			s.metrics.handshakeFailures.WithLabelValues("not_member_address").Inc()
 			c.Close()
 			continue
@@ -184,12 +185,12 @@ func (s *secureNet) acceptLoop() {
 	}
 }
 
-func remoteIP(c net.Conn) net.IP {
-	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+func remoteIP(c net.Conn) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
 	if err != nil {
-		return nil
+		return netip.Addr{}, false
 	}
-	return net.ParseIP(host)
+	return ap.Addr().Unmap(), true
 }
 
 func (s *secureNet) takeSource(ip string) bool {
