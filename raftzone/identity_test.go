@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/store"
@@ -135,6 +136,16 @@ func TestMemberCannotJoinAsAnother(t *testing.T) {
 	if pe := join(moved); pe.Status != http.StatusForbidden || pe.Reason != "address_mismatch" {
 		t.Errorf("join from %s's address: %d %s, want 403 address_mismatch", victim.name, pe.Status, pe.Reason)
 	}
+	// While the cloud is away only pinned identities count: the thief may
+	// rejoin as itself, but not from the victim's address.
+	z.list.set(z.candidates(), false)
+	if pe := join(moved); pe.Status != http.StatusForbidden || pe.Reason != "address_mismatch" {
+		t.Errorf("join from %s's address with the cloud away: %d %s, want 403 address_mismatch", victim.name, pe.Status, pe.Reason)
+	}
+	if pe := join(asVictim); pe.Status != http.StatusForbidden || pe.Reason != "not_caller" {
+		t.Errorf("join as %s with the cloud away: %d %s, want 403 not_caller", victim.name, pe.Status, pe.Reason)
+	}
+	z.list.set(z.candidates(), true)
 	// The victim's pinned identity is as it was (its role may have moved on
 	// meanwhile: the leader's reconcile records suffrage changes).
 	got, err := l.srv.store.Member(victim.name)
@@ -194,8 +205,9 @@ func TestNoReplicaAppliesAReportItsSenderDidNotSign(t *testing.T) {
 		if got := n.srv.store.LastSeq(victim.name); got >= last+1<<20 {
 			t.Errorf("%s applied the forged seq %d for %s", n.name, got, victim.name)
 		}
-		if c, err := n.srv.store.MatrixRow(victim.name); err == nil && c[l.name].OK == false && c[l.name].At.IsZero() == false && c[l.name].Score == 0 {
-			t.Errorf("%s holds the forged result of %s about %s", n.name, victim.name, l.name)
+		// The victim itself finds the leader healthy; only the forgery says otherwise.
+		if row, err := n.srv.store.MatrixRow(victim.name); err != nil || !row[l.name].OK {
+			t.Errorf("%s holds %s's view of %s as %+v (%v), want the victim's own (ok)", n.name, victim.name, l.name, row[l.name], err)
 		}
 	}
 	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
@@ -312,5 +324,100 @@ func TestRaftRPCsCannotRaiseTermsOrCrashAMember(t *testing.T) {
 	z.stop(l.name)
 	want := allHealthy(z.names())
 	want[l.name] = zone.Unhealthy
+	z.waitVerdicts(60*time.Second, want)
+}
+
+// TestZonePortSlotsPerSource: a source that holds its handshake slots without
+// speaking — a hostile pod in a member's host network — gets four at a time,
+// each for the first-bytes second, and every other member still gets through.
+func TestZonePortSlotsPerSource(t *testing.T) {
+	prefix := randomPrefix(t)
+	fabric := faultnet.New()
+	list := &memberList{ok: true}
+	server, member, squatter := newTestPeer(t, "server"), newTestPeer(t, "member"), newTestPeer(t, "squatter")
+	list.set([]Candidate{server.candidate(prefix + "1"), member.candidate(prefix + "2"), squatter.candidate(prefix + "3")}, true)
+	keys := testKeys(t)
+	sn := newTestNet(t, fabric.Host(prefix+"1"), keys, server, list)
+	held := fabric.Host(prefix + "3")
+	var conns []io.Closer
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range maxHandshakesPerSource + 3 {
+		c, err := held.DialContext(t.Context(), "tcp", sn.advertise)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	poll.Until(t, 10*time.Second, "slots beyond the per-source limit refused", func() (bool, string) {
+		got := testutil.ToFloat64(sn.metrics.handshakeFailures.WithLabelValues("source_limit"))
+		return got == 3, fmt.Sprintf("%v refused", got)
+	})
+	// Another member is not shut out meanwhile.
+	client := peerNet(t, fabric.Host(prefix+"2"), keys, member, list)
+	c, err := client.dial(t.Context(), sn.advertise, channelRaft)
+	if err != nil {
+		t.Fatalf("a member dialling while another source holds its slots: %v", err)
+	}
+	c.Close()
+	// The silent ones are closed after the first-bytes deadline.
+	poll.Until(t, 10*time.Second, "silent connections closed", func() (bool, string) {
+		got := testutil.ToFloat64(sn.metrics.handshakeFailures.WithLabelValues("silent"))
+		return got == maxHandshakesPerSource, fmt.Sprintf("%v closed as silent", got)
+	})
+}
+
+// TestMembersPinnedBeforeNodeKeysGetTheirRegisteredKey: a member list written
+// before node keys existed (an upgrade) holds no keys. The members still talk,
+// vouched for by their Node registrations, and the leader pins the registered
+// keys, after which reports verify again and the zone judges as before.
+func TestMembersPinnedBeforeNodeKeysGetTheirRegisteredKey(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	members, err := l.srv.store.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var legacy []zone.Member
+	for _, m := range members {
+		if m.Node != l.name {
+			m.PublicKey = ""
+		}
+		legacy = append(legacy, m)
+	}
+	cmd, err := store.EncodeMemberSet(store.MemberSet{Members: legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.srv.apply(t.Context(), "members", cmd); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "registered keys pinned on every replica", func() (bool, string) {
+		for _, n := range z.running() {
+			for _, name := range z.names() {
+				m, err := n.srv.store.Member(name)
+				if err != nil || m.PublicKey != zone.EncodeNodeKey(peerOf(t, z.nodes[name]).pub()) {
+					return false, fmt.Sprintf("%s sees %s with key %q (%v)", n.name, name, m.PublicKey, err)
+				}
+			}
+		}
+		return true, ""
+	})
+	// Reports verify again: a member that dies now is judged.
+	var victim *testNode
+	for _, n := range z.running() {
+		if n != l {
+			victim = n
+		}
+	}
+	z.setDead(victim.name, true)
+	z.stop(victim.name)
+	want := allHealthy(z.names())
+	want[victim.name] = zone.Unhealthy
 	z.waitVerdicts(60*time.Second, want)
 }
