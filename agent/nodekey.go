@@ -5,12 +5,13 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgequorum/edgequorum/zone"
@@ -67,7 +68,9 @@ func registerNodeKeyPaced(ctx context.Context, client kubernetes.Interface, node
 	if err != nil {
 		return fmt.Errorf("register node key on node %s (annotation %s): %w", node, zone.NodeKeyAnnotation, err)
 	}
-	delay := first
+	// Doubling up to maxDelay, each wait stretched by up to half at random,
+	// so that a fleet that lost the cloud together does not retry together.
+	backoff := wait.Backoff{Duration: first, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: maxDelay}
 	for attempt := 1; ; attempt++ {
 		done, err := syncNodeKey(ctx, client, node, want, patch, log)
 		if done {
@@ -82,16 +85,14 @@ func registerNodeKeyPaced(ctx context.Context, client kubernetes.Interface, node
 			// to look when it is RBAC instead.
 			msg = "registering this node's key was refused (check deploy/agent's rbac.yaml and nodekey-policy.yaml against the agent's namespace and ServiceAccount); retrying"
 		}
-		// Jitter spreads the retries of a fleet that lost the cloud together.
-		wait := delay/2 + rand.N(delay/2+1)
-		log(msg, "annotation", zone.NodeKeyAnnotation, "err", err, "attempt", attempt, "retryIn", wait.Round(time.Millisecond))
+		next := backoff.Step()
+		log(msg, "annotation", zone.NodeKeyAnnotation, "err", err, "attempt", attempt, "retryIn", next.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("register node key on node %s (annotation %s): gave up after %d attempts (%w): %w",
 				node, zone.NodeKeyAnnotation, attempt, context.Cause(ctx), err)
-		case <-time.After(wait):
+		case <-time.After(next):
 		}
-		delay = min(2*delay, maxDelay)
 	}
 }
 
