@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,8 +134,8 @@ func TestMemberCannotJoinAsAnother(t *testing.T) {
 	}
 	moved := joinRequest{Zone: testZoneName, Node: thief.name, ServerID: me.serverID,
 		RaftAddress: victim.ip + ":9470", ProbeAddress: victim.ip, PublicKey: zone.EncodeNodeKey(me.pub())}
-	if pe := join(moved); pe.Status != http.StatusForbidden || pe.Reason != "address_mismatch" {
-		t.Errorf("join from %s's address: %d %s, want 403 address_mismatch", victim.name, pe.Status, pe.Reason)
+	if pe := join(moved); pe.Status != http.StatusForbidden || pe.Reason != "address_taken" {
+		t.Errorf("join from %s's address: %d %s, want 403 address_taken", victim.name, pe.Status, pe.Reason)
 	}
 	// While the cloud is away only pinned identities count: the thief may
 	// rejoin as itself, but not from the victim's address.
@@ -420,4 +421,43 @@ func TestMembersPinnedBeforeNodeKeysGetTheirRegisteredKey(t *testing.T) {
 	want := allHealthy(z.names())
 	want[victim.name] = zone.Unhealthy
 	z.waitVerdicts(60*time.Second, want)
+}
+
+// TestNodeCannotClaimAnotherMembersAddress: a kubelet writes its own Node's
+// addresses, so a stolen node may claim a peer's IP there. The zone keeps the
+// claimant at its old address instead of sending it the peer's Raft traffic and
+// probes, and the peer stays a healthy voter.
+func TestNodeCannotClaimAnotherMembersAddress(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	var thief, victim *testNode
+	for _, n := range z.running() {
+		switch {
+		case n == l:
+		case thief == nil:
+			thief = n
+		default:
+			victim = n
+		}
+	}
+	cands := z.candidates()
+	for i := range cands {
+		if cands[i].Node == thief.name {
+			cands[i].ProbeAddress, cands[i].RaftAddress = victim.ip, victim.ip+":9470"
+		}
+	}
+	z.list.set(cands, true)
+	poll.UntilTrue(t, 30*time.Second, "the leader to refuse the claim", func() bool {
+		l := z.waitLeader(60 * time.Second)
+		return strings.Contains(l.logs.String(), "claims an address another member holds")
+	})
+	for _, n := range z.running() {
+		m, err := n.srv.store.Member(thief.name)
+		if err != nil || m.RaftAddress != thief.ip+":9470" {
+			t.Errorf("%s holds %s at %q (%v), want its own address", n.name, thief.name, m.RaftAddress, err)
+		}
+	}
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 }

@@ -36,6 +36,11 @@ func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 		}
 		return "", nil
 	}
+	if pinned, err := s.store.Members(); err == nil {
+		if other, taken := addressHolder(pinned, m.Node, m.RaftAddress, m.ProbeAddress); taken {
+			return "address_taken", fmt.Errorf("node %s joins from %s, which member %s holds", m.Node, m.RaftAddress, other)
+		}
+	}
 	for _, c := range cands {
 		if c.Node != m.Node {
 			continue
@@ -313,6 +318,15 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 				byNode[node] = m
 			}
 			if c.RaftAddress != m.RaftAddress || c.ProbeAddress != m.ProbeAddress {
+				// A kubelet sets its own Node's addresses, so a stolen node
+				// could claim another member's: it would then draw that
+				// member's Raft traffic and probes. An address another
+				// member holds is never taken over.
+				if other, taken := addressHolder(current, node, c.RaftAddress, c.ProbeAddress); taken {
+					s.log.Warn("member's Node claims an address another member holds; keeping its old one",
+						"peer", node, "claims", c.RaftAddress, "holder", other)
+					continue
+				}
 				s.log.Info("member address changed", "peer", node, "from", m.RaftAddress, "to", c.RaftAddress)
 				m.RaftAddress, m.ProbeAddress = c.RaftAddress, c.ProbeAddress
 				byNode[node] = m
@@ -325,4 +339,15 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 	}
 	slices.SortFunc(out, func(a, b zone.Member) int { return strings.Compare(a.Node, b.Node) })
 	return out
+}
+
+// addressHolder returns the member other than node that holds raftAddr or
+// probeAddr in ms.
+func addressHolder(ms []zone.Member, node, raftAddr, probeAddr string) (string, bool) {
+	for _, m := range ms {
+		if m.Node != node && (m.RaftAddress == raftAddr || m.ProbeAddress == probeAddr) {
+			return m.Node, true
+		}
+	}
+	return "", false
 }
