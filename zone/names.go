@@ -38,6 +38,14 @@ type Annotation struct {
 	Pros    int       `json:"pros"`
 	Cons    int       `json:"cons"`
 	Members int       `json:"members"`
+	// Signer is the member whose node key made Sig: the zone Lease's holder
+	// when it was written, which need not be Leader (a new leader signs the
+	// verdicts its predecessors decided). The webhook honours a verdict only
+	// if Signer holds, or just held, the zone Lease.
+	Signer string `json:"signer,omitempty"`
+	// Sig is Signer's Ed25519 signature over SigningBytes for the Node the
+	// annotation is on.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // AnnotationFor renders a committed verdict for the Node object of v.Node.
