@@ -1,6 +1,7 @@
 package apiwriter
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,10 @@ type Config struct {
 	Zone string
 	// Node is this member's node name, the Lease holder while it leads.
 	Node string
+	// NodeKey is this member's node key, whose public half its Node
+	// registers. The leader signs every verdict and Lease renewal it writes
+	// with it: the webhook honours nothing else.
+	NodeKey ed25519.PrivateKey
 	// LeaseNamespace holds zone Leases [--lease-namespace].
 	LeaseNamespace string
 	// LeaseRenew is the zone Lease renewal period [--zone-lease-renew].
@@ -61,6 +66,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Node == "" {
 		errs = append(errs, errors.New("--node-name is required"))
+	}
+	if len(c.NodeKey) != ed25519.PrivateKeySize {
+		errs = append(errs, errors.New("node key is missing: verdicts and the zone Lease must be signed"))
 	}
 	if c.LeaseNamespace == "" {
 		errs = append(errs, errors.New("--lease-namespace is required"))

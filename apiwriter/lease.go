@@ -82,8 +82,12 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		cur = got
 	}
 	if t, _ := strconv.ParseUint(cur.Annotations[zone.LeaseTermAnnotation], 10, 64); t > term {
-		w.metrics.skipped.WithLabelValues("fenced").Inc()
-		return fmt.Errorf("zone lease held under term %d, we lead term %d", t, term)
+		// A newer leader's, or a term the zone never had: only a quorum
+		// that confirms us again tells them apart.
+		if err := w.confirmForged(ctx, "lease", name, strconv.FormatUint(t, 10)); err != nil {
+			w.metrics.skipped.WithLabelValues("fenced").Inc()
+			return fmt.Errorf("zone lease held under term %d, we lead term %d: %w", t, term, err)
+		}
 	}
 	updated, err := leases.Update(ctx, w.leaseObject(cur, term), metav1.UpdateOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
@@ -106,9 +110,10 @@ func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64) {
 }
 
 // leaseObject returns the Lease to write: cur renewed by us under term, or a new
-// one when cur is nil.
+// one when cur is nil, signed with our node key.
 func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinationv1.Lease {
-	now := metav1.NewMicroTime(w.clock.Now())
+	// A Lease keeps its times to the microsecond; sign what it keeps.
+	now := metav1.NewMicroTime(w.clock.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name: zone.LeaseName(w.cfg.Zone), Namespace: w.cfg.LeaseNamespace,
 	}}
@@ -137,5 +142,22 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 	}
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((w.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
+	l.Annotations[zone.LeaseSignatureAnnotation] = LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l
+}
+
+// LeaseClaimOf reads the claim a zone Lease states, for its holder to sign and
+// the webhook to check. It reads what is there; whether that is a valid
+// claim (a holder, a positive duration) is the reader's to judge.
+func LeaseClaimOf(l *coordinationv1.Lease) zone.LeaseClaim {
+	c := zone.LeaseClaim{
+		Zone:            l.Labels[ZoneLabel],
+		Holder:          ptr.Deref(l.Spec.HolderIdentity, ""),
+		DurationSeconds: ptr.Deref(l.Spec.LeaseDurationSeconds, 0),
+	}
+	c.Term, _ = strconv.ParseUint(l.Annotations[zone.LeaseTermAnnotation], 10, 64)
+	if l.Spec.RenewTime != nil {
+		c.Renewed = l.Spec.RenewTime.Time
+	}
+	return c
 }

@@ -10,6 +10,7 @@ type metrics struct {
 	writes    *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
 	restored  prometheus.Counter
+	forged    *prometheus.CounterVec
 	pending   prometheus.Gauge
 	reachable prometheus.Gauge
 }
@@ -28,6 +29,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_verdicts_restored_total",
 			Help: "Committed verdicts queued again because their Node did not carry them (re-registered Node, annotation removed or edited).",
 		}),
+		forged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_forged_terms_total",
+			Help: "Verdicts (kind node) and zone Leases (kind lease) found under a term above the one this leader holds after a quorum confirmed it again: terms the zone never had, overwritten.",
+		}, []string{"kind"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_pending_verdicts",
 			Help: "Verdicts waiting to be written (coalesced per node).",
@@ -38,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.pending, m.reachable,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

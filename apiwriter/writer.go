@@ -217,9 +217,9 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	if err := w.observe(err); err != nil {
 		return fmt.Errorf("read node %s: %w", v.Node, err)
 	}
-	want := zone.AnnotationFor(w.cfg.Zone, v)
+	want := w.signed(v)
 	raw, had := node.Annotations[zone.AnnotationKey]
-	switch skip := holds(node.Annotations, want); skip {
+	switch skip := holds(node.Annotations, want, term); skip {
 	case skipFenced:
 		w.metrics.skipped.WithLabelValues(skip).Inc()
 		w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "ours", want.Term)
@@ -227,6 +227,10 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	case skipUnchanged:
 		w.metrics.skipped.WithLabelValues(skip).Inc()
 		return nil
+	case forgedTerm:
+		if err := w.confirmForged(ctx, "node", v.Node, node.Annotations[zone.AnnotationKey]); err != nil {
+			return err
+		}
 	}
 	value, err := json.Marshal(want)
 	if err != nil {
@@ -256,10 +260,17 @@ const (
 	skipFenced    = "fenced"
 )
 
-// holds says why annotations need no write of want: they already carry it
-// (skipUnchanged), or a verdict from a newer term that must not be
-// overwritten (skipFenced). It returns "" when want must be written.
-func holds(annotations map[string]string, want zone.Annotation) string {
+// forgedTerm is holds' answer for a verdict under a term above the one the
+// writer leads: one the zone may never have had (see confirmForged).
+const forgedTerm = "forged-term"
+
+// holds says why annotations need no write of want, signed by this member
+// leading leaderTerm: they already carry it, signed by us (skipUnchanged), or
+// a verdict from a newer term than want's that must not be overwritten
+// (skipFenced). It returns "" when want must be written, and forgedTerm when
+// the annotation claims a term above leaderTerm: written by a newer leader
+// this one does not know of yet, or forged.
+func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint64) string {
 	raw, ok := annotations[zone.AnnotationKey]
 	if !ok {
 		return ""
@@ -268,23 +279,57 @@ func holds(annotations map[string]string, want zone.Annotation) string {
 	switch {
 	case err != nil:
 		return ""
+	case cur.Term > leaderTerm:
+		return forgedTerm
 	case cur.Term > want.Term:
 		return skipFenced
-	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At):
+	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) &&
+		cur.Signer == want.Signer && len(cur.Sig) > 0:
 		return skipUnchanged
 	}
 	return ""
 }
 
+// confirmForged decides what a term above ours means, on an object (a Node's
+// verdict or the zone Lease) read after VerifyLeader confirmed us. A leader
+// of a higher term needs a quorum to have moved to that term, and such a
+// quorum no longer confirms us. So if a quorum confirms us again now, after
+// the read, no such leader existed when the object was read: the term is one
+// the zone never had, written by hand or by a stolen credential, and letting
+// it fence us would let one write pin the zone's verdicts (a term of 2^64-1
+// is never outgrown). confirmForged returns nil when the object may be
+// overwritten, errNotLeader otherwise.
+func (w *Writer) confirmForged(ctx context.Context, kind, name, found string) error {
+	if _, err := w.fence.VerifyLeader(ctx); err != nil {
+		return fmt.Errorf("%w: %s %s carries a newer term: %w", errNotLeader, kind, name, err)
+	}
+	w.metrics.forged.WithLabelValues(kind).Inc()
+	w.log.Warn("overwriting a term the zone never had", "kind", kind, "name", name, "found", found)
+	return nil
+}
+
+// signed is the annotation for committed verdict v as this member writes it:
+// signed with its node key, whoever decided v.
+func (w *Writer) signed(v zone.Verdict) zone.Annotation {
+	a := zone.AnnotationFor(w.cfg.Zone, v)
+	a.Sign(v.Node, w.cfg.Node, w.cfg.NodeKey)
+	return a
+}
+
 // Restore queues committed verdict v again if node, as an informer last saw
 // it, does not hold it: the Node was deleted and registered anew, or its
-// annotation was removed or edited. Verdicts are written only when they
+// annotation was removed or edited, or it is not signed by this leader (the
+// webhook honours only the zone Lease holder's signature). Verdicts are
+// written only when they
 // change, so without this a lost annotation stays lost, and the node
 // unprotected, until its next change or the next leader. Only a leader
 // restores; Restore reports whether it queued a write.
 func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	term := w.fence.Term()
-	if term == 0 || node.Name != v.Node || holds(node.Annotations, zone.AnnotationFor(w.cfg.Zone, v)) != "" {
+	if term == 0 || node.Name != v.Node {
+		return false
+	}
+	if h := holds(node.Annotations, w.signed(v), term); h != "" && h != forgedTerm {
 		return false
 	}
 	// Check and queue under one lock: v may be older than a verdict the

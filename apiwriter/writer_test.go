@@ -2,9 +2,11 @@ package apiwriter
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -13,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
@@ -32,10 +38,17 @@ type fakeFence struct {
 	// the quorum answers too slowly.
 	unconfirmed atomic.Bool
 	verifies    atomic.Int32
+	// confirmations, when positive, is how many more VerifyLeader calls
+	// succeed; the one after finds the member deposed (term 0), as when a
+	// newer leader won the quorum meanwhile.
+	confirmations atomic.Int32
 }
 
 func (f *fakeFence) VerifyLeader(context.Context) (uint64, error) {
 	f.verifies.Add(1)
+	if f.confirmations.Load() > 0 && f.confirmations.Add(-1) == 0 {
+		f.term.Store(0)
+	}
 	if t := f.term.Load(); t != 0 && !f.unconfirmed.Load() {
 		return t, nil
 	}
@@ -43,6 +56,9 @@ func (f *fakeFence) VerifyLeader(context.Context) (uint64, error) {
 }
 
 func (f *fakeFence) Term() uint64 { return f.term.Load() }
+
+// testNodeKey is node-1's node key.
+var testNodeKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 
 type fixedMembers int
 
@@ -99,6 +115,7 @@ func newHarness(t *testing.T, nodes ...string) *harness {
 	})
 	cfg := DefaultConfig()
 	cfg.Zone, cfg.Node, cfg.Clock = "zone-a", "node-1", h.clock
+	cfg.NodeKey = testNodeKey
 	w, err := New(cfg, h.client, h.fence, fixedMembers(3))
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +152,32 @@ func (h *harness) nodeWrites() []string {
 		}
 	}
 	return out
+}
+
+// setAnnotation puts a on node as someone else than the writer would, and
+// forgets that write.
+func (h *harness) setAnnotation(node string, a zone.Annotation) {
+	h.t.Helper()
+	raw, err := json.Marshal(a)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n, err := h.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n.Annotations = map[string]string{zone.AnnotationKey: string(raw)}
+	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.writes = nil
+	h.mu.Unlock()
+}
+
+func counterValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
 }
 
 func (h *harness) annotation(node string) (zone.Annotation, bool) {
@@ -229,7 +272,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	poll.UntilTrue(t, waitTimeout, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
 
 	// A newer term's verdict is not ours to replace.
-	newer, _ := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
+	newer, _ := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: 5, Leader: "node-3"})
 	n = get("node-3")
 	n.Annotations = map[string]string{zone.AnnotationKey: string(newer)}
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
@@ -246,17 +289,15 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	}
 }
 
+// TestNeverOverwritesHigherTerm: a verdict under a term above ours, written
+// by a leader that won a newer term, stays: asking the quorum again after the
+// read finds us deposed.
 func TestNeverOverwritesHigherTerm(t *testing.T) {
 	h := newHarness(t, "node-2")
-	newer, _ := json.Marshal(zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
-	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
-	n.Annotations = map[string]string{zone.AnnotationKey: string(newer)}
-	h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
-	h.mu.Lock()
-	h.writes = nil
-	h.mu.Unlock()
+	h.setAnnotation("node-2", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: 9, Leader: "node-3"})
 
 	h.fence.term.Store(7)
+	h.fence.confirmations.Store(1) // the newer leader's quorum answers the next check
 	h.run()
 	h.w.Verdicts(7, []zone.Verdict{verdict("node-2", zone.Unhealthy, 7, h.clock.Now())}, false)
 	poll.UntilTrue(t, waitTimeout, "verdict handled", func() bool { return h.w.Pending() == 0 })
@@ -384,8 +425,93 @@ func TestZoneLease(t *testing.T) {
 	h.w.mu.Lock()
 	h.w.lease = leaseState{}
 	h.w.mu.Unlock()
+	h.fence.confirmations.Store(2) // the renewal's own check, then the newer leader's quorum
 	if err := h.w.RenewLease(ctx); err == nil {
 		t.Fatal("renewed a lease held under a higher term")
+	}
+	if got := counterValue(t, h.w.metrics.forged.WithLabelValues("lease")); got != 0 {
+		t.Errorf("a newer leader's Lease counted as forged %v times", got)
+	}
+}
+
+// TestForgedTermsDoNotFence: a verdict and a zone Lease written with term
+// 2^64-1 (by a stolen credential: no leader ever had it) would fence every
+// future leader out for good if a higher term always won. Confirmed by its
+// quorum after reading them, the honest leader overwrites both, signed, and
+// counts them.
+func TestForgedTermsDoNotFence(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "node-2")
+	h.setAnnotation("node-2", zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: math.MaxUint64, Leader: "node-9"})
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: zone.LeaseName("zone-a"), Namespace: zone.DefaultLeaseNamespace,
+			Annotations: map[string]string{zone.LeaseTermAnnotation: strconv.FormatUint(math.MaxUint64, 10)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-9"), LeaseDurationSeconds: ptr.To[int32](1 << 30),
+			RenewTime: &metav1.MicroTime{Time: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	}
+	if _, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.fence.term.Store(3)
+	h.run()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatalf("renewing over a forged term: %v", err)
+	}
+	l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := LeaseClaimOf(l)
+	if claim.Holder != "node-1" || claim.Term != 3 || !claim.Renewed.Equal(h.clock.Now()) {
+		t.Fatalf("zone Lease after renewal states %+v, want node-1 under term 3 now", claim)
+	}
+	if !claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Error("the renewed Lease is not signed by node-1's key")
+	}
+
+	h.w.Verdicts(3, []zone.Verdict{verdict("node-2", zone.Healthy, 3, h.clock.Now())}, false)
+	poll.UntilTrue(t, waitTimeout, "verdict written", func() bool { a, _ := h.annotation("node-2"); return a.Term == 3 })
+	a, _ := h.annotation("node-2")
+	if a.State != zone.Healthy || a.Signer != "node-1" || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("verdict after the forged one: %+v, want healthy, signed by node-1", a)
+	}
+	for _, kind := range []string{"node", "lease"} {
+		if got := counterValue(t, h.w.metrics.forged.WithLabelValues(kind)); got != 1 {
+			t.Errorf("forged terms counted for %s: %v, want 1", kind, got)
+		}
+	}
+}
+
+// TestVerdictsAreResignedByANewLeader: the webhook honours only the zone
+// Lease holder's signature, so a leader re-signs the verdicts its
+// predecessor wrote (keeping who decided them and when) when the informer
+// shows them, and leaves alone the ones it signed.
+func TestVerdictsAreResignedByANewLeader(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.run()
+	at := h.clock.Now()
+	v := verdict("node-2", zone.Healthy, 4, at)
+	v.Leader = "node-3"
+	old := zone.AnnotationFor("zone-a", v)
+	old.Sign("node-2", "node-3", ed25519.NewKeyFromSeed(append([]byte{3}, make([]byte, ed25519.SeedSize-1)...)))
+	h.setAnnotation("node-2", old)
+	h.fence.term.Store(5)
+	node, err := h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.w.Restore(node, v) {
+		t.Fatal("a verdict signed by the previous leader was not queued to be signed again")
+	}
+	poll.UntilTrue(t, waitTimeout, "verdict signed by node-1", func() bool { a, _ := h.annotation("node-2"); return a.Signer == "node-1" })
+	a, _ := h.annotation("node-2")
+	if a.Leader != "node-3" || a.Term != 4 || !a.At.Equal(at) || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("re-signed verdict %+v: want node-3's decision of term 4, validly signed by node-1", a)
+	}
+	node, _ = h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+	if h.w.Restore(node, v) {
+		t.Error("a verdict this leader signed was queued again")
 	}
 }
 

@@ -50,6 +50,11 @@ func NewZonePort(cfg Config, members MemberSource) (*ZonePort, error) {
 // Node so that its peers admit it.
 func (p *ZonePort) PublicKey() ed25519.PublicKey { return p.key }
 
+// NodeKey is the member's private node key. The agent's API writer signs the
+// zone Lease and verdicts with it while this member leads; nothing leaves the
+// process.
+func (p *ZonePort) NodeKey() ed25519.PrivateKey { return p.net.nodeKey }
+
 // HTTPClient is the authenticated peer-API client; the agent's `agent` probe kind
 // uses it to check that a peer's agent is alive and holds the zone key.
 func (p *ZonePort) HTTPClient() *http.Client { return p.client }
