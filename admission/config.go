@@ -47,9 +47,10 @@ type Config struct {
 	// ZoneLabel is the Node label whose value names a node's zone
 	// [--zone-label].
 	ZoneLabel string
-	// NodeLeaseMaxAge is how old a kubelet Lease's renewTime may be for its
-	// node to count as reaching the cloud [--node-lease-max-age].
-	NodeLeaseMaxAge time.Duration
+	// MaxZoneLeaseDuration caps the leaseDurationSeconds the webhook
+	// believes of a zone Lease: the agents write about 15 s; a Lease that
+	// claims more is trusted this long [--max-zone-lease-duration].
+	MaxZoneLeaseDuration time.Duration
 	// MaxCutoffProtection is how long a zone that lost the cloud as a whole
 	// keeps its vouched nodes protected; 0 never protects a cut-off zone
 	// [--max-cutoff-protection].
@@ -112,27 +113,27 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults. How long a zone Lease counts as fresh is
-// no setting of the webhook's: it is the Lease's own leaseDurationSeconds, set
-// by the agents that renew it. NodeLeaseMaxAge is the node lifecycle
-// controller's own 40 s grace period, so "no member renews" means what the
-// controller also believes.
+// the Lease's own leaseDurationSeconds, set by the agents that renew it
+// (capped by MaxZoneLeaseDuration), and whether a zone is cut off follows from
+// the Leases themselves: no setting has to match the controller manager's
+// grace period.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddress:       ":9443",
-		LeaseNamespace:      zone.DefaultLeaseNamespace,
-		ElectionNamespace:   DefaultNamespace,
-		ZoneLabel:           zone.DefaultZoneLabel,
-		NodeLeaseMaxAge:     40 * time.Second,
-		MaxCutoffProtection: 24 * time.Hour,
-		PodReadySlack:       5 * time.Second,
-		Repair:              true,
-		RepairPeriod:        30 * time.Second,
-		RepairQPS:           5,
-		RepairBurst:         10,
-		LeaderElectionID:    "edgequorum-webhook-repair",
-		LeaseDuration:       15 * time.Second,
-		RenewDeadline:       10 * time.Second,
-		RetryPeriod:         2 * time.Second,
+		ListenAddress:        ":9443",
+		LeaseNamespace:       zone.DefaultLeaseNamespace,
+		ElectionNamespace:    DefaultNamespace,
+		ZoneLabel:            zone.DefaultZoneLabel,
+		MaxZoneLeaseDuration: time.Minute,
+		MaxCutoffProtection:  24 * time.Hour,
+		PodReadySlack:        5 * time.Second,
+		Repair:               true,
+		RepairPeriod:         30 * time.Second,
+		RepairQPS:            5,
+		RepairBurst:          10,
+		LeaderElectionID:     "edgequorum-webhook-repair",
+		LeaseDuration:        15 * time.Second,
+		RenewDeadline:        10 * time.Second,
+		RetryPeriod:          2 * time.Second,
 		// The apiserver's own limit on a request body is 3 MiB, and a review
 		// carries both the object and the old object; 3 MiB covers every
 		// realistic Node, EndpointSlice and Endpoints pair.
@@ -173,7 +174,7 @@ func (c *Config) Validate() error {
 			bad("--%s must be positive, got %s", flag, d)
 		}
 	}
-	positive("node-lease-max-age", c.NodeLeaseMaxAge)
+	positive("max-zone-lease-duration", c.MaxZoneLeaseDuration)
 	if c.MaxCutoffProtection < 0 {
 		bad("--max-cutoff-protection must not be negative, got %s", c.MaxCutoffProtection)
 	}

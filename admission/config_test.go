@@ -26,7 +26,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.ElectionNamespace = "" }, "--leader-election-namespace"},
 		{func(c *Config) { c.ElectionNamespace = "Bad_Namespace" }, "--leader-election-namespace"},
 		{func(c *Config) { c.ZoneLabel = "" }, "--zone-label"},
-		{func(c *Config) { c.NodeLeaseMaxAge = -time.Second }, "--node-lease-max-age"},
+		{func(c *Config) { c.MaxZoneLeaseDuration = -time.Second }, "--max-zone-lease-duration"},
 		{func(c *Config) { c.MaxCutoffProtection = -time.Second }, "--max-cutoff-protection"},
 		{func(c *Config) { c.PodReadySlack = 0 }, "--pod-ready-slack"},
 		{func(c *Config) { c.MaxRequestBytes = 1 }, "--max-request-bytes"},

@@ -42,23 +42,35 @@ const (
 	// ReasonZoneMismatch: the verdict names another zone than the node's zone
 	// label, e.g. a node moved between zones with its old verdict still on.
 	ReasonZoneMismatch Reason = "zone-mismatch"
+	// ReasonUnsigned: the verdict carries no signature.
+	ReasonUnsigned Reason = "unsigned"
+	// ReasonSignerNotMember: the verdict's signer is no node of the
+	// verdict's zone.
+	ReasonSignerNotMember Reason = "signer-not-member"
+	// ReasonSignerNoKey: the signer's Node registers no valid node key.
+	ReasonSignerNoKey Reason = "signer-no-key"
+	// ReasonBadSignature: the signature does not verify under the signer's
+	// registered key, for this node.
+	ReasonBadSignature Reason = "bad-signature"
+	// ReasonNoZoneLease: the zone has no zone Lease the webhook honoured.
+	ReasonNoZoneLease Reason = "no-zone-lease"
+	// ReasonSignerNotLeader: the signer neither holds the zone Lease nor
+	// held it just before the holder (see handoverGrace).
+	ReasonSignerNotLeader Reason = "signer-not-leader"
+	// ReasonTermAheadOfLease: the verdict claims a term above the one its
+	// signer holds the zone Lease under.
+	ReasonTermAheadOfLease Reason = "term-ahead-of-lease"
+	// ReasonLeaderMismatch: a verdict of the Lease's own term names another
+	// leader than the Lease holder.
+	ReasonLeaderMismatch Reason = "leader-mismatch"
 	// ReasonZoneLeaseFresh: vouched, the zone's leader renewed its Lease less
-	// than the Lease's own leaseDurationSeconds ago.
+	// than the Lease's own leaseDurationSeconds (at most
+	// --max-zone-lease-duration) ago, by the webhook's clock.
 	ReasonZoneLeaseFresh Reason = "zone-lease-fresh"
-	// ReasonZoneNotCutOff: the zone Lease is stale but some member still
-	// renews its kubelet Lease, so the cloud can reach the zone and the zone's
-	// quorum is what is missing.
+	// ReasonZoneNotCutOff: the zone Lease is stale but a member renewed its
+	// kubelet Lease after it went stale, so the cloud can reach the zone
+	// and the zone's quorum is what is missing.
 	ReasonZoneNotCutOff Reason = "zone-lease-stale"
-	// ReasonZoneLeaseNoDuration: as ReasonZoneNotCutOff, except that the
-	// zone Lease has no positive leaseDurationSeconds, so however recently
-	// renewed it never counts as held. The agents always set one; a Lease
-	// without it was written by something else, and a reason of its own
-	// keeps that from passing for a dead quorum in the logs. A zone that
-	// looks cut off is judged as with a stale Lease, under the cut-off
-	// reasons below.
-	ReasonZoneLeaseNoDuration Reason = "zone-lease-no-duration"
-	// ReasonNoLeases: the zone looks cut off but no Lease says since when.
-	ReasonNoLeases Reason = "no-leases"
 	// ReasonZoneCutOff: vouched, the whole zone lost the cloud less than
 	// MaxCutoffProtection ago.
 	ReasonZoneCutOff Reason = "zone-cut-off"
@@ -76,29 +88,36 @@ type Decision struct {
 }
 
 // Decider answers "does the node's zone vouch for it?" from informer caches
-// alone. It is safe for concurrent use; listers are.
+// and what it observed of them. It is safe for concurrent use.
 type Decider struct {
 	caches              Caches
+	evidence            *evidence
 	zoneLabel           string
-	nodeLeaseMaxAge     time.Duration
+	maxLeaseDuration    time.Duration
 	maxCutoffProtection time.Duration
 	clock               clock.PassiveClock
 }
 
-// NewDecider returns a Decider reading caches with cfg's zone label, kubelet
-// Lease age and cut-off protection. cfg.Clock may be nil for the real clock.
-func NewDecider(cfg Config, caches Caches) *Decider {
-	var clk clock.PassiveClock = clock.RealClock{}
-	if cfg.Clock != nil {
-		clk = cfg.Clock
+// NewDecider returns a Decider reading caches, which follows the events of
+// inf (the informers behind caches) to time what it trusts by its own clock.
+// Register it before the informers start, or their first list counts as
+// news. cfg.Clock may be nil for the real clock; m receives its counters.
+func NewDecider(cfg Config, caches Caches, inf Informers, m *metrics) (*Decider, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	return &Decider{
+	d := &Decider{
 		caches:              caches,
+		evidence:            newEvidence(cfg, caches.Nodes, m),
 		zoneLabel:           cfg.ZoneLabel,
-		nodeLeaseMaxAge:     cfg.NodeLeaseMaxAge,
+		maxLeaseDuration:    cfg.MaxZoneLeaseDuration,
 		maxCutoffProtection: cfg.MaxCutoffProtection,
-		clock:               clk,
+		clock:               cfg.Clock,
 	}
+	if err := d.evidence.follow(inf); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // DecideNode decides for the node of that name as the cache holds it. A node
@@ -119,6 +138,12 @@ func (d *Decider) DecideNode(name string) (Decision, *corev1.Node, error) {
 // Node UPDATE under review): its verdict annotation and zone label are read
 // from node itself, Leases and zone members from the caches. An error means a
 // cache could not be read; the decision is then "not vouched".
+//
+// A verdict counts only if the zone signed it: its signer is a member of the
+// node's zone whose key is registered on its own Node, and holds the zone
+// Lease (or held it just before) under a term no lower than the verdict's.
+// Time is the webhook's own: a Lease renewal counts from when the webhook saw
+// it at the latest, however late its renewTime.
 func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 	raw, ok := node.Annotations[zone.AnnotationKey]
 	if !ok {
@@ -139,55 +164,98 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 		dec.Reason = ReasonZoneMismatch
 		return dec, nil
 	}
-
-	now := d.clock.Now()
-	zoneLease, err := d.lease(d.caches.ZoneLeases, zone.LeaseName(verdict.Zone))
+	valid, reason, err := d.signedBy(node.Name, raw, &verdict)
 	if err != nil {
 		return dec, err
 	}
-	// Standard Lease semantics: the leader's own leaseDurationSeconds says
-	// how long a renewal holds.
-	if leaseFresh(zoneLease, now) {
+	if reason != "" {
+		dec.Reason = reason
+		d.evidence.refuse(node.Name, raw, reason)
+		return dec, nil
+	}
+
+	now := d.clock.Now()
+	renewed := valid.at()
+	staleAt := renewed.Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
+	if now.Before(staleAt) {
 		dec.Vouched, dec.Reason = true, ReasonZoneLeaseFresh
 		return dec, nil
 	}
-	notCutOff := ReasonZoneNotCutOff
-	if zoneLease != nil && leaseDuration(zoneLease) == 0 {
-		notCutOff = ReasonZoneLeaseNoDuration
-	}
-	zoneRenew := renewTime(zoneLease)
 
 	// The zone's leader is silent. That is either the whole zone behind a
 	// broken link (keep trusting its last verdicts, for a while) or a zone the
-	// cloud still reaches whose quorum is gone (trust nothing).
+	// cloud still reaches whose quorum is gone (trust nothing). The evidence:
+	// a member whose kubelet renewed its Lease once the zone Lease was stale
+	// reaches the cloud. No flag has to match the controller manager's
+	// grace period: the zone Lease is renewed every few seconds, kubelets
+	// every 10 s, so a zone cut off as a whole is known as such the moment its
+	// Lease goes stale. A node that joined the zone after the zone's last
+	// renewal is not one of the members that Lease spoke for, and is not
+	// asked.
 	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: verdict.Zone}))
 	if err != nil {
 		return dec, fmt.Errorf("list nodes of zone %s from cache: %w", verdict.Zone, err)
 	}
-	newest := zoneRenew
+	newest := renewed
 	for _, m := range members {
+		if d.evidence.memberSince(m.Name, verdict.Zone).After(renewed) {
+			continue
+		}
 		l, err := d.lease(d.caches.NodeLeases, m.Name)
 		if err != nil {
 			return dec, err
 		}
-		t := renewTime(l)
-		if !t.IsZero() && t.Add(d.nodeLeaseMaxAge).After(now) {
-			dec.Reason = notCutOff
+		t := d.evidence.kubeletRenewed(l)
+		if !t.Before(staleAt) {
+			dec.Reason = ReasonZoneNotCutOff
 			return dec, nil
 		}
 		if t.After(newest) {
 			newest = t
 		}
 	}
-	switch {
-	case newest.IsZero():
-		dec.Reason = ReasonNoLeases
-	case now.Sub(newest) < d.maxCutoffProtection:
+	if now.Sub(newest) < d.maxCutoffProtection {
 		dec.Vouched, dec.Reason = true, ReasonZoneCutOff
-	default:
+	} else {
 		dec.Reason = ReasonCutOffExpired
 	}
 	return dec, nil
+}
+
+// signedBy checks that the zone signed verdict (read from raw on the node
+// named node) and returns the zone Lease claim that vouches for its signer,
+// or why there is none.
+func (d *Decider) signedBy(node, raw string, verdict *zone.Annotation) (*claim, Reason, error) {
+	if r := d.evidence.verifyVerdict(node, raw, verdict); r != "" {
+		return nil, r, nil
+	}
+	name := zone.LeaseName(verdict.Zone)
+	l, err := d.lease(d.caches.ZoneLeases, name)
+	if err != nil {
+		return nil, "", err
+	}
+	valid, prev := d.evidence.zoneClaims(name, l)
+	switch {
+	case valid == nil:
+		return nil, ReasonNoZoneLease, nil
+	case verdict.Signer == valid.Holder:
+		if verdict.Term > valid.Term {
+			return nil, ReasonTermAheadOfLease, nil
+		}
+		if verdict.Term == valid.Term && verdict.Leader != valid.Holder {
+			return nil, ReasonLeaderMismatch, nil
+		}
+		return valid, "", nil
+	case prev != nil && verdict.Signer == prev.Holder:
+		// The new holder has not signed this one again yet. The previous
+		// holder vouches for verdicts of its own terms only, and the zone
+		// stays judged by the current Lease's renewals.
+		if verdict.Term > prev.Term {
+			return nil, ReasonTermAheadOfLease, nil
+		}
+		return valid, "", nil
+	}
+	return nil, ReasonSignerNotLeader, nil
 }
 
 // lease returns the named Lease, or nil when the cache has none.

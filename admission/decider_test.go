@@ -2,9 +2,14 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,27 +20,53 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// newTestDecider returns a Decider over a fake clientset holding objs, with
-// synced informers and a fake clock at testNow.
+// deciderEnv is a Decider over a fake clientset, with synced informers and a
+// fake clock at testNow.
+type deciderEnv struct {
+	d      *Decider
+	client *fake.Clientset
+	clock  *clocktesting.FakeClock
+	reg    *prometheus.Registry
+}
+
+// newTestDecider returns a Decider over a fake clientset holding objs.
 func newTestDecider(t *testing.T, mod func(*Config), objs ...runtime.Object) *Decider {
+	return newDeciderEnv(t, mod, objs...).d
+}
+
+func newDeciderEnv(t *testing.T, mod func(*Config), objs ...runtime.Object) *deciderEnv {
 	t.Helper()
-	client := fake.NewClientset(objs...)
+	env := &deciderEnv{client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(testNow), reg: prometheus.NewRegistry()}
 	cfg := DefaultConfig()
-	cfg.Clock = clocktesting.NewFakeClock(testNow)
+	cfg.Clock = env.clock
 	if mod != nil {
 		mod(&cfg)
 	}
-	all := informers.NewSharedInformerFactory(client, 0)
-	nodeLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(NodeLeaseNamespace))
-	zoneLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(cfg.LeaseNamespace))
+	all := informers.NewSharedInformerFactory(env.client, 0)
+	nodeLeases := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(NodeLeaseNamespace))
+	zoneLeases := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(cfg.LeaseNamespace))
 	caches := Caches{
 		Nodes:      all.Core().V1().Nodes().Lister(),
 		Pods:       all.Core().V1().Pods().Lister(),
 		NodeLeases: nodeLeases.Coordination().V1().Leases().Lister().Leases(NodeLeaseNamespace),
 		ZoneLeases: zoneLeases.Coordination().V1().Leases().Lister().Leases(cfg.LeaseNamespace),
+	}
+	m, err := newMetrics(env.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.d, err = NewDecider(cfg, caches, Informers{
+		Nodes:      all.Core().V1().Nodes().Informer(),
+		NodeLeases: nodeLeases.Coordination().V1().Leases().Informer(),
+		ZoneLeases: zoneLeases.Coordination().V1().Leases().Informer(),
+	}, m)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
@@ -54,7 +85,7 @@ func newTestDecider(t *testing.T, mod func(*Config), objs ...runtime.Object) *De
 		zoneLeases.Coordination().V1().Leases().Informer().HasSynced) {
 		t.Fatal("caches did not sync")
 	}
-	return NewDecider(cfg, caches)
+	return env
 }
 
 func TestDecide(t *testing.T) {
@@ -80,16 +111,16 @@ func TestDecide(t *testing.T) {
 	lasting := func(age time.Duration, seconds *int32) *coordinationv1.Lease {
 		l := zoneLease(age)
 		l.Spec.LeaseDurationSeconds = seconds
-		return l
+		return signLease(l)
 	}
 	acquiredOnly := func(age time.Duration) *coordinationv1.Lease {
 		l := zoneLease(0)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &metav1.MicroTime{Time: testNow.Add(-age)}, nil
-		return l
+		return signLease(l)
 	}
-	// A member renewing its kubelet Lease: the zone is not cut off, so only
-	// the zone Lease can vouch.
-	reachable := []runtime.Object{healthy("n2"), kubeletLease("n2", time.Second)}
+	// A member renewing its kubelet Lease now, after the zone Lease went
+	// stale: the zone is not cut off, so only the zone Lease can vouch.
+	reachable := []runtime.Object{healthy("n2"), kubeletLease("n2", 0)}
 
 	tests := []struct {
 		name string
@@ -114,14 +145,17 @@ func TestDecide(t *testing.T) {
 			objs: []runtime.Object{zoneLease(time.Second)}, want: Decision{Zone: "z", Reason: ReasonZoneMismatch}},
 		{name: "zone lease fresh", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(19 * time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
-		{name: "zone lease acquired but never renewed", node: healthy("n1"),
-			objs: []runtime.Object{acquiredOnly(time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
-		{name: "zone lease acquired longer than its duration ago", node: healthy("n1"),
-			objs: append([]runtime.Object{acquiredOnly(testLeaseDuration * time.Second)}, reachable...),
-			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
+		{name: "zone lease acquired but never renewed: the agents always renew", node: healthy("n1"),
+			objs: append([]runtime.Object{acquiredOnly(time.Second)}, reachable...), want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
 		{name: "zone lease exactly its duration old is stale; a member renews", node: healthy("n1"),
-			objs: []runtime.Object{zoneLease(20 * time.Second), healthy("n2"), kubeletLease("n2", 39*time.Second)},
+			objs: append([]runtime.Object{zoneLease(20 * time.Second)}, reachable...),
 			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
+		// The controller manager's grace period plays no part: no member
+		// renewed after the zone Lease went stale, so the zone is cut off
+		// from that moment, with kubelet Leases 39 s old or 1 s old.
+		{name: "zone lease just stale, members renewed before it went stale", node: healthy("n1"),
+			objs: []runtime.Object{zoneLease(20 * time.Second), healthy("n2"), kubeletLease("n2", 39*time.Second), kubeletLease("n1", 21*time.Second)},
+			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
 		{name: "zone lease within the agents' 15 s", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(14*time.Second, ptr.To[int32](15))}, reachable...),
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
@@ -131,18 +165,18 @@ func TestDecide(t *testing.T) {
 		{name: "a long zone lease duration holds past 20 s", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(50*time.Second, ptr.To[int32](60))}, reachable...),
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
-		{name: "zone lease without a duration", node: healthy("n1"),
+		{name: "a zone lease duration is believed up to --max-zone-lease-duration", node: healthy("n1"),
+			objs: append([]runtime.Object{lasting(61*time.Second, ptr.To[int32](3600))}, reachable...),
+			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
+		{name: "zone lease without a duration is not honoured", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(0, nil)}, reachable...),
-			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
+			want: Decision{Zone: "z", Reason: ReasonNoZoneLease}},
 		{name: "zone lease with a zero duration", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(0, ptr.To[int32](0))}, reachable...),
-			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
+			want: Decision{Zone: "z", Reason: ReasonNoZoneLease}},
 		{name: "zone lease with a negative duration", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(0, ptr.To[int32](-15))}, reachable...),
-			want: Decision{Zone: "z", Reason: ReasonZoneLeaseNoDuration}},
-		{name: "zone lease without a duration in a cut-off zone falls through as a stale one", node: healthy("n1"),
-			objs: []runtime.Object{lasting(time.Hour, nil), kubeletLease("n1", time.Hour)},
-			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
+			want: Decision{Zone: "z", Reason: ReasonNoZoneLease}},
 		{name: "the node itself renews its kubelet lease", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(time.Minute), kubeletLease("n1", time.Second)},
 			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
@@ -153,21 +187,20 @@ func TestDecide(t *testing.T) {
 			objs: []runtime.Object{zoneLease(25 * time.Hour), kubeletLease("n1", 25*time.Hour)},
 			want: Decision{Zone: "z", Reason: ReasonCutOffExpired}},
 		{name: "cut-off measured from the newest lease", node: healthy("n1"),
-			objs: []runtime.Object{zoneLease(30 * time.Hour), healthy("n2"), kubeletLease("n1", 30*time.Hour), kubeletLease("n2", 2*time.Hour)},
+			objs: []runtime.Object{zoneLease(24*time.Hour + 10*time.Second), healthy("n2"), kubeletLease("n1", 25*time.Hour), kubeletLease("n2", 24*time.Hour-5*time.Second)},
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
+		{name: "a member that renewed long after the zone went stale reaches the cloud", node: healthy("n1"),
+			objs: []runtime.Object{zoneLease(30 * time.Hour), healthy("n2"), kubeletLease("n1", 30*time.Hour), kubeletLease("n2", 2*time.Hour)},
+			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
 		{name: "cut off, zone lease never seen", node: healthy("n1"),
 			objs: []runtime.Object{kubeletLease("n1", time.Hour)},
-			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
+			want: Decision{Zone: "z", Reason: ReasonNoZoneLease}},
 		{name: "no lease at all", node: healthy("n1"),
-			want: Decision{Zone: "z", Reason: ReasonNoLeases}},
+			want: Decision{Zone: "z", Reason: ReasonNoZoneLease}},
 		{name: "zero protection never keeps a cut-off zone", node: healthy("n1"),
 			mod:  func(c *Config) { c.MaxCutoffProtection = 0 },
 			objs: []runtime.Object{zoneLease(time.Minute), kubeletLease("n1", time.Minute)},
 			want: Decision{Zone: "z", Reason: ReasonCutOffExpired}},
-		{name: "node lease max age is a flag", node: healthy("n1"),
-			mod:  func(c *Config) { c.NodeLeaseMaxAge = 2 * time.Minute },
-			objs: []runtime.Object{zoneLease(time.Hour), kubeletLease("n1", time.Minute)},
-			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
 		{name: "members of other zones do not count", node: healthy("n1"),
 			objs: []runtime.Object{zoneLease(time.Hour), kubeletLease("n1", time.Hour),
 				testNode("other", "y", zone.Healthy, corev1.ConditionTrue), kubeletLease("other", time.Second)},
@@ -217,7 +250,8 @@ func TestDecideFollowsTime(t *testing.T) {
 		want  Reason
 	}{
 		{0, ReasonZoneLeaseFresh},
-		{20 * time.Second, ReasonZoneNotCutOff}, // kubelet lease still fresh
+		// Stale, and no member renewed since: cut off at once, whatever
+		// the controller manager's grace period.
 		{20 * time.Second, ReasonZoneCutOff},
 		{24 * time.Hour, ReasonCutOffExpired},
 	}
@@ -227,5 +261,210 @@ func TestDecideFollowsTime(t *testing.T) {
 		if err != nil || got.Reason != s.want {
 			t.Errorf("at +%s: %+v, %v; want %s", clk.Since(testNow), got, err, s.want)
 		}
+	}
+}
+
+// TestDecideTrustsOnlyWhatTheZoneSigned: a healthy verdict counts only if the
+// zone Lease holder (a member of the node's zone, with the key its own Node
+// registers) signed it for this node, under a term no higher than the
+// Lease's. Everything else is refused and counted once by reason.
+func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
+	ns := zone.DefaultLeaseNamespace
+	verdict := func(node string, change func(*zone.Annotation), signer string) *corev1.Node {
+		n := testNode(node, "z", "", corev1.ConditionUnknown)
+		a := zone.Annotation{State: zone.Healthy, Zone: "z", Term: testTerm, Leader: "n1", At: nodeLost, Pros: 2, Members: 3}
+		if change != nil {
+			change(&a)
+		}
+		if signer != "" {
+			a.Sign(node, signer, testKey(signer))
+		}
+		b, _ := json.Marshal(a)
+		n.Annotations[zone.AnnotationKey] = string(b)
+		return n
+	}
+	copied := verdict("n2", nil, "n1")
+	copied.Name = "n1"
+	keyless := testNode("n3", "z", "", corev1.ConditionTrue)
+	delete(keyless.Annotations, zone.NodeKeyAnnotation)
+	lease := func(change func(*coordinationv1.Lease)) *coordinationv1.Lease {
+		l := testLease(ns, zone.LeaseName("z"), testNow.Add(-time.Second))
+		if change != nil {
+			change(l)
+		}
+		return l
+	}
+	members := []runtime.Object{testNode("n2", "z", "", corev1.ConditionTrue), keyless, testNode("y1", "y", "", corev1.ConditionTrue)}
+	tests := []struct {
+		name  string
+		node  *corev1.Node
+		lease *coordinationv1.Lease
+		want  Reason
+	}{
+		{"signed by the holder", verdict("n1", nil, "n1"), lease(nil), ReasonZoneLeaseFresh},
+		{"a decision of an earlier term, signed by the holder", verdict("n1", func(a *zone.Annotation) { a.Term, a.Leader = 3, "n2" }, "n1"), lease(nil), ReasonZoneLeaseFresh},
+		{"unsigned", verdict("n1", nil, ""), lease(nil), ReasonUnsigned},
+		{"signed by a node of another zone", verdict("n1", nil, "y1"), lease(nil), ReasonSignerNotMember},
+		{"signed by a node that is not there", verdict("n1", nil, "ghost"), lease(nil), ReasonSignerNotMember},
+		{"signed by a member without a key", verdict("n1", nil, "n3"), lease(nil), ReasonSignerNoKey},
+		{"copied from another node", copied, lease(nil), ReasonBadSignature},
+		{"signed by a member that does not hold the Lease", verdict("n1", nil, "n2"), lease(nil), ReasonSignerNotLeader},
+		{"a term above the Lease's (2^64-1)", verdict("n1", func(a *zone.Annotation) { a.Term = math.MaxUint64 }, "n1"), lease(nil), ReasonTermAheadOfLease},
+		{"the Lease's term under another leader", verdict("n1", func(a *zone.Annotation) { a.Leader = "n2" }, "n1"), lease(nil), ReasonLeaderMismatch},
+		{"an unsigned Lease", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			delete(l.Annotations, zone.LeaseSignatureAnnotation)
+		}), ReasonNoZoneLease},
+		{"a Lease held by a node of another zone", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Spec.HolderIdentity = ptr.To("y1")
+			signLease(l)
+		}), ReasonNoZoneLease},
+		{"a Lease whose zone label names another zone", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Labels[apiwriter.ZoneLabel] = "y"
+			signLease(l)
+		}), ReasonNoZoneLease},
+		{"a Lease changed after it was signed", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		}), ReasonNoZoneLease},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newDeciderEnv(t, nil, append([]runtime.Object{tt.node, tt.lease}, members...)...)
+			for range 2 {
+				got, err := env.d.Decide(tt.node)
+				if err != nil || got.Reason != tt.want || got.Vouched != (tt.want == ReasonZoneLeaseFresh) {
+					t.Fatalf("Decide = %+v, %v; want %s", got, err, tt.want)
+				}
+			}
+			if tt.want == ReasonZoneLeaseFresh {
+				return
+			}
+			// Counted once, though decided twice: a Node is reviewed with
+			// every status post.
+			if got := testutil.ToFloat64(env.d.evidence.metrics.verdictsRefused.WithLabelValues(string(tt.want))); got != 1 {
+				t.Errorf("verdicts_refused_total{%s} = %v, want 1", tt.want, got)
+			}
+		})
+	}
+}
+
+// TestDecideTimesLeasesByItsOwnClock: a zone Lease renewed "in 2099" counts
+// as renewed when the webhook saw it, so a zone that then dies is protected
+// for the Lease's duration and the cut-off window, not until 2099.
+func TestDecideTimesLeasesByItsOwnClock(t *testing.T) {
+	future := testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
+	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
+	env := newDeciderEnv(t, nil, n, future, testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Second)))
+	for _, s := range []struct {
+		after time.Duration
+		want  Reason
+	}{
+		{0, ReasonZoneLeaseFresh},
+		{testLeaseDuration*time.Second - time.Millisecond, ReasonZoneLeaseFresh},
+		{time.Millisecond, ReasonZoneCutOff},
+		{24 * time.Hour, ReasonCutOffExpired},
+	} {
+		env.clock.Step(s.after)
+		if got, err := env.d.Decide(n); err != nil || got.Reason != s.want {
+			t.Fatalf("at +%s: %+v, %v; want %s", env.clock.Since(testNow), got, err, s.want)
+		}
+	}
+}
+
+// TestDecideKeepsTheLastHonouredLease: a write the zone did not sign neither
+// renews its Lease nor takes it away; the last signed renewal ages as before.
+func TestDecideKeepsTheLastHonouredLease(t *testing.T) {
+	ctx := context.Background()
+	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
+	env := newDeciderEnv(t, nil, n, testNode("y1", "y", "", corev1.ConditionTrue),
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Second)))
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	forge := func(change func(*coordinationv1.Lease)) {
+		l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+		change(l)
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll.UntilTrue(t, waitTimeout, "the forged Lease in the cache", func() bool {
+			c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+			return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
+		})
+	}
+	env.clock.Step(10 * time.Second)
+	// Renewed now, by a node of another zone (signed with its own key).
+	forge(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("y1"); signLease(l) })
+	env.clock.Step(10 * time.Second)
+	if got, _ := env.d.Decide(n); got.Reason != ReasonZoneCutOff {
+		t.Fatalf("after a forged renewal, the zone's own Lease went stale on time: %+v, want %s", got, ReasonZoneCutOff)
+	}
+	if got := testutil.ToFloat64(env.d.evidence.metrics.leasesRefused.WithLabelValues(leaseHolderNotMember)); got != 1 {
+		t.Errorf("zone_leases_refused_total{%s} = %v, want 1", leaseHolderNotMember, got)
+	}
+}
+
+// TestDecideAcrossAHandover: when the zone Lease changes holder, verdicts
+// its predecessor signed (of its own terms) count until the new leader has
+// signed them again, for handoverGrace; a verdict signed by a member that
+// never held the Lease never counts.
+func TestDecideAcrossAHandover(t *testing.T) {
+	ctx := context.Background()
+	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown) // signed by n1, term 7
+	env := newDeciderEnv(t, func(c *Config) { c.MaxZoneLeaseDuration = time.Hour }, n, testNode("n2", "z", "", corev1.ConditionTrue),
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow))
+	if got, _ := env.d.Decide(n); !got.Vouched {
+		t.Fatalf("before the handover: %+v", got)
+	}
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("n2")
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
+	if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, "the new holder in the cache", func() bool {
+		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2"
+	})
+	if got, _ := env.d.Decide(n); !got.Vouched {
+		t.Fatalf("right after the handover, the predecessor's verdict: %+v", got)
+	}
+	env.clock.Step(handoverGrace)
+	if got, _ := env.d.Decide(n); got.Reason != ReasonSignerNotLeader {
+		t.Fatalf("%s after the handover, a verdict the new leader never signed: %+v, want %s", handoverGrace, got, ReasonSignerNotLeader)
+	}
+}
+
+// TestDecideIgnoresNodesThatJoinDuringACut: a node labelled into a zone after
+// the zone's last renewal was no member that renewal spoke for; its kubelet
+// Lease does not make the zone look reachable.
+func TestDecideIgnoresNodesThatJoinDuringACut(t *testing.T) {
+	ctx := context.Background()
+	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
+	env := newDeciderEnv(t, nil, n, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-time.Minute)),
+		testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Minute)))
+	if got, _ := env.d.Decide(n); got.Reason != ReasonZoneCutOff {
+		t.Fatalf("before: %+v", got)
+	}
+	late := testNode("late", "z", "", corev1.ConditionTrue)
+	if _, err := env.client.CoreV1().Nodes().Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.client.CoordinationV1().Leases(NodeLeaseNamespace).Create(ctx, testLease(NodeLeaseNamespace, "late", testNow), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, "the new node and its Lease in the caches", func() bool {
+		_, err1 := env.d.caches.Nodes.Get("late")
+		_, err2 := env.d.caches.NodeLeases.Get("late")
+		return err1 == nil && err2 == nil && !env.d.evidence.memberSince("late", "z").IsZero()
+	})
+	if got, _ := env.d.Decide(n); got.Reason != ReasonZoneCutOff {
+		t.Fatalf("a node that joined during the cut decided the zone: %+v, want %s", got, ReasonZoneCutOff)
 	}
 }

@@ -3,12 +3,15 @@ package admission
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +28,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -44,17 +48,40 @@ var (
 	nodeLost = time.Date(2026, 3, 1, 11, 58, 0, 0, time.UTC)
 )
 
-func verdictJSON(state zone.State, zoneName string) string {
-	b, _ := json.Marshal(zone.Annotation{State: state, Zone: zoneName, Term: 7, Leader: "leader", At: nodeLost, Pros: 2, Members: 3})
+// testLeaders hold the test zones' Leases and sign their verdicts.
+var testLeaders = map[string]string{"zone-a": "edge-a2", "zone-b": "edge-b1", "zone-c": "edge-c1", "z": "n1"}
+
+// testTerm is the Raft term the test zones' leaders hold their Leases under.
+const testTerm = 7
+
+// testKey is the node key of the named test node.
+func testKey(node string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte(node))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// signedVerdict is a as zone leader writes it on node: signed by the zone's
+// test leader, if it has one.
+func signedVerdict(node string, a zone.Annotation) string {
+	if l, ok := testLeaders[a.Zone]; ok {
+		a.Sign(node, l, testKey(l))
+	}
+	b, _ := json.Marshal(a)
 	return string(b)
+}
+
+func verdictJSON(node string, state zone.State, zoneName string) string {
+	return signedVerdict(node, zone.Annotation{State: state, Zone: zoneName, Term: testTerm, Leader: testLeaders[zoneName],
+		At: nodeLost, Pros: 2, Members: 3})
 }
 
 // testNode is a node in zoneName (none when empty) with a verdict (none when
 // state is empty) and the given Ready status, which changed at nodeLost.
 func testNode(name, zoneName string, state zone.State, ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Spec:       corev1.NodeSpec{Taints: taints},
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/hostname": name},
+			Annotations: map[string]string{zone.NodeKeyAnnotation: zone.EncodeNodeKey(testKey(name).Public().(ed25519.PublicKey))}},
+		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(nodeLost),
 		}}},
@@ -63,7 +90,7 @@ func testNode(name, zoneName string, state zone.State, ready corev1.ConditionSta
 		n.Labels[zone.DefaultZoneLabel] = zoneName
 	}
 	if state != "" {
-		n.Annotations = map[string]string{zone.AnnotationKey: verdictJSON(state, zoneName)}
+		n.Annotations[zone.AnnotationKey] = verdictJSON(name, state, zoneName)
 	}
 	return n
 }
@@ -72,22 +99,46 @@ func testNode(name, zoneName string, state zone.State, ready corev1.ConditionSta
 // agents' renewals, so a zone Lease renewed less than 20 s ago is fresh.
 const testLeaseDuration = 20
 
-// testLease is a Lease renewed at renew, lasting testLeaseDuration seconds.
+// testLease is a Lease renewed at renew, lasting testLeaseDuration seconds. A
+// zone Lease (in the agents' namespace) is held by the zone's test leader
+// under testTerm and signed.
 func testLease(namespace, name string, renew time.Time) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
+	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, RenewTime: &metav1.MicroTime{Time: renew},
 			LeaseDurationSeconds: ptr.To[int32](testLeaseDuration)},
 	}
+	if namespace != zone.DefaultLeaseNamespace {
+		return l
+	}
+	for z, leader := range testLeaders {
+		if zone.LeaseName(z) == name {
+			l.Labels = map[string]string{apiwriter.ZoneLabel: z}
+			l.Annotations = map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(testTerm)}
+			l.Spec.HolderIdentity = ptr.To(leader)
+		}
+	}
+	return signLease(l)
+}
+
+// signLease signs l as its holder would, after a test changed it.
+func signLease(l *coordinationv1.Lease) *coordinationv1.Lease {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[zone.LeaseSignatureAnnotation] = apiwriter.LeaseClaimOf(l).Sign(testKey(ptr.Deref(l.Spec.HolderIdentity, "")))
+	return l
 }
 
 // withZoneLeaseDuration gives every zone Lease among objs a duration of d, so
-// tests that run the fake clock far ahead keep their fresh zones fresh.
-// Stale zone Leases stay stale only if renewed longer than d ago.
+// tests that run the fake clock far ahead keep their fresh zones fresh (with
+// MaxZoneLeaseDuration raised to match). Stale zone Leases stay stale only if
+// renewed longer than d ago.
 func withZoneLeaseDuration(d time.Duration, objs ...runtime.Object) []runtime.Object {
 	for _, o := range objs {
 		if l, ok := o.(*coordinationv1.Lease); ok && l.Namespace == zone.DefaultLeaseNamespace {
 			l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second))
+			signLease(l)
 		}
 	}
 	return objs
@@ -270,13 +321,54 @@ func (env *testEnv) post(t *testing.T, path string, body []byte) *httptest.Respo
 	return rec
 }
 
+// readFixture reads a testdata file. Verdicts on the objects in it are written
+// unsigned, to stay readable; they are signed here by the zone's test leader,
+// as the zone would have.
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	if !bytes.Contains(b, []byte(zone.AnnotationKey)) {
+		return b
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return b // a malformed fixture stays as it is
+	}
+	signFixtureVerdicts(t, doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// signFixtureVerdicts signs, in place, the verdict of every object in doc
+// whose metadata names it and carries one.
+func signFixtureVerdicts(t *testing.T, doc any) {
+	switch v := doc.(type) {
+	case []any:
+		for _, e := range v {
+			signFixtureVerdicts(t, e)
+		}
+	case map[string]any:
+		if meta, ok := v["metadata"].(map[string]any); ok {
+			name, _ := meta["name"].(string)
+			ann, _ := meta["annotations"].(map[string]any)
+			if raw, ok := ann[zone.AnnotationKey].(string); ok && name != "" {
+				if a, err := zone.ParseAnnotation(raw); err == nil {
+					ann[zone.AnnotationKey] = signedVerdict(name, a)
+				}
+			}
+		}
+		for _, e := range v {
+			signFixtureVerdicts(t, e)
+		}
+	}
 }
 
 func counter(t *testing.T, c prometheus.Collector) float64 {

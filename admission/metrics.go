@@ -35,6 +35,10 @@ type metrics struct {
 	repairLeader   prometheus.Gauge
 	zoneRechecks   prometheus.Counter
 	tlsReloads     *prometheus.CounterVec
+	// verdictsRefused and leasesRefused count what the zone did not sign
+	// (or someone else did), once per distinct annotation or renewal.
+	verdictsRefused *prometheus.CounterVec
+	leasesRefused   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -77,7 +81,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Serving certificate reloads after the files changed, by result (ok, error: the previous pair stays in use).",
 		}, []string{"result"}),
 	}
+	m.verdictsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "verdicts_refused_total",
+		Help: "Healthy verdicts not honoured, once per distinct annotation, by reason (unsigned, signer-not-member, signer-no-key, bad-signature, no-zone-lease, signer-not-leader, term-ahead-of-lease, leader-mismatch).",
+	}, []string{"reason"})
+	m.leasesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "zone_leases_refused_total",
+		Help: "Zone Lease writes not honoured, once per distinct write, by reason (unsigned, zone-mismatch, no-duration, holder-not-member, holder-no-key, bad-signature); the last honoured renewal stays in force.",
+	}, []string{"reason"})
 	var err error
+	if m.verdictsRefused, err = register(reg, m.verdictsRefused); err != nil {
+		return nil, err
+	}
+	if m.leasesRefused, err = register(reg, m.leasesRefused); err != nil {
+		return nil, err
+	}
 	if m.requests, err = register(reg, m.requests); err != nil {
 		return nil, err
 	}

@@ -194,7 +194,7 @@ func TestRepairResendsThroughWebhook(t *testing.T) {
 	// nodes to repair stay the same: all healthy, Unknown and tainted ones.
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
-		c.NodeLeaseMaxAge = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
 	}, withZoneLeaseDuration(24*time.Hour, repairCluster()...)...)
 	routeAdmission(t, env)
 	env.start(t)
@@ -355,7 +355,7 @@ func TestRepairFollowsNodeGoingUnknown(t *testing.T) {
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = 24 * time.Hour
-		c.NodeLeaseMaxAge = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
 	}, withZoneLeaseDuration(24*time.Hour, append(testCluster(), late)...)...)
 	routeAdmission(t, env)
 	env.start(t)
@@ -425,6 +425,7 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	for _, o := range objs {
 		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-c") && l.Namespace == zone.DefaultLeaseNamespace {
 			l.Spec.LeaseDurationSeconds = ptr.To[int32](60)
+			signLease(l)
 		}
 	}
 	objs = append(objs, &discoveryv1.EndpointSlice{
@@ -439,7 +440,7 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = period
-		c.NodeLeaseMaxAge = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
 	}, objs...)
 	routeAdmission(t, env)
 	env.start(t)
@@ -483,7 +484,8 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	l.Spec.AcquireTime = &metav1.MicroTime{Time: start}
 	l.Spec.RenewTime = &metav1.MicroTime{Time: start}
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](int32(time.Hour / time.Second))
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
+	if _, err := leases.Update(context.Background(), signLease(l), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stepUntil(t, env, "edge-c1 and web-c repaired", func() bool {

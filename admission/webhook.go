@@ -79,7 +79,13 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		nodeLeases.Coordination().V1().Leases().Informer().HasSynced,
 		zoneLeases.Coordination().V1().Leases().Informer().HasSynced,
 	}
-	w.decider = NewDecider(cfg, caches)
+	if w.decider, err = NewDecider(cfg, caches, Informers{
+		Nodes:      all.Core().V1().Nodes().Informer(),
+		NodeLeases: nodeLeases.Coordination().V1().Leases().Informer(),
+		ZoneLeases: zoneLeases.Coordination().V1().Leases().Informer(),
+	}, m); err != nil {
+		return nil, err
+	}
 	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack}
 	w.admitter = &admitter{
 		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,

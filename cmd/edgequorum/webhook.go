@@ -33,7 +33,8 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (required)")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases, which the webhook only reads")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
-	fs.DurationVar(&cfg.NodeLeaseMaxAge, "node-lease-max-age", cfg.NodeLeaseMaxAge, "how old a kubelet Lease's renewTime may be for its node to count as reaching the cloud")
+	fs.DurationVar(&cfg.MaxZoneLeaseDuration, "max-zone-lease-duration", cfg.MaxZoneLeaseDuration, "longest leaseDurationSeconds of a zone Lease the webhook believes")
+	legacyLeaseAge := fs.Duration("node-lease-max-age", 0, "deprecated and ignored: whether a zone is cut off follows from the Leases themselves")
 	fs.DurationVar(&cfg.MaxCutoffProtection, "max-cutoff-protection", cfg.MaxCutoffProtection, "how long a zone cut off as a whole keeps its vouched nodes protected (0: never)")
 	fs.DurationVar(&cfg.PodReadySlack, "pod-ready-slack", cfg.PodReadySlack, "how much before its node went Unknown a pod may have turned not ready and still be revived")
 	fs.BoolVar(&cfg.DryRun, "dry-run", cfg.DryRun, "decide and count, but patch nothing and let the repair loop write nothing")
@@ -59,6 +60,9 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	log, err := logFlags.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if *legacyLeaseAge != 0 {
+		log.Warn("--node-lease-max-age is deprecated and ignored: whether a zone is cut off follows from its Leases; remove the flag")
 	}
 	if cfg.Identity == "" {
 		if cfg.Identity, err = os.Hostname(); err != nil {

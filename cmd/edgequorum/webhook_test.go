@@ -28,7 +28,7 @@ func TestWebhookUsage(t *testing.T) {
 		{"bad lease namespace", append([]string{"--lease-namespace", "Not_A_Namespace"}, tls...), "--lease-namespace"},
 		{"bad election namespace", append([]string{"--leader-election-namespace", "Not_A_Namespace"}, tls...), "--leader-election-namespace"},
 		{"bad zone label", append([]string{"--zone-label", "a/b/c"}, tls...), "--zone-label"},
-		{"negative node lease age", append([]string{"--node-lease-max-age", "-1s"}, tls...), "--node-lease-max-age"},
+		{"negative zone lease cap", append([]string{"--max-zone-lease-duration", "-1s"}, tls...), "--max-zone-lease-duration"},
 		{"negative protection", append([]string{"--max-cutoff-protection", "-1h"}, tls...), "--max-cutoff-protection"},
 		{"slack below a second", append([]string{"--pod-ready-slack", "100ms"}, tls...), "--pod-ready-slack"},
 		{"election timers", append([]string{"--leader-elect-lease-duration", "5s"}, tls...), "--leader-elect-lease-duration"},
@@ -76,7 +76,7 @@ func TestWebhookHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"webhook", "--help"}, &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, flag := range []string{"-tls-cert-file", "-node-lease-max-age", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address", "-leader-election-namespace"} {
+	for _, flag := range []string{"-tls-cert-file", "-max-zone-lease-duration", "-max-cutoff-protection", "-dry-run", "-repair", "-listen-address", "-leader-election-namespace"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}

@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 	say("▶ starting the admission webhook and registering it (MutatingWebhookConfiguration, caBundle from `edgequorum certs`)")
 	wh, err := zonerun.StartWebhook(ctx, c, z.Binary(), filepath.Join(opts.Dir, "webhook"),
-		"--node-lease-max-age="+(opts.Grace*3/4).String(), "--repair-period=10s")
+		"--repair-period=10s")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,411 @@
+package admission
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Informers are the shared informers behind Caches whose events the Decider
+// follows: what it trusts is timed by when the webhook saw it, not by the
+// times writers put into objects.
+type Informers struct {
+	Nodes      cache.SharedIndexInformer
+	NodeLeases cache.SharedIndexInformer
+	ZoneLeases cache.SharedIndexInformer
+}
+
+// handoverGrace is how long after a zone Lease changed holder the previous
+// holder's signature still counts, for verdicts of its own terms. A new leader
+// signs its predecessors' verdicts again (one write per node, at the agent's
+// API rate: a zone of 129 takes about a minute), and until it has, those
+// nodes stay protected.
+const handoverGrace = 2 * time.Minute
+
+// maxPendingClaims bounds zoneRecord.pending.
+const maxPendingClaims = 4
+
+// verifiedCacheSize bounds the signature caches; past it they start over.
+const verifiedCacheSize = 1 << 14
+
+// Reasons a zone Lease write is not honoured: values of the reason label of
+// edgequorum_admission_zone_leases_refused_total.
+const (
+	leaseUnsigned        = "unsigned"
+	leaseZoneMismatch    = "zone-mismatch"
+	leaseNoDuration      = "no-duration"
+	leaseHolderNotMember = "holder-not-member"
+	leaseHolderNoKey     = "holder-no-key"
+	leaseBadSignature    = "bad-signature"
+)
+
+// renewal is a Lease renewal as the webhook saw it.
+type renewal struct {
+	// renewed is the time the writer put into the Lease.
+	renewed time.Time
+	// seen is when the webhook first saw that renewal.
+	seen time.Time
+}
+
+// at is when the renewal counts as made: the writer's time, but never later
+// than the webhook saw it. A renewTime in the future buys nothing.
+func (r renewal) at() time.Time {
+	if r.seen.Before(r.renewed) {
+		return r.seen
+	}
+	return r.renewed
+}
+
+// claim is a zone Lease renewal: what it states, its signature, when seen.
+type claim struct {
+	zone.LeaseClaim
+	sig string
+	renewal
+}
+
+// zoneRecord is what the webhook knows of one zone Lease.
+type zoneRecord struct {
+	// latest is the Lease as last seen; checked once it was verified or
+	// refused for good (a holder whose Node is not cached yet is retried).
+	latest  claim
+	checked bool
+	// counted is set once latest was counted as refused.
+	counted bool
+	// pending are earlier renewals replaced before they could be checked
+	// (their holder's Node was not cached yet), oldest first: checked in
+	// order before latest, so a write that follows a valid renewal quickly
+	// cannot hide it.
+	pending []claim
+	// valid is the newest honoured claim; a refused write leaves it in
+	// force, so a forged Lease can neither extend nor cut short the
+	// zone's protection.
+	valid *claim
+	// prev is the honoured claim of the holder before valid's, honoured for
+	// its own verdicts until prevEnds.
+	prev     *claim
+	prevEnds time.Time
+}
+
+// membership is a node's zone as the webhook saw it, and since when. Nodes in
+// the first list count as members since ever.
+type membership struct {
+	zone  string
+	since time.Time
+}
+
+type verdictCheck struct {
+	key ed25519.PublicKey
+	ok  bool
+}
+
+// evidence follows zone Leases, kubelet Leases and nodes' zones, and checks
+// signatures. It is safe for concurrent use.
+type evidence struct {
+	clock     clock.PassiveClock
+	nodes     corelisters.NodeLister
+	zoneLabel string
+	metrics   *metrics
+	// nodesSynced tells whether the node cache holds every Node yet.
+	nodesSynced func() bool
+
+	mu       sync.Mutex
+	zones    map[string]*zoneRecord // by Lease name
+	kubelets map[string]renewal     // by node name
+	joined   map[string]membership  // by node name
+	verified map[string]verdictCheck
+	refused  map[string]Reason // verdicts counted as refused
+}
+
+func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence {
+	return &evidence{
+		clock: cfg.Clock, nodes: nodes, zoneLabel: cfg.ZoneLabel, metrics: m,
+		zones: map[string]*zoneRecord{}, kubelets: map[string]renewal{}, joined: map[string]membership{},
+		verified: map[string]verdictCheck{}, refused: map[string]Reason{},
+	}
+}
+
+// follow registers the event handlers. Objects already cached are delivered
+// as part of the first list.
+func (e *evidence) follow(inf Informers) error {
+	e.nodesSynced = inf.Nodes.HasSynced
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		add func(obj any, initial bool)
+		del func(obj any)
+	}{
+		{inf.Nodes, e.onNode, func(obj any) { e.forget(obj, func(n string) { delete(e.joined, n) }) }},
+		{inf.NodeLeases, func(obj any, _ bool) { e.onKubeletLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.kubelets, n) }) }},
+		{inf.ZoneLeases, func(obj any, _ bool) { e.onZoneLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.zones, n) }) }},
+	} {
+		add, del := h.add, h.del
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    add,
+			UpdateFunc: func(_, obj any) { add(obj, false) },
+			DeleteFunc: del,
+		}); err != nil {
+			return fmt.Errorf("follow informer events: %w", err)
+		}
+	}
+	return nil
+}
+
+// forget runs del, under the lock, with the name of a deleted object.
+func (e *evidence) forget(obj any, del func(name string)) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(interface{ GetName() string }); ok {
+		e.mu.Lock()
+		del(o.GetName())
+		e.mu.Unlock()
+	}
+}
+
+func (e *evidence) onNode(obj any, initial bool) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	z := n.Labels[e.zoneLabel]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m, ok := e.joined[n.Name]; ok && m.zone == z {
+		return
+	}
+	m := membership{zone: z}
+	if !initial {
+		m.since = e.clock.Now()
+	}
+	e.joined[n.Name] = m
+}
+
+func (e *evidence) onKubeletLease(obj any) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		e.mu.Lock()
+		e.kubeletLease(l)
+		e.mu.Unlock()
+	}
+}
+
+// kubeletLease records l if it is a renewal the webhook has not seen yet.
+// Called with mu held, from the informer's events and, in case the Decider
+// reads the cache before its own event arrived, from the Decider.
+func (e *evidence) kubeletLease(l *coordinationv1.Lease) renewal {
+	t := renewTime(l)
+	if r, ok := e.kubelets[l.Name]; ok && r.renewed.Equal(t) {
+		return r
+	}
+	r := renewal{renewed: t, seen: e.clock.Now()}
+	e.kubelets[l.Name] = r
+	return r
+}
+
+func (e *evidence) onZoneLease(obj any) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		e.mu.Lock()
+		e.zoneLease(l)
+		e.mu.Unlock()
+	}
+}
+
+// zoneLease records l if it is a renewal the webhook has not seen yet, and
+// honours it if it is valid. Called with mu held, like kubeletLease.
+func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
+	c := claim{LeaseClaim: apiwriter.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
+	c.renewed = c.Renewed
+	rec := e.zones[l.Name]
+	if rec == nil {
+		rec = &zoneRecord{}
+		e.zones[l.Name] = rec
+	} else if rec.latest.sig == c.sig && rec.latest.LeaseClaim == c.LeaseClaim {
+		return rec // not a renewal: labels, managed fields, members
+	}
+	c.seen = e.clock.Now()
+	if !rec.checked && !rec.latest.seen.IsZero() {
+		if len(rec.pending) == maxPendingClaims {
+			rec.pending = rec.pending[1:]
+		}
+		rec.pending = append(rec.pending, rec.latest)
+	}
+	rec.latest, rec.checked, rec.counted = c, false, false
+	e.check(l.Name, rec)
+	return rec
+}
+
+// check verifies rec.latest (after any pending renewal) and honours it if it
+// is valid. Called with mu held.
+func (e *evidence) check(name string, rec *zoneRecord) {
+	for len(rec.pending) > 0 {
+		c := rec.pending[0]
+		if reason, final := e.verifyClaim(name, c); reason == "" {
+			e.honour(rec, c)
+		} else if !final {
+			break // its holder's Node is still not cached: keep the order
+		}
+		rec.pending = rec.pending[1:]
+	}
+	reason, final := e.verifyClaim(name, rec.latest)
+	if reason == "" {
+		e.honour(rec, rec.latest)
+		rec.checked = true
+		return
+	}
+	rec.checked = final
+	// Before the node cache has synced, a holder not found may just not
+	// be there yet: that is retried, not counted.
+	if !rec.counted && (final || e.nodesSynced()) {
+		e.metrics.leasesRefused.WithLabelValues(reason).Inc()
+		rec.counted = true
+	}
+}
+
+// honour makes c the zone's valid claim; a change of holder keeps the
+// previous one for handoverGrace.
+func (e *evidence) honour(rec *zoneRecord, c claim) {
+	if rec.valid != nil && rec.valid.Holder != c.Holder {
+		rec.prev, rec.prevEnds = rec.valid, e.clock.Now().Add(handoverGrace)
+	}
+	rec.valid = &c
+}
+
+// verifyClaim says why c, read from the Lease named name, is not honoured, or
+// "" when it is. final is false when the reason may go away once the node
+// cache catches up with the holder's Node.
+func (e *evidence) verifyClaim(name string, c claim) (reason string, final bool) {
+	switch {
+	case c.sig == "":
+		return leaseUnsigned, true
+	case c.Zone == "" || zone.LeaseName(c.Zone) != name:
+		return leaseZoneMismatch, true
+	case c.DurationSeconds <= 0:
+		return leaseNoDuration, true
+	}
+	key, r := e.memberKey(c.Holder, c.Zone)
+	switch r {
+	case ReasonSignerNotMember:
+		return leaseHolderNotMember, false
+	case ReasonSignerNoKey:
+		return leaseHolderNoKey, false
+	}
+	if !c.Verify(c.sig, key) {
+		return leaseBadSignature, true
+	}
+	return "", true
+}
+
+// memberKey is the node key registered on the Node of a member of zoneName,
+// or why there is none.
+func (e *evidence) memberKey(node, zoneName string) (ed25519.PublicKey, Reason) {
+	n, err := e.nodes.Get(node)
+	if err != nil || n.Labels[e.zoneLabel] != zoneName {
+		return nil, ReasonSignerNotMember
+	}
+	key, err := zone.ParseNodeKey(n.Annotations[zone.NodeKeyAnnotation])
+	if err != nil {
+		return nil, ReasonSignerNoKey
+	}
+	return key, ""
+}
+
+// zoneClaims returns the honoured claim of the zone Lease named name (nil if
+// none) and, within its grace, the previous holder's. l is the Lease as the
+// cache holds it now (nil if none), which may be newer than the last event.
+func (e *evidence) zoneClaims(name string, l *coordinationv1.Lease) (valid, prev *claim) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec := e.zones[name]
+	if l != nil {
+		rec = e.zoneLease(l)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	if !rec.checked {
+		e.check(name, rec)
+	}
+	if rec.prev != nil && e.clock.Now().Before(rec.prevEnds) {
+		prev = rec.prev
+	}
+	return rec.valid, prev
+}
+
+// kubeletRenewed is when the node's kubelet last renewed its Lease l (as the
+// cache holds it now, nil if none), as the webhook saw it; zero if never.
+func (e *evidence) kubeletRenewed(l *coordinationv1.Lease) time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kubeletLease(l).at()
+}
+
+// memberSince is when the webhook first saw node in zoneName: zero for nodes
+// that were there when it started, and for a node it has not seen yet (its
+// informer event may trail the node cache).
+func (e *evidence) memberSince(node, zoneName string) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m, ok := e.joined[node]; ok && m.zone == zoneName {
+		return m.since
+	}
+	return time.Time{}
+}
+
+// verifyVerdict checks that a, read from raw on node, is signed by a member of
+// its zone with the key its Node registers. Results are cached per annotation
+// and key: a verdict changes once per verdict change, a review comes with
+// every kubelet status post.
+func (e *evidence) verifyVerdict(node, raw string, a *zone.Annotation) Reason {
+	if len(a.Sig) == 0 {
+		return ReasonUnsigned
+	}
+	key, r := e.memberKey(a.Signer, a.Zone)
+	if r != "" {
+		return r
+	}
+	k := node + "\x00" + raw
+	e.mu.Lock()
+	c, ok := e.verified[k]
+	e.mu.Unlock()
+	if !ok || !bytes.Equal(c.key, key) {
+		c = verdictCheck{key: key, ok: a.Verify(node, key)}
+		e.mu.Lock()
+		if len(e.verified) >= verifiedCacheSize {
+			e.verified = map[string]verdictCheck{}
+		}
+		e.verified[k] = c
+		e.mu.Unlock()
+	}
+	if !c.ok {
+		return ReasonBadSignature
+	}
+	return ""
+}
+
+// refuse counts a verdict not honoured for reason, once per annotation and
+// reason: the same Node is reviewed again with every status post.
+func (e *evidence) refuse(node, raw string, reason Reason) {
+	k := node + "\x00" + raw
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused[k] == reason {
+		return
+	}
+	if len(e.refused) >= verifiedCacheSize {
+		e.refused = map[string]Reason{}
+	}
+	e.refused[k] = reason
+	e.metrics.verdictsRefused.WithLabelValues(string(reason)).Inc()
+}
