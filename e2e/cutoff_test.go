@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// TestWholeZoneCutAtAnyGrace: the webhook tells a zone cut off as a whole from
+// its Leases alone, so a webhook at its default flags protects the zone
+// whatever grace period the controller manager runs with. Before, the webhook
+// waited 40 s of silence from every kubelet: under a 20 s grace the nodes went
+// Unknown, were tainted and their pods evicted first.
+func TestWholeZoneCutAtAnyGrace(t *testing.T) {
+	for _, grace := range []time.Duration{20 * time.Second, 50 * time.Second} {
+		t.Run(fmt.Sprintf("grace %s", grace), func(t *testing.T) {
+			name := fmt.Sprintf("edge-g%d", int(grace.Seconds()))
+			c, z := startZone(t, testcluster.Options{NodeMonitorGracePeriod: grace}, zonerun.Options{Zone: name, Nodes: 3})
+			client := c.Client()
+			all := names(z)
+			healthy := map[string]zone.State{}
+			for _, n := range all {
+				healthy[n] = zone.Healthy
+			}
+			waitStates(t, client, 2*time.Minute, healthy)
+
+			// No flags but the ones every installation sets.
+			wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				wh.Stop()
+				if t.Failed() {
+					t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
+				}
+			})
+			web := deployApp(t, client, "web", all)
+			taints := watchTaints(t, client, all)
+
+			z.CutCloud()
+			took := poll.Until(t, grace+2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
+				for _, n := range all {
+					if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
+						return false, fmt.Sprintf("%s is %s", n, st)
+					}
+				}
+				return true, ""
+			})
+			t.Logf("every node Unknown %s after the cut (grace %s)", took.Round(time.Second), grace)
+			protected := func() (bool, string) {
+				if del := web.deletedPods(t, client); len(del) > 0 {
+					return false, fmt.Sprintf("pods deleted: %v", del)
+				}
+				if ready := web.readyEndpoints(t, client); len(ready) != len(all) {
+					return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(all))
+				}
+				return true, ""
+			}
+			settleProtection(t, protected)
+			// Two toleration periods: without the cut-off rule every pod
+			// would be evicted by now.
+			holdFor(t, 2*tolerationSeconds*time.Second, "zone protection", protected)
+			if seen := taints.seen(); len(seen) > 0 {
+				t.Errorf("unreachable:NoExecute was stored on %v", seen)
+			}
+			if err := z.ReconnectCloud(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
