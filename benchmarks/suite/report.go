@@ -54,6 +54,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeResources(&b, rep)
 	b.WriteString("\n## Node signatures (per-node identity)\n\n")
 	writeSigning(&b, rep)
+	b.WriteString("\n## Quorum evidence for the webhook (measured, not shipped)\n\n")
+	writeEvidence(&b, rep)
 	if cfg.DefaultsKills > 0 {
 		b.WriteString("\n## Baseline at SuperEdge's default timings\n\n")
 		writeDefaults(&b, rep)
