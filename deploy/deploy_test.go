@@ -33,7 +33,10 @@ func TestAgentManifestRenders(t *testing.T) {
 	for _, want := range []string{"Namespace/edgequorum-system", "ServiceAccount/edgequorum-agent",
 		"ClusterRole/edgequorum-agent", "ClusterRoleBinding/edgequorum-agent", "Role/edgequorum-agent",
 		"RoleBinding/edgequorum-agent", "DaemonSet/edgequorum-agent",
-		"ValidatingAdmissionPolicy/edgequorum-verdict-writer", "ValidatingAdmissionPolicyBinding/edgequorum-verdict-writer"} {
+		"ValidatingAdmissionPolicy/edgequorum-verdict-writer", "ValidatingAdmissionPolicyBinding/edgequorum-verdict-writer",
+		"ValidatingAdmissionPolicy/edgequorum-node-key-writer", "ValidatingAdmissionPolicyBinding/edgequorum-node-key-writer",
+		"ValidatingAdmissionPolicy/" + nodeWritesPolicy, "ValidatingAdmissionPolicyBinding/" + nodeWritesPolicy,
+		"ValidatingAdmissionPolicy/" + leaseWritesPolicy, "ValidatingAdmissionPolicyBinding/" + leaseWritesPolicy} {
 		if k[want] == nil {
 			t.Errorf("rendered agent lacks %s", want)
 		}

@@ -44,7 +44,7 @@ func TestNodeKeyPolicyOnRealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	ns, sa := installAgentForNodeKey(ctx, t, c)
+	ns, sa := installAgent(ctx, t, c)
 	agentUser := "system:serviceaccount:" + ns + ":" + sa
 	admin := c.Client()
 	const nodeA, nodeB, probeNode = "edge-k-1", "edge-k-2", "edge-k-probe"
@@ -93,23 +93,12 @@ func TestNodeKeyPolicyOnRealAPIServer(t *testing.T) {
 	t.Logf("node-key policy in force %s after its first check", took.Round(time.Millisecond))
 	// The apiserver type-checks the expressions against the Node schema; a
 	// warning there is an expression that may fail at admission time.
-	poll.Until(t, time.Minute, "the node-key policy to be type-checked", func() (bool, string) {
-		p, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "edgequorum-node-key-writer", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-			return false, "not checked yet"
-		}
-		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-			t.Fatalf("type-checking the node-key policy warns: %+v", w)
-		}
-		return true, ""
-	})
+	requirePolicyTypeChecked(ctx, t, admin, "edgequorum-node-key-writer")
 	// The agent's RBAC is in force once it may write an annotation the
-	// policy does not guard; refusals below are then the policy's own.
+	// policy does not guard (the agent may write edgequorum.io/ annotations
+	// only: agent-policy.yaml); refusals below are then the policy's own.
 	poll.Until(t, time.Minute, "the agent's RBAC to let it patch its node", func() (bool, string) {
-		err := patchAnnotation(ctx, agentA, nodeA, "example.com/rbac-probe", `"yes"`, "")
+		err := patchAnnotation(ctx, agentA, nodeA, "edgequorum.io/rbac-probe", `"yes"`, "")
 		return err == nil, fmt.Sprint(err)
 	})
 
@@ -247,30 +236,31 @@ func rbacUser(ctx context.Context, t *testing.T, c *testcluster.Cluster, user, n
 	return cs
 }
 
-// installAgentForNodeKey applies deploy/agent's objects but the DaemonSet (no
-// agent runs; the test holds the agents' credentials) and returns the agent
-// ServiceAccount's namespace and name.
-func installAgentForNodeKey(ctx context.Context, t *testing.T, c *testcluster.Cluster) (ns, sa string) {
+// installAgent applies deploy/agent's objects but the DaemonSet (no agent
+// runs; the test holds the agents' credentials) and returns the agent
+// ServiceAccount's namespace and name. It fails unless they hold every policy
+// the tests count on.
+func installAgent(ctx context.Context, t *testing.T, c *testcluster.Cluster) (ns, sa string) {
 	t.Helper()
 	objs, err := Objects("agent")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var install []*unstructured.Unstructured
-	hasPolicy := false
+	missing := []string{"edgequorum-node-key-writer", "edgequorum-verdict-writer", nodeWritesPolicy, leaseWritesPolicy}
 	for _, o := range objs {
-		switch {
-		case o.GetKind() == "DaemonSet":
+		switch o.GetKind() {
+		case "DaemonSet":
 			continue
-		case o.GetKind() == "ServiceAccount":
+		case "ServiceAccount":
 			ns, sa = o.GetNamespace(), o.GetName()
-		case o.GetKind() == "ValidatingAdmissionPolicy" && o.GetName() == "edgequorum-node-key-writer":
-			hasPolicy = true
+		case "ValidatingAdmissionPolicy":
+			missing = slices.DeleteFunc(missing, func(p string) bool { return p == o.GetName() })
 		}
 		install = append(install, o)
 	}
-	if !hasPolicy || sa == "" {
-		t.Fatalf("install/agent.yaml lacks the node-key policy (%v) or the ServiceAccount (%q)", hasPolicy, sa)
+	if len(missing) > 0 || sa == "" {
+		t.Fatalf("install/agent.yaml lacks the policies %v or the ServiceAccount (%q)", missing, sa)
 	}
 	if err := Apply(ctx, c.RESTConfig(), install, false); err != nil {
 		t.Fatal(err)

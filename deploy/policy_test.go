@@ -9,11 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
@@ -23,10 +23,14 @@ import (
 // TestVerdictPolicyOnRealAPIServer installs deploy/agent's RBAC and verdict
 // policy on a real apiserver (NodeRestriction and the Node authorizer on, as in
 // production) and checks who may write edgequorum.io/verdict: the agent
-// ServiceAccount may; a kubelet may not vouch for its own node, through the
-// node or its status; nobody else may set it or create a node with it; and
-// writes that keep or remove it still pass, as the node lifecycle controller,
-// the webhook's repair loop and kubelets make them all the time.
+// ServiceAccount may set, change and remove it; a kubelet may not vouch for its
+// own node, through the node or its status, nor take its zone's verdict away
+// (during a WAN cut the leader could not write it back); another
+// ServiceAccount may do neither; cluster admins (system:masters, cluster-admin
+// through RBAC, a role allowed to delete edgequorum.io verdicts of that node)
+// may only remove it; nobody may create a node with it; and writes that keep
+// it pass, as the node lifecycle controller, the webhook's repair loop and
+// kubelets make them all the time.
 func TestVerdictPolicyOnRealAPIServer(t *testing.T) {
 	testcluster.RequireBinaries(t)
 	c := testcluster.StartT(t, testcluster.Options{})
@@ -60,19 +64,11 @@ func TestVerdictPolicyOnRealAPIServer(t *testing.T) {
 	}
 	// Policies take effect once the apiserver's policy informer has them.
 	// Each try writes a new value: keeping a verdict is allowed.
-	start, try := time.Now(), 0
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		try++
-		err := setVerdict(ctx, admin, nodeName, fmt.Sprintf(`{"state":"healthy","try":%d}`, try), "")
-		if err != nil && !deniedByPolicy(err) {
-			return false, err
-		}
-		return err != nil, nil
+	took := untilDenied(t, verdictPolicy, "cluster-admin setting a verdict", func(try int) error {
+		return setVerdict(ctx, admin, nodeName, fmt.Sprintf(`{"state":"healthy","try":%d}`, try), "")
 	})
-	if err != nil {
-		t.Fatalf("waiting for the verdict policy to refuse cluster-admin: %v", err)
-	}
-	t.Logf("verdict policy in force %s after it was created", time.Since(start).Round(time.Millisecond))
+	t.Logf("verdict policy in force %s after its first check", took.Round(time.Millisecond))
+	requirePolicyTypeChecked(ctx, t, admin, verdictPolicy)
 
 	const healthy = `{"state":"healthy","zone":"edge-v"}`
 	if err := setVerdict(ctx, agent, nodeName, healthy, ""); err != nil {
@@ -100,12 +96,78 @@ func TestVerdictPolicyOnRealAPIServer(t *testing.T) {
 	if got := getVerdict(ctx, t, admin, nodeName); got != healthy {
 		t.Fatalf("verdict is %q, want the agent's %q", got, healthy)
 	}
-	// Removing the verdict only withdraws protection: anyone may.
-	if err := patchAnnotation(ctx, kubelet, nodeName, zone.AnnotationKey, "null", ""); err != nil {
-		t.Errorf("removing the verdict was refused: %v", err)
+	// Nobody but the agent and admins takes a verdict away: not the node's
+	// kubelet, through the node or its status, nor another ServiceAccount
+	// allowed to patch Nodes, from a pod on the node.
+	requireDenied(t, "a kubelet removing its node's verdict", patchAnnotation(ctx, kubelet, nodeName, zone.AnnotationKey, "null", ""))
+	requireDenied(t, "a kubelet removing its node's verdict through nodes/status",
+		patchAnnotation(ctx, kubelet, nodeName, zone.AnnotationKey, "null", "status"))
+	intruder := intruderOn(ctx, t, c, nodeName)
+	requireDenied(t, "another ServiceAccount removing the verdict", patchAnnotation(ctx, intruder, nodeName, zone.AnnotationKey, "null", ""))
+	requireDenied(t, "another ServiceAccount setting the verdict", setVerdict(ctx, intruder, nodeName, `{"state":"healthy","zone":"other"}`, ""))
+	if got := getVerdict(ctx, t, admin, nodeName); got != healthy {
+		t.Fatalf("verdict is %q after refused removals, want the agent's %q", got, healthy)
 	}
-	if got := getVerdict(ctx, t, admin, nodeName); got != "" {
-		t.Errorf("verdict %q survived its removal", got)
+
+	// The agent removes it, and cluster admins may.
+	if err := patchAnnotation(ctx, agent, nodeName, zone.AnnotationKey, "null", ""); err != nil {
+		t.Errorf("the agent removing the verdict was refused: %v", err)
+	}
+	requireVerdict(ctx, t, admin, nodeName, "")
+	if err := setVerdict(ctx, agent, nodeName, healthy, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchAnnotation(ctx, admin, nodeName, zone.AnnotationKey, "null", ""); err != nil {
+		t.Errorf("cluster-admin (system:masters) removing the verdict was refused: %v", err)
+	}
+	requireVerdict(ctx, t, admin, nodeName, "")
+
+	// Admins outside system:masters: cluster-admin through RBAC, or a role
+	// allowed to delete edgequorum.io verdicts of one node.
+	const otherNode = "edge-v-3"
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: otherNode}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{nodeName, otherNode} {
+		if err := setVerdict(ctx, agent, node, healthy, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opsAdmin := rbacUser(ctx, t, c, "ops-admin", nodeName, rbacv1.RoleRef{
+		APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"})
+	requireDenied(t, "a cluster-admin through RBAC changing the verdict", setVerdict(ctx, opsAdmin, nodeName, `{"state":"unhealthy"}`, ""))
+	if err := patchAnnotation(ctx, opsAdmin, nodeName, zone.AnnotationKey, "null", ""); err != nil {
+		t.Errorf("a cluster-admin through RBAC removing the verdict was refused: %v", err)
+	}
+	requireVerdict(ctx, t, admin, nodeName, "")
+	if err := setVerdict(ctx, agent, nodeName, healthy, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "verdict-remover"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
+			{APIGroups: []string{"edgequorum.io"}, Resources: []string{"verdicts"}, Verbs: []string{"delete"}, ResourceNames: []string{otherNode}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	remover := rbacUser(ctx, t, c, "verdict-remover", nodeName, rbacv1.RoleRef{
+		APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "verdict-remover"})
+	requireDenied(t, "a user allowed to remove "+otherNode+"'s verdict removing "+nodeName+"'s",
+		patchAnnotation(ctx, remover, nodeName, zone.AnnotationKey, "null", ""))
+	requireDenied(t, "a user allowed to remove "+otherNode+"'s verdict changing it", setVerdict(ctx, remover, otherNode, `{"state":"unhealthy"}`, ""))
+	if err := patchAnnotation(ctx, remover, otherNode, zone.AnnotationKey, "null", ""); err != nil {
+		t.Errorf("a user allowed to remove %s's verdict removing it was refused: %v", otherNode, err)
+	}
+	requireVerdict(ctx, t, admin, otherNode, "")
+	requireVerdict(ctx, t, admin, nodeName, healthy)
+}
+
+func requireVerdict(ctx context.Context, t *testing.T, cs kubernetes.Interface, node, want string) {
+	t.Helper()
+	if got := getVerdict(ctx, t, cs, node); got != want {
+		t.Errorf("node %s has verdict %q, want %q", node, got, want)
 	}
 }
 
@@ -155,19 +217,17 @@ func getVerdict(ctx context.Context, t *testing.T, cs kubernetes.Interface, node
 	return n.Annotations[zone.AnnotationKey]
 }
 
-// deniedByPolicy tells the verdict policy's refusal from one for another
-// reason (RBAC, NodeRestriction), which must not pass for it.
-func deniedByPolicy(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "edgequorum-verdict-writer")
-}
+const verdictPolicy = "edgequorum-verdict-writer"
 
 func requireDenied(t *testing.T, what string, err error) {
 	t.Helper()
 	switch {
 	case err == nil:
 		t.Errorf("%s was allowed", what)
-	case !deniedByPolicy(err):
+	case !deniedBy(err, verdictPolicy):
 		t.Errorf("%s was refused, but not by the verdict policy: %v", what, err)
+	case !strings.Contains(err.Error(), "may be set, changed or removed only by the edgequorum agent"):
+		t.Errorf("%s was refused without the policy's message: %v", what, err)
 	default:
 		t.Logf("%s refused: %v", what, err)
 	}
