@@ -31,7 +31,8 @@ const preflightUsage = `Checks, with your kubeconfig, what an installation of ed
 only an operator can provide, and says what to do about each gap:
 
   - Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1);
-  - the namespaces, the verdict policy and its binding (deploy/install/*.yaml);
+  - the namespaces, the agent's four admission policies and their bindings
+    (deploy/install/*.yaml);
   - the zone key Secret, and that it parses;
   - nodes carrying the zone label, at least 3 per zone, none a control-plane node;
   - the webhook's TLS Secret, and a caBundle in the webhook configuration that
@@ -47,7 +48,6 @@ const (
 	webhookName      = "edgequorum-webhook"
 	webhookTLSSecret = "edgequorum-webhook-tls"
 	agentDaemonSet   = "edgequorum-agent"
-	verdictPolicy    = "edgequorum-verdict-writer"
 )
 
 type checkLevel int
@@ -171,18 +171,26 @@ func checkNamespaces(ctx context.Context, client kubernetes.Interface) []check {
 	return out
 }
 
+// agentPolicies are deploy/agent's ValidatingAdmissionPolicies, each bound
+// under its own name: without them the agent's token on every edge box may
+// taint any Node, and any kubelet may vouch for itself.
+var agentPolicies = []string{"edgequorum-verdict-writer", "edgequorum-node-key-writer",
+	"edgequorum-agent-node-writes", "edgequorum-agent-lease-writes"}
+
 func checkPolicy(ctx context.Context, client kubernetes.Interface) check {
-	c := check{what: "verdict policy", fix: "kubectl apply -f deploy/install/agent.yaml"}
+	c := check{what: "admission policies", fix: "kubectl apply -f deploy/install/agent.yaml"}
 	adm := client.AdmissionregistrationV1()
-	if _, err := adm.ValidatingAdmissionPolicies().Get(ctx, verdictPolicy, metav1.GetOptions{}); err != nil {
-		c.level, c.detail = checkFail, "ValidatingAdmissionPolicy "+verdictPolicy+": "+describeErr(err)
-		return c
+	for _, name := range agentPolicies {
+		if _, err := adm.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			c.level, c.detail = checkFail, "ValidatingAdmissionPolicy "+name+": "+describeErr(err)
+			return c
+		}
+		if _, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			c.level, c.detail = checkFail, "ValidatingAdmissionPolicyBinding "+name+": "+describeErr(err)
+			return c
+		}
 	}
-	if _, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, verdictPolicy, metav1.GetOptions{}); err != nil {
-		c.level, c.detail = checkFail, "ValidatingAdmissionPolicyBinding "+verdictPolicy+": "+describeErr(err)
-		return c
-	}
-	c.detail = "only the agent ServiceAccount may write edgequorum.io/verdict"
+	c.detail = "only the agent writes verdicts, only a node's own agent its node key, and the agent writes nothing but edgequorum.io/ annotations and the Leases it holds"
 	return c
 }
 

@@ -40,7 +40,7 @@ func TestPreflightNamesEveryGapOfAnEmptyCluster(t *testing.T) {
 	for _, want := range []string{
 		"[FAIL] Kubernetes version: v1.29.0: ValidatingAdmissionPolicy v1",
 		"[FAIL] namespace edgequorum-system: missing",
-		"[FAIL] verdict policy",
+		"[FAIL] admission policies",
 		"[FAIL] zone key Secret edgequorum-system/edgequorum-zone-key: missing",
 		"fix: edgequorum keygen --id k1 --secret | kubectl create -f -",
 		"[FAIL] zone label " + zone.DefaultZoneLabel + ": no node carries it",
@@ -78,8 +78,6 @@ func TestPreflightPassesAnInstalledCluster(t *testing.T) {
 	}
 	objs := []runtime.Object{
 		ns(agentNamespace, "privileged"), ns(webhookNamespace, "restricted"),
-		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: verdictPolicy}},
-		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: verdictPolicy}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: zoneKeySecret}, Data: map[string][]byte{zoneKeyFileKey: []byte(line + "\n")}},
 		node("edge-1", "site-a"), node("edge-2", "site-a"), node("edge-3", "site-a"),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNamespace, Name: webhookTLSSecret},
@@ -90,6 +88,11 @@ func TestPreflightPassesAnInstalledCluster(t *testing.T) {
 			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, NumberReady: 3}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNamespace, Name: webhookName},
 			Status: appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2}},
+	}
+	// In front: the caBundle case below replaces an object counted from the end.
+	for _, p := range agentPolicies {
+		objs = append([]runtime.Object{&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: p}},
+			&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: p}}}, objs...)
 	}
 	out, failed := report(preflight(context.Background(), fakeCluster(t, "36", objs...), zone.DefaultZoneLabel))
 	if failed != 0 || strings.Contains(out, "warn") {
