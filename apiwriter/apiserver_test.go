@@ -2,14 +2,22 @@ package apiwriter
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"math"
+	"strconv"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -108,4 +116,64 @@ func hasTaint(n *corev1.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// TestForgedTermsOnRealAPIServer: a verdict and a zone Lease written under
+// term 2^64-1 (a stolen credential, or a hand edit) do not stop the honest
+// leader on a real apiserver: confirmed by its quorum after reading them, it
+// overwrites both. Before, both fenced every leader out for good.
+func TestForgedTermsOnRealAPIServer(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{NoCloudNode: true})
+	ctx := t.Context()
+	client := c.Client()
+	forged, err := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: math.MaxUint64, Leader: "intruder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Annotations: map[string]string{zone.AnnotationKey: string(forged)}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: zone.DefaultLeaseNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: zone.LeaseName("zone-a"),
+			Annotations: map[string]string{zone.LeaseTermAnnotation: strconv.FormatUint(math.MaxUint64, 10)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("intruder"), LeaseDurationSeconds: ptr.To[int32](1 << 30),
+			RenewTime: &metav1.MicroTime{Time: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	fence := &fakeFence{}
+	fence.term.Store(3)
+	cfg := DefaultConfig()
+	cfg.Zone, cfg.Node, cfg.NodeKey = "zone-a", "node-1", testNodeKey
+	w, err := New(cfg, client, fence, fixedMembers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RenewLease(ctx); err != nil {
+		t.Fatalf("renewing the zone Lease over term 2^64-1: %v", err)
+	}
+	l, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim := LeaseClaimOf(l); claim.Holder != "node-1" || claim.Term != 3 ||
+		!claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("zone Lease after renewal: %+v, want node-1's, term 3, signed", claim)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.Run(runCtx); close(done) }()
+	defer func() { cancel(); <-done }()
+	w.Verdicts(3, []zone.Verdict{{Node: "n1", State: zone.Healthy, Term: 3, Leader: "node-1", DecidedAt: time.Now()}}, false)
+	poll.Until(t, time.Minute, "the honest verdict written over term 2^64-1", func() (bool, string) {
+		raw := getNode(ctx, t, client).Annotations[zone.AnnotationKey]
+		a, err := zone.ParseAnnotation(raw)
+		return err == nil && a.Term == 3 && a.Signer == "node-1", raw
+	})
 }
