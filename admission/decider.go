@@ -101,8 +101,19 @@ type Decider struct {
 // NewDecider returns a Decider reading caches, which follows the events of
 // inf (the informers behind caches) to time what it trusts by its own clock.
 // Register it before the informers start, or their first list counts as
-// news. cfg.Clock may be nil for the real clock; m receives its counters.
-func NewDecider(cfg Config, caches Caches, inf Informers, m *metrics) (*Decider, error) {
+// news. cfg.Clock may be nil for the real clock; its refusal counters go to
+// cfg.Registerer (a private registry when nil).
+func NewDecider(cfg Config, caches Caches, inf Informers) (*Decider, error) {
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return newDecider(cfg, caches, inf, m)
+}
+
+// newDecider is NewDecider with the webhook's own metrics.
+func newDecider(cfg Config, caches Caches, inf Informers, m *metrics) (*Decider, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}

@@ -60,7 +60,7 @@ func newDeciderEnv(t *testing.T, mod func(*Config), objs ...runtime.Object) *dec
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.d, err = NewDecider(cfg, caches, Informers{
+	env.d, err = newDecider(cfg, caches, Informers{
 		Nodes:      all.Core().V1().Nodes().Informer(),
 		NodeLeases: nodeLeases.Coordination().V1().Leases().Informer(),
 		ZoneLeases: zoneLeases.Coordination().V1().Leases().Informer(),

@@ -79,7 +79,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		nodeLeases.Coordination().V1().Leases().Informer().HasSynced,
 		zoneLeases.Coordination().V1().Leases().Informer().HasSynced,
 	}
-	if w.decider, err = NewDecider(cfg, caches, Informers{
+	if w.decider, err = newDecider(cfg, caches, Informers{
 		Nodes:      all.Core().V1().Nodes().Informer(),
 		NodeLeases: nodeLeases.Coordination().V1().Leases().Informer(),
 		ZoneLeases: zoneLeases.Coordination().V1().Leases().Informer(),
