@@ -390,28 +390,28 @@ func deniedByRBAC(err error) bool {
 // whether it did.
 func requireDeniedBy(t *testing.T, policy, what string, err error) bool {
 	t.Helper()
+	return requireRefused(t, what, policy, err, func(err error) bool { return deniedBy(err, policy) })
+}
+
+func requireDeniedByRBAC(t *testing.T, what string, err error) {
+	t.Helper()
+	requireRefused(t, what, "RBAC", err, deniedByRBAC)
+}
+
+// requireRefused checks that a write was refused, and by whom: refusedBy
+// tells that refusal (by) from any other.
+func requireRefused(t *testing.T, what, by string, err error, refusedBy func(error) bool) bool {
+	t.Helper()
 	switch {
 	case err == nil:
 		t.Errorf("%s was allowed", what)
-	case !deniedBy(err, policy):
-		t.Errorf("%s was refused, but not by %s: %v", what, policy, err)
+	case !refusedBy(err):
+		t.Errorf("%s was refused, but not by %s: %v", what, by, err)
 	default:
 		t.Logf("%s refused: %v", what, err)
 		return true
 	}
 	return false
-}
-
-func requireDeniedByRBAC(t *testing.T, what string, err error) {
-	t.Helper()
-	switch {
-	case err == nil:
-		t.Errorf("%s was allowed", what)
-	case !deniedByRBAC(err):
-		t.Errorf("%s was refused, but not by RBAC: %v", what, err)
-	default:
-		t.Logf("%s refused: %v", what, err)
-	}
 }
 
 func patchNode(ctx context.Context, cs kubernetes.Interface, node string, pt types.PatchType, patch, subresource string) error {

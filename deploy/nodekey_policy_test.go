@@ -407,12 +407,5 @@ func deniedByNodeKeyPolicy(err error) bool {
 
 func requireNodeKeyDenied(t *testing.T, what string, err error) {
 	t.Helper()
-	switch {
-	case err == nil:
-		t.Errorf("%s was allowed", what)
-	case !deniedByNodeKeyPolicy(err):
-		t.Errorf("%s was refused, but not by the node-key policy: %v", what, err)
-	default:
-		t.Logf("%s refused: %v", what, err)
-	}
+	requireRefused(t, what, "the node-key policy", err, deniedByNodeKeyPolicy)
 }

@@ -30,11 +30,7 @@ func TestAgentZone(t *testing.T) {
 	client := c.Client()
 	all := names(z)
 
-	healthy := map[string]zone.State{}
-	for _, n := range all {
-		healthy[n] = zone.Healthy
-	}
-	took := waitStates(t, client, 2*time.Minute, healthy)
+	took := waitHealthy(t, client, 2*time.Minute, all)
 	t.Logf("zone of 5 formed and wrote five healthy verdicts in %s", took.Round(100*time.Millisecond))
 
 	var leader *zonerun.Agent
@@ -107,7 +103,10 @@ func TestAgentZone(t *testing.T) {
 
 	// Writes: one node-key registration per node when its agent first
 	// starts, then exactly one node patch per verdict change (5 healthy, 2
-	// unhealthy), and nothing else on nodes; Leases only the zone's.
+	// unhealthy), plus one per node when leadership moved: the webhook
+	// honours only the zone Lease holder's signature, so the new leader
+	// signs its predecessor's verdicts again. Nothing else on nodes; Leases
+	// only the zone's.
 	writes := agentWrites(t, c)
 	perNode := map[string]int{}
 	for _, e := range writes["nodes"] {
@@ -117,12 +116,20 @@ func TestAgentZone(t *testing.T) {
 		perNode[e.ObjectRef.Name]++
 	}
 	for _, n := range all {
-		want := 1 + 1
-		if n == victim.Name || n == leader.Name {
-			want = 1 + 2
+		want := 1 + 1 + 1
+		switch n {
+		case victim.Name:
+			want = 1 + 2 + 1
+		case leader.Name:
+			// Its re-signed healthy verdict and its unhealthy one may
+			// coalesce into one write when the judgement comes first.
+			want = 1 + 2 + 1
+			if perNode[n] == want-1 {
+				want--
+			}
 		}
 		if perNode[n] != want {
-			t.Errorf("node %s: %d writes, want %d (its key registration and one per verdict change)", n, perNode[n], want)
+			t.Errorf("node %s: %d writes, want %d (its key registration, one per verdict change, one re-signature by the new leader)", n, perNode[n], want)
 		}
 	}
 	for _, n := range all {
@@ -145,7 +152,7 @@ func TestAgentZone(t *testing.T) {
 			t.Errorf("agents wrote %s", res)
 		}
 	}
-	t.Logf("agent writes: %d node patches for 7 verdict changes, %d lease writes", len(writes["nodes"]), leaseWrites)
+	t.Logf("agent writes: %d node patches for 5 key registrations, 7 verdict changes and one leadership change, %d lease writes", len(writes["nodes"]), leaseWrites)
 
 	// kill -9 lost nothing: the dead node comes back with its data dir, keeps
 	// its server ID and is judged healthy again.

@@ -7,12 +7,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
-	"github.com/edgequorum/edgequorum/zone"
 )
 
 // TestWholeZoneCutAtAnyGrace: the webhook tells a zone cut off as a whole from
@@ -27,11 +23,7 @@ func TestWholeZoneCutAtAnyGrace(t *testing.T) {
 			c, z := startZone(t, testcluster.Options{NodeMonitorGracePeriod: grace}, zonerun.Options{Zone: name, Nodes: 3})
 			client := c.Client()
 			all := names(z)
-			healthy := map[string]zone.State{}
-			for _, n := range all {
-				healthy[n] = zone.Healthy
-			}
-			waitStates(t, client, 2*time.Minute, healthy)
+			waitHealthy(t, client, 2*time.Minute, all)
 
 			// No flags but the ones every installation sets.
 			wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"))
@@ -48,31 +40,11 @@ func TestWholeZoneCutAtAnyGrace(t *testing.T) {
 			taints := watchTaints(t, client, all)
 
 			z.CutCloud()
-			took := poll.Until(t, grace+2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
-				for _, n := range all {
-					if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
-						return false, fmt.Sprintf("%s is %s", n, st)
-					}
-				}
-				return true, ""
-			})
+			took := waitAllUnknown(t, client, all, grace+2*time.Minute)
 			t.Logf("every node Unknown %s after the cut (grace %s)", took.Round(time.Second), grace)
-			protected := func() (bool, string) {
-				if del := web.deletedPods(t, client); len(del) > 0 {
-					return false, fmt.Sprintf("pods deleted: %v", del)
-				}
-				if ready := web.readyEndpoints(t, client); len(ready) != len(all) {
-					return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(all))
-				}
-				return true, ""
-			}
-			settleProtection(t, protected)
 			// Two toleration periods: without the cut-off rule every pod
 			// would be evicted by now.
-			holdFor(t, 2*tolerationSeconds*time.Second, "zone protection", protected)
-			if seen := taints.seen(); len(seen) > 0 {
-				t.Errorf("unreachable:NoExecute was stored on %v", seen)
-			}
+			holdZoneProtected(t, client, web, taints, all, 2*tolerationSeconds*time.Second)
 			if err := z.ReconnectCloud(context.Background()); err != nil {
 				t.Fatal(err)
 			}

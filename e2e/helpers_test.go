@@ -32,6 +32,16 @@ func annotation(t *testing.T, c kubernetes.Interface, node string) (zone.Annotat
 	return a, true
 }
 
+// waitHealthy waits until every node of nodes carries a healthy verdict.
+func waitHealthy(t *testing.T, c kubernetes.Interface, timeout time.Duration, nodes []string) time.Duration {
+	t.Helper()
+	want := map[string]zone.State{}
+	for _, n := range nodes {
+		want[n] = zone.Healthy
+	}
+	return waitStates(t, c, timeout, want)
+}
+
 // waitStates waits until every named node's annotation has the wanted state.
 func waitStates(t *testing.T, c kubernetes.Interface, timeout time.Duration, want map[string]zone.State) time.Duration {
 	t.Helper()

@@ -231,6 +231,41 @@ func holdFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 	}
 }
 
+// waitAllUnknown waits until every node of nodes is Ready=Unknown and returns
+// how long that took.
+func waitAllUnknown(t *testing.T, client kubernetes.Interface, nodes []string, timeout time.Duration) time.Duration {
+	t.Helper()
+	return poll.Until(t, timeout, "every zone node Ready=Unknown", func() (bool, string) {
+		for _, n := range nodes {
+			if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
+				return false, fmt.Sprintf("%s is %s", n, st)
+			}
+		}
+		return true, ""
+	})
+}
+
+// holdZoneProtected checks that a whole zone cut from the cloud stays
+// protected for d once protection is in place: no pod of web deleted, every
+// endpoint ready, and no unreachable:NoExecute taint ever stored on nodes.
+func holdZoneProtected(t *testing.T, client kubernetes.Interface, web *app, taints *taintWatch, nodes []string, d time.Duration) {
+	t.Helper()
+	protected := func() (bool, string) {
+		if del := web.deletedPods(t, client); len(del) > 0 {
+			return false, fmt.Sprintf("pods deleted: %v", del)
+		}
+		if ready := web.readyEndpoints(t, client); len(ready) != len(nodes) {
+			return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(nodes))
+		}
+		return true, ""
+	}
+	settleProtection(t, protected)
+	holdFor(t, d, "zone protection", protected)
+	if seen := taints.seen(); len(seen) > 0 {
+		t.Errorf("unreachable:NoExecute was stored on %v", seen)
+	}
+}
+
 // settleProtection waits for protection to be in place once a node is seen
 // Unknown. The EndpointSlice controller can write a slice before the webhook's
 // node cache holds the Unknown condition it reacted to; the admission path
@@ -252,11 +287,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	client := c.Client()
 	all := names(z)
-	healthy := map[string]zone.State{}
-	for _, n := range all {
-		healthy[n] = zone.Healthy
-	}
-	waitStates(t, client, 2*time.Minute, healthy)
+	waitHealthy(t, client, 2*time.Minute, all)
 
 	wh := startWebhook(t, c, z)
 	web := deployApp(t, client, "web", all)
@@ -279,30 +310,10 @@ func TestWebhookEndToEnd(t *testing.T) {
 	if !t.Run("whole zone cut from the cloud", func(t *testing.T) {
 		cutAt := time.Now()
 		z.CutCloud()
-		poll.Until(t, 2*time.Minute, "every zone node Ready=Unknown", func() (bool, string) {
-			for _, n := range all {
-				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionUnknown {
-					return false, fmt.Sprintf("%s is %s", n, st)
-				}
-			}
-			return true, ""
-		})
-		protected := func() (bool, string) {
-			if del := web.deletedPods(t, client); len(del) > 0 {
-				return false, fmt.Sprintf("pods deleted: %v", del)
-			}
-			if ready := web.readyEndpoints(t, client); len(ready) != len(all) {
-				return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(all))
-			}
-			return true, ""
-		}
-		settleProtection(t, protected)
+		waitAllUnknown(t, client, all, 2*time.Minute)
 		// Three toleration periods: without edgequorum every pod would be
 		// evicted and every endpoint not ready by now.
-		holdFor(t, 3*tolerationSeconds*time.Second, "zone protection", protected)
-		if seen := taints.seen(); len(seen) > 0 {
-			t.Errorf("unreachable:NoExecute was stored on %v", seen)
-		}
+		holdZoneProtected(t, client, web, taints, all, 3*tolerationSeconds*time.Second)
 		logKCMRetries(t, c, all, cutAt)
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
