@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -441,6 +442,61 @@ func TestDecideAcrossAHandover(t *testing.T) {
 	env.clock.Step(handoverGrace)
 	if got, _ := env.d.Decide(n); got.Reason != ReasonSignerNotLeader {
 		t.Fatalf("%s after the handover, a verdict the new leader never signed: %+v, want %s", handoverGrace, got, ReasonSignerNotLeader)
+	}
+}
+
+// TestDecideGivesNoGraceToAStolenLease: a member that writes the zone Lease
+// in its own name (with its own key: it may lie about itself) is honoured as
+// holder until the leader takes the Lease back, but gets none of the grace a
+// leader that handed over gets, whichever term it claims.
+func TestDecideGivesNoGraceToAStolenLease(t *testing.T) {
+	for _, stolenTerm := range []uint64{testTerm - 1, testTerm, math.MaxUint64} {
+		t.Run(fmt.Sprintf("term %d", stolenTerm), func(t *testing.T) {
+			ctx := context.Background()
+			healthy := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown) // signed by n1, the leader
+			thief := testNode("n2", "z", "", corev1.ConditionTrue)
+			env := newDeciderEnv(t, nil, healthy, thief, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow),
+				testLease(NodeLeaseNamespace, "n1", testNow))
+			leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+			write := func(holder string, term uint64) {
+				t.Helper()
+				l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Spec.HolderIdentity = ptr.To(holder)
+				l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+				l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
+				if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				poll.UntilTrue(t, waitTimeout, holder+" holding the Lease in the cache", func() bool {
+					c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+					return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == holder &&
+						c.Annotations[zone.LeaseTermAnnotation] == strconv.FormatUint(term, 10)
+				})
+			}
+			// n2 takes the Lease and signs a verdict for n1 with its own key.
+			write("n2", stolenTerm)
+			forged := testNode("n1", "z", "", corev1.ConditionUnknown)
+			a := zone.Annotation{State: zone.Healthy, Zone: "z", Term: stolenTerm, Leader: "n2", At: nodeLost}
+			a.Sign("n1", "n2", testKey("n2"))
+			raw, _ := json.Marshal(a)
+			forged.Annotations[zone.AnnotationKey] = string(raw)
+			if got, _ := env.d.Decide(forged); !got.Vouched {
+				t.Fatalf("while n2 holds the Lease, its verdict: %+v", got)
+			}
+			// The leader takes it back under a higher term, as its writer
+			// does over any term its quorum never had.
+			env.clock.Step(time.Second)
+			write("n1", testTerm+1)
+			if got, _ := env.d.Decide(forged); got.Reason != ReasonSignerNotLeader {
+				t.Fatalf("after the leader took the Lease back, n2's verdict: %+v, want %s", got, ReasonSignerNotLeader)
+			}
+			if got, _ := env.d.Decide(healthy); !got.Vouched {
+				t.Fatalf("the leader's own verdict after it took the Lease back: %+v", got)
+			}
+		})
 	}
 }
 

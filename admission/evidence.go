@@ -72,6 +72,11 @@ type claim struct {
 	zone.LeaseClaim
 	sig string
 	renewal
+	// ascended is set when the holder took the Lease under a higher term
+	// than the claim before it (or is the first the webhook saw), as a new
+	// Raft leader does. Only such a holder's verdicts count for a while
+	// after it hands over.
+	ascended bool
 }
 
 // zoneRecord is what the webhook knows of one zone Lease.
@@ -270,11 +275,28 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	}
 }
 
-// honour makes c the zone's valid claim; a change of holder keeps the
-// previous one for handoverGrace.
+// honour makes c the zone's valid claim. A change of holder under a higher
+// term keeps the previous claim, if it had ascended, for handoverGrace.
+//
+// A handover is honest when the term rises: a new Raft leader always holds a
+// higher term than the one before. A member with a stolen or forged claim
+// cannot both take the Lease under a lower term and hand it back under a
+// higher one, so it never gets the grace: taking the Lease over under a term
+// no higher than the holder's, it is not ascended; handing it back to a holder
+// whose term is lower than its forged one, the term does not rise.
 func (e *evidence) honour(rec *zoneRecord, c claim) {
-	if rec.valid != nil && rec.valid.Holder != c.Holder {
-		rec.prev, rec.prevEnds = rec.valid, e.clock.Now().Add(handoverGrace)
+	old := rec.valid
+	switch {
+	case old == nil || c.Term > old.Term:
+		c.ascended = true
+	case c.Term == old.Term && c.Holder == old.Holder:
+		c.ascended = old.ascended // a renewal
+	}
+	if old != nil && old.Holder != c.Holder {
+		rec.prev = nil
+		if old.ascended && c.Term > old.Term {
+			rec.prev, rec.prevEnds = old, e.clock.Now().Add(handoverGrace)
+		}
 	}
 	rec.valid = &c
 }
