@@ -4,6 +4,10 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +23,55 @@ const (
 // can write a zone Lease; only the holder's node key can sign one, and the
 // webhook honours only signed ones.
 const LeaseSignatureAnnotation = "edgequorum.io/signature"
+
+// LeaseEndorsesAnnotation on a zone Lease names the earlier leaders whose
+// verdicts still stand on the zone's Nodes, each with the highest term of
+// those verdicts (see FormatEndorsements). The holder vouches for them in its
+// signed claim, so a new leader need not sign every standing verdict again.
+const LeaseEndorsesAnnotation = "edgequorum.io/endorses"
+
+// FormatEndorsements renders earlier leaders and their highest terms as the
+// LeaseEndorsesAnnotation value: "node=term" pairs sorted by node, joined by
+// commas; "" for none. Node names hold neither ',' nor '='.
+func FormatEndorsements(m map[string]uint64) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatUint(m[n], 10))
+	}
+	return b.String()
+}
+
+// ParseEndorsements reads a LeaseEndorsesAnnotation value. Anything but the
+// form FormatEndorsements writes is an error: a claim that does not parse
+// vouches for nobody.
+func ParseEndorsements(s string) (map[string]uint64, error) {
+	m := map[string]uint64{}
+	if s == "" {
+		return m, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		n, t, ok := strings.Cut(pair, "=")
+		term, err := strconv.ParseUint(t, 10, 64)
+		if !ok || n == "" || err != nil {
+			return nil, fmt.Errorf("%s %q: want node=term pairs", LeaseEndorsesAnnotation, truncate(s, 48))
+		}
+		if _, dup := m[n]; dup {
+			return nil, fmt.Errorf("%s: %s named twice", LeaseEndorsesAnnotation, truncate(n, 48))
+		}
+		m[n] = term
+	}
+	return m, nil
+}
 
 // SigningBytes is the canonical encoding of every field of a but Sig, bound to
 // the Node it is written on: a signed verdict cannot be copied onto another
@@ -65,16 +118,19 @@ type LeaseClaim struct {
 	// microsecond, and only that much is signed.
 	Renewed         time.Time
 	DurationSeconds int32
+	// Endorses is the LeaseEndorsesAnnotation value, as written.
+	Endorses string
 }
 
 func (c LeaseClaim) signingBytes() []byte {
-	b := make([]byte, 0, len(leaseDomain)+2*4+len(c.Zone)+len(c.Holder)+3*8)
+	b := make([]byte, 0, len(leaseDomain)+3*4+len(c.Zone)+len(c.Holder)+len(c.Endorses)+3*8)
 	b = append(b, leaseDomain...)
 	b = appendString(b, c.Zone)
 	b = appendString(b, c.Holder)
 	b = binary.BigEndian.AppendUint64(b, c.Term)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Renewed.UnixMicro()))
-	return binary.BigEndian.AppendUint64(b, uint64(int64(c.DurationSeconds)))
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(c.DurationSeconds)))
+	return appendString(b, c.Endorses)
 }
 
 // Sign returns the LeaseSignatureAnnotation value for c under the holder's

@@ -82,6 +82,7 @@ func TestLeaseClaimSignature(t *testing.T) {
 		"term":     func(c *LeaseClaim) { c.Term = math.MaxUint64 },
 		"renewed":  func(c *LeaseClaim) { c.Renewed = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC) },
 		"duration": func(c *LeaseClaim) { c.DurationSeconds = 1 << 30 },
+		"endorses": func(c *LeaseClaim) { c.Endorses = "n9=4" },
 	} {
 		c := c
 		change(&c)
@@ -94,4 +95,47 @@ func TestLeaseClaimSignature(t *testing.T) {
 			t.Errorf("signature %q verifies", bad)
 		}
 	}
+}
+
+func TestEndorsements(t *testing.T) {
+	m := map[string]uint64{"n2": 4, "n10": math.MaxUint64, "a": 0}
+	s := FormatEndorsements(m)
+	if s != "a=0,n10=18446744073709551615,n2=4" {
+		t.Fatalf("FormatEndorsements = %q", s)
+	}
+	got, err := ParseEndorsements(s)
+	if err != nil || len(got) != 3 || got["n10"] != math.MaxUint64 || got["a"] != 0 {
+		t.Fatalf("ParseEndorsements(%q) = %v, %v", s, got, err)
+	}
+	if got, err := ParseEndorsements(""); err != nil || len(got) != 0 {
+		t.Errorf("no endorsements: %v, %v", got, err)
+	}
+	for _, bad := range []string{"n1", "n1=", "=4", "n1=-1", "n1=4,", "n1=4,n1=5", "n1=4;n2=5", "n1=18446744073709551616"} {
+		if _, err := ParseEndorsements(bad); err == nil {
+			t.Errorf("ParseEndorsements(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzParseEndorsements: the webhook reads this from Leases edge credentials
+// write. Whatever it accepts, formatting gives back the same endorsements.
+func FuzzParseEndorsements(f *testing.F) {
+	for _, s := range []string{"", "a=0,n10=18446744073709551615,n2=4", "n1=4,n1=5", "=", ",,", "n1=4;n2=5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseEndorsements(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseEndorsements(FormatEndorsements(m))
+		if err != nil || len(again) != len(m) {
+			t.Fatalf("%q parsed to %v, which formats to something that parses to %v, %v", s, m, again, err)
+		}
+		for n, term := range m {
+			if again[n] != term {
+				t.Fatalf("%q: %s=%d became %d", s, n, term, again[n])
+			}
+		}
+	})
 }
