@@ -95,10 +95,32 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 
 func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
 
+// zoneVerdicts shows the API writer the zone's Nodes and committed verdicts
+// (apiwriter.NodeVerdicts).
+type zoneVerdicts struct {
+	members *nodeMembers
+	srv     *raftzone.Server
+}
+
+func (z zoneVerdicts) ZoneNodes() []*corev1.Node {
+	nodes, err := z.members.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return nodes
+}
+
+func (z zoneVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
+	return z.srv.CommittedVerdict(node)
+}
+
 // restoreVerdicts has the leader check every zone Node the informer delivers,
 // and its periodic resync, against the committed verdict: a Node that was
-// registered anew or lost its annotation gets it written again.
+// registered anew or lost its annotation gets it written again. The writer
+// also reads the zone's Nodes to vouch, in the zone Lease, for the verdicts
+// its predecessors signed.
 func (m *nodeMembers) restoreVerdicts(srv *raftzone.Server, w *apiwriter.Writer) error {
+	w.Follow(zoneVerdicts{members: m, srv: srv})
 	check := func(obj any) {
 		n, ok := obj.(*corev1.Node)
 		if !ok {

@@ -142,6 +142,11 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 	}
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((w.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
+	if e := zone.FormatEndorsements(w.endorsements()); e != "" {
+		l.Annotations[zone.LeaseEndorsesAnnotation] = e
+	} else {
+		delete(l.Annotations, zone.LeaseEndorsesAnnotation)
+	}
 	l.Annotations[zone.LeaseSignatureAnnotation] = LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l
 }
@@ -154,6 +159,7 @@ func LeaseClaimOf(l *coordinationv1.Lease) zone.LeaseClaim {
 		Zone:            l.Labels[ZoneLabel],
 		Holder:          ptr.Deref(l.Spec.HolderIdentity, ""),
 		DurationSeconds: ptr.Deref(l.Spec.LeaseDurationSeconds, 0),
+		Endorses:        l.Annotations[zone.LeaseEndorsesAnnotation],
 	}
 	c.Term, _ = strconv.ParseUint(l.Annotations[zone.LeaseTermAnnotation], 10, 64)
 	if l.Spec.RenewTime != nil {

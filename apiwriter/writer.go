@@ -2,6 +2,7 @@ package apiwriter
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,17 @@ type Fence interface {
 	Term() uint64
 }
 
+// NodeVerdicts shows the leader the verdicts its zone's Nodes carry, so that
+// the zone Lease can vouch for the ones its predecessors signed instead of
+// this leader signing every one again. The agent implements it with its Node
+// informer and the zone's committed state.
+type NodeVerdicts interface {
+	// ZoneNodes are the zone's Nodes as the agent's informer holds them.
+	ZoneNodes() []*corev1.Node
+	// CommittedVerdict is the zone's committed verdict for node, if any.
+	CommittedVerdict(node string) (zone.Verdict, bool)
+}
+
 // MemberCounter tells how many members the zone has, for the zone Lease.
 type MemberCounter interface {
 	MemberCount() int
@@ -56,6 +68,7 @@ type Writer struct {
 	reach     reachability
 	lease     leaseState
 	renewNow  chan struct{}
+	nodes     NodeVerdicts
 }
 
 // New returns a Writer; Run starts it.
@@ -107,6 +120,14 @@ func (w *Writer) Verdicts(term uint64, vs []zone.Verdict, resync bool) {
 		default:
 		}
 	}
+}
+
+// Follow lets the writer see the verdicts on the zone's Nodes; until it is
+// called, the writer signs every verdict it leaves standing itself.
+func (w *Writer) Follow(nodes NodeVerdicts) {
+	w.mu.Lock()
+	w.nodes = nodes
+	w.mu.Unlock()
 }
 
 // LastWrite is when the last API write succeeded (zero if none yet).
@@ -219,7 +240,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	}
 	want := w.signed(v)
 	raw, had := node.Annotations[zone.AnnotationKey]
-	switch skip := holds(node.Annotations, want, term); skip {
+	switch skip := holds(node.Annotations, want, term, w.predecessorSigned(v.Node)); skip {
 	case skipFenced:
 		w.metrics.skipped.WithLabelValues(skip).Inc()
 		w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "ours", want.Term)
@@ -265,12 +286,13 @@ const (
 const forgedTerm = "forged-term"
 
 // holds says why annotations need no write of want, signed by this member
-// leading leaderTerm: they already carry it, signed by us (skipUnchanged), or
-// a verdict from a newer term than want's that must not be overwritten
+// leading leaderTerm: they already carry it (skipUnchanged), signed by us or by
+// the earlier leader that decided it (endorsed, if endorsed says so), or a
+// verdict from a newer term than want's that must not be overwritten
 // (skipFenced). It returns "" when want must be written, and forgedTerm when
 // the annotation claims a term above leaderTerm: written by a newer leader
 // this one does not know of yet, or forged.
-func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint64) string {
+func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint64, endorsed func(zone.Annotation) bool) string {
 	raw, ok := annotations[zone.AnnotationKey]
 	if !ok {
 		return ""
@@ -283,8 +305,8 @@ func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint6
 		return forgedTerm
 	case cur.Term > want.Term:
 		return skipFenced
-	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) &&
-		cur.Signer == want.Signer && len(cur.Sig) > 0:
+	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) && cur.Leader == want.Leader &&
+		len(cur.Sig) > 0 && (cur.Signer == want.Signer || endorsed(cur)):
 		return skipUnchanged
 	}
 	return ""
@@ -308,6 +330,73 @@ func (w *Writer) confirmForged(ctx context.Context, kind, name, found string) er
 	return nil
 }
 
+// predecessorSigned returns the test holds applies to a verdict on node that
+// this leader did not sign: it stands, and the zone Lease vouches for its
+// signer, if endorsable says so.
+func (w *Writer) predecessorSigned(node string) func(zone.Annotation) bool {
+	return func(a zone.Annotation) bool {
+		w.mu.Lock()
+		src := w.nodes
+		w.mu.Unlock()
+		if src == nil {
+			return false
+		}
+		return endorsable(node, a, nodeKeys(src.ZoneNodes())[a.Signer])
+	}
+}
+
+// endorsable reports whether a, on node, is a verdict the zone Lease may vouch
+// for: signed, with the key its Node registers (pub), by the earlier leader
+// that decided it. A verdict a leader wrote for a predecessor's decision is
+// not: the next leader signs that one again.
+func endorsable(node string, a zone.Annotation, pub ed25519.PublicKey) bool {
+	return a.Signer != "" && a.Signer == a.Leader && a.Verify(node, pub)
+}
+
+// endorsements are the earlier leaders whose verdicts stand on the zone's
+// Nodes, each with the highest term among them: verdicts equal to the zone's
+// committed ones and endorsable. The zone Lease names them.
+func (w *Writer) endorsements() map[string]uint64 {
+	w.mu.Lock()
+	src := w.nodes
+	w.mu.Unlock()
+	out := map[string]uint64{}
+	if src == nil {
+		return out
+	}
+	nodes := src.ZoneNodes()
+	keys := nodeKeys(nodes)
+	for _, n := range nodes {
+		raw, ok := n.Annotations[zone.AnnotationKey]
+		if !ok {
+			continue
+		}
+		a, err := zone.ParseAnnotation(raw)
+		if err != nil || a.Signer == w.cfg.Node {
+			continue
+		}
+		v, ok := src.CommittedVerdict(n.Name)
+		if !ok || a.State != v.State || a.Term != v.Term || !a.At.Equal(v.DecidedAt) || a.Leader != v.Leader {
+			continue
+		}
+		if endorsable(n.Name, a, keys[a.Signer]) && a.Term >= out[a.Signer] {
+			out[a.Signer] = a.Term
+		}
+	}
+	return out
+}
+
+// nodeKeys are the node keys the Nodes register, by node name.
+func nodeKeys(nodes []*corev1.Node) map[string]ed25519.PublicKey {
+	keys := make(map[string]ed25519.PublicKey, len(nodes))
+	for _, n := range nodes {
+		if k, err := zone.ParseNodeKey(n.Annotations[zone.NodeKeyAnnotation]); err == nil {
+			keys[n.Name] = k
+		}
+	}
+	return keys
+}
+
 // signed is the annotation for committed verdict v as this member writes it:
 // signed with its node key, whoever decided v.
 func (w *Writer) signed(v zone.Verdict) zone.Annotation {
@@ -318,9 +407,9 @@ func (w *Writer) signed(v zone.Verdict) zone.Annotation {
 
 // Restore queues committed verdict v again if node, as an informer last saw
 // it, does not hold it: the Node was deleted and registered anew, or its
-// annotation was removed or edited, or it is not signed by this leader (the
-// webhook honours only the zone Lease holder's signature). Verdicts are
-// written only when they
+// annotation was removed or edited, or it is signed neither by this leader nor
+// by the earlier leader that decided it (the webhook honours nothing else).
+// Verdicts are written only when they
 // change, so without this a lost annotation stays lost, and the node
 // unprotected, until its next change or the next leader. Only a leader
 // restores; Restore reports whether it queued a write.
@@ -329,7 +418,7 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node {
 		return false
 	}
-	if h := holds(node.Annotations, w.signed(v), term); h != "" && h != forgedTerm {
+	if h := holds(node.Annotations, w.signed(v), term, w.predecessorSigned(node.Name)); h != "" && h != forgedTerm {
 		return false
 	}
 	// Check and queue under one lock: v may be older than a verdict the

@@ -483,35 +483,110 @@ func TestForgedTermsDoNotFence(t *testing.T) {
 	}
 }
 
-// TestVerdictsAreResignedByANewLeader: the webhook honours only the zone
-// Lease holder's signature, so a leader re-signs the verdicts its
-// predecessor wrote (keeping who decided them and when) when the informer
-// shows them, and leaves alone the ones it signed.
-func TestVerdictsAreResignedByANewLeader(t *testing.T) {
-	h := newHarness(t, "node-2")
-	h.run()
-	at := h.clock.Now()
-	v := verdict("node-2", zone.Healthy, 4, at)
-	v.Leader = "node-3"
-	old := zone.AnnotationFor("zone-a", v)
-	old.Sign("node-2", "node-3", ed25519.NewKeyFromSeed(append([]byte{3}, make([]byte, ed25519.SeedSize-1)...)))
-	h.setAnnotation("node-2", old)
-	h.fence.term.Store(5)
-	node, err := h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+// fakeNodeVerdicts is the agent's view for the writer: the fake clientset's
+// Nodes and a fixed committed state.
+type fakeNodeVerdicts struct {
+	h         *harness
+	committed map[string]zone.Verdict
+}
+
+func (f fakeNodeVerdicts) ZoneNodes() []*corev1.Node {
+	list, err := f.h.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		f.h.t.Fatal(err)
+	}
+	var out []*corev1.Node
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
+}
+
+func (f fakeNodeVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
+	v, ok := f.committed[node]
+	return v, ok
+}
+
+// TestPredecessorVerdictsStand: a new leader leaves standing the verdicts the
+// earlier leader that decided them signed, and vouches for that leader in the
+// zone Lease instead (one write per verdict change, not one more per node and
+// handover). A verdict signed by anyone but its decider it signs again.
+func TestPredecessorVerdictsStand(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "node-2", "node-3")
+	node3Key := ed25519.NewKeyFromSeed(append([]byte{3}, make([]byte, ed25519.SeedSize-1)...))
+	n3, err := h.client.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.w.Restore(node, v) {
-		t.Fatal("a verdict signed by the previous leader was not queued to be signed again")
+	n3.Annotations = map[string]string{zone.NodeKeyAnnotation: zone.EncodeNodeKey(node3Key.Public().(ed25519.PublicKey))}
+	if _, err := h.client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at := h.clock.Now()
+	v := verdict("node-2", zone.Healthy, 4, at)
+	v.Leader = "node-3"
+	decided := zone.AnnotationFor("zone-a", v)
+	decided.Sign("node-2", "node-3", node3Key)
+	h.setAnnotation("node-2", decided)
+	committed := map[string]zone.Verdict{"node-2": v}
+	h.w.Follow(fakeNodeVerdicts{h: h, committed: committed})
+	h.run()
+	h.fence.term.Store(5)
+	get := func() *corev1.Node {
+		n, err := h.client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if h.w.Restore(get(), v) {
+		t.Fatal("a verdict signed by the leader that decided it was queued to be signed again")
+	}
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := LeaseClaimOf(l)
+	if claim.Endorses != "node-3=4" || !claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("zone Lease endorses %q (signed: %v), want node-3=4, signed", claim.Endorses,
+			claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)))
+	}
+	if w := h.nodeWrites(); len(w) != 0 {
+		t.Fatalf("node writes %v, want none", w)
+	}
+
+	// node-3 wrote node-9's decision: signed by another than its decider,
+	// it is signed again, and node-3 is endorsed no more.
+	v.Leader = "node-9"
+	committed["node-2"] = v
+	restored := zone.AnnotationFor("zone-a", v)
+	restored.Sign("node-2", "node-3", node3Key)
+	h.setAnnotation("node-2", restored)
+	if !h.w.Restore(get(), v) {
+		t.Fatal("a verdict signed by another than its decider was not queued to be signed again")
 	}
 	poll.UntilTrue(t, waitTimeout, "verdict signed by node-1", func() bool { a, _ := h.annotation("node-2"); return a.Signer == "node-1" })
 	a, _ := h.annotation("node-2")
-	if a.Leader != "node-3" || a.Term != 4 || !a.At.Equal(at) || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
-		t.Fatalf("re-signed verdict %+v: want node-3's decision of term 4, validly signed by node-1", a)
+	if a.Leader != "node-9" || a.Term != 4 || !a.At.Equal(at) || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("signed again: %+v, want node-9's decision of term 4, validly signed by node-1", a)
 	}
-	node, _ = h.client.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
-	if h.w.Restore(node, v) {
+	if h.w.Restore(get(), v) {
 		t.Error("a verdict this leader signed was queued again")
+	}
+	h.w.mu.Lock()
+	h.w.lease = leaseState{}
+	h.w.mu.Unlock()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, _ = h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	if e, ok := l.Annotations[zone.LeaseEndorsesAnnotation]; ok {
+		t.Errorf("zone Lease still endorses %q with no predecessor's verdict standing", e)
 	}
 }
 
