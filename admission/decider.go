@@ -55,10 +55,11 @@ const (
 	// ReasonNoZoneLease: the zone has no zone Lease the webhook honoured.
 	ReasonNoZoneLease Reason = "no-zone-lease"
 	// ReasonSignerNotLeader: the signer neither holds the zone Lease nor
-	// held it just before the holder (see handoverGrace).
+	// is an earlier leader the holder vouches for, for verdicts it decided
+	// up to the term the holder names.
 	ReasonSignerNotLeader Reason = "signer-not-leader"
-	// ReasonTermAheadOfLease: the verdict claims a term above the one its
-	// signer holds the zone Lease under.
+	// ReasonTermAheadOfLease: the verdict claims a term above the zone
+	// Lease's.
 	ReasonTermAheadOfLease Reason = "term-ahead-of-lease"
 	// ReasonLeaderMismatch: a verdict of the Lease's own term names another
 	// leader than the Lease holder.
@@ -151,8 +152,10 @@ func (d *Decider) DecideNode(name string) (Decision, *corev1.Node, error) {
 // cache could not be read; the decision is then "not vouched".
 //
 // A verdict counts only if the zone signed it: its signer is a member of the
-// node's zone whose key is registered on its own Node, and holds the zone
-// Lease (or held it just before) under a term no lower than the verdict's.
+// node's zone whose key is registered on its own Node, and either holds the
+// zone Lease under a term no lower than the verdict's, or is the earlier
+// leader that decided the verdict and whom the holder's signed Lease vouches
+// for up to the verdict's term.
 // Time is the webhook's own: a Lease renewal counts from when the webhook saw
 // it at the latest, however late its renewTime.
 func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
@@ -245,25 +248,21 @@ func (d *Decider) signedBy(node, raw string, verdict *zone.Annotation) (*claim, 
 	if err != nil {
 		return nil, "", err
 	}
-	valid, prev := d.evidence.zoneClaims(name, l)
+	valid := d.evidence.zoneClaim(name, l)
 	switch {
 	case valid == nil:
 		return nil, ReasonNoZoneLease, nil
+	case verdict.Term > valid.Term:
+		return nil, ReasonTermAheadOfLease, nil
 	case verdict.Signer == valid.Holder:
-		if verdict.Term > valid.Term {
-			return nil, ReasonTermAheadOfLease, nil
-		}
 		if verdict.Term == valid.Term && verdict.Leader != valid.Holder {
 			return nil, ReasonLeaderMismatch, nil
 		}
 		return valid, "", nil
-	case prev != nil && verdict.Signer == prev.Holder:
-		// The new holder has not signed this one again yet. The previous
-		// holder vouches for verdicts of its own terms only, and the zone
-		// stays judged by the current Lease's renewals.
-		if verdict.Term > prev.Term {
-			return nil, ReasonTermAheadOfLease, nil
-		}
+	}
+	// An earlier leader's verdict, signed by the leader that decided it,
+	// stands while the holder vouches for that leader up to its term.
+	if t, ok := valid.endorses[verdict.Signer]; ok && verdict.Leader == verdict.Signer && verdict.Term <= t {
 		return valid, "", nil
 	}
 	return nil, ReasonSignerNotLeader, nil

@@ -409,46 +409,76 @@ func TestDecideKeepsTheLastHonouredLease(t *testing.T) {
 	}
 }
 
-// TestDecideAcrossAHandover: when the zone Lease changes holder, verdicts
-// its predecessor signed (of its own terms) count until the new leader has
-// signed them again, for handoverGrace; a verdict signed by a member that
-// never held the Lease never counts.
+// TestDecideAcrossAHandover: when the zone Lease changes holder, a verdict
+// its predecessor decided and signed counts as long as the new holder's Lease
+// vouches for that predecessor up to the verdict's term; a verdict of a
+// member the Lease does not name never counts.
 func TestDecideAcrossAHandover(t *testing.T) {
 	ctx := context.Background()
-	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown) // signed by n1, term 7
-	env := newDeciderEnv(t, func(c *Config) { c.MaxZoneLeaseDuration = time.Hour }, n, testNode("n2", "z", "", corev1.ConditionTrue),
+	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown) // decided and signed by n1, term 7
+	env := newDeciderEnv(t, nil, n, testNode("n2", "z", "", corev1.ConditionTrue),
 		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow))
 	if got, _ := env.d.Decide(n); !got.Vouched {
 		t.Fatalf("before the handover: %+v", got)
 	}
 	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
-	l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+	handOver := func(endorses string) {
+		t.Helper()
+		l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = ptr.To("n2")
+		l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+		l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
+		l.Annotations[zone.LeaseEndorsesAnnotation] = endorses
+		if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll.UntilTrue(t, waitTimeout, "the new holder's Lease in the cache", func() bool {
+			c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+			return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2" && c.Annotations[zone.LeaseEndorsesAnnotation] == endorses
+		})
+	}
+	for _, tt := range []struct {
+		endorses string
+		want     Reason
+	}{
+		{"n1=7", ReasonZoneLeaseFresh},
+		{"n1=6", ReasonSignerNotLeader}, // not up to the verdict's term
+		{"", ReasonSignerNotLeader},
+		{"n3=7", ReasonSignerNotLeader},
+		{"n1=7,n3=9", ReasonZoneLeaseFresh},
+	} {
+		env.clock.Step(time.Second)
+		handOver(tt.endorses)
+		if got, _ := env.d.Decide(n); got.Reason != tt.want {
+			t.Errorf("the predecessor's verdict under a Lease endorsing %q: %+v, want %s", tt.endorses, got, tt.want)
+		}
+	}
+	// A webhook that starts now reads the same from the Lease alone.
+	if got, _ := newTestDecider(t, nil, n, testNode("n2", "z", "", corev1.ConditionTrue), mustGetLease(t, leases)).Decide(n); !got.Vouched {
+		t.Errorf("a fresh webhook on the predecessor's verdict: %+v", got)
+	}
+}
+
+func mustGetLease(t *testing.T, leases interface {
+	Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
+}) *coordinationv1.Lease {
+	t.Helper()
+	l, err := leases.Get(context.Background(), zone.LeaseName("z"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Spec.HolderIdentity = ptr.To("n2")
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
-	if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll.UntilTrue(t, waitTimeout, "the new holder in the cache", func() bool {
-		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
-		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2"
-	})
-	if got, _ := env.d.Decide(n); !got.Vouched {
-		t.Fatalf("right after the handover, the predecessor's verdict: %+v", got)
-	}
-	env.clock.Step(handoverGrace)
-	if got, _ := env.d.Decide(n); got.Reason != ReasonSignerNotLeader {
-		t.Fatalf("%s after the handover, a verdict the new leader never signed: %+v, want %s", handoverGrace, got, ReasonSignerNotLeader)
-	}
+	l.ResourceVersion = ""
+	return l
 }
 
 // TestDecideGivesNoGraceToAStolenLease: a member that writes the zone Lease
 // in its own name (with its own key: it may lie about itself) is honoured as
-// holder until the leader takes the Lease back, but gets none of the grace a
-// leader that handed over gets, whichever term it claims.
+// holder until the leader takes the Lease back, and not a moment longer,
+// whichever term it claimed: the leader's Lease vouches only for predecessors
+// whose verdicts are the zone's committed ones.
 func TestDecideGivesNoGraceToAStolenLease(t *testing.T) {
 	for _, stolenTerm := range []uint64{testTerm - 1, testTerm, math.MaxUint64} {
 		t.Run(fmt.Sprintf("term %d", stolenTerm), func(t *testing.T) {
@@ -490,8 +520,8 @@ func TestDecideGivesNoGraceToAStolenLease(t *testing.T) {
 			// does over any term its quorum never had.
 			env.clock.Step(time.Second)
 			write("n1", testTerm+1)
-			if got, _ := env.d.Decide(forged); got.Reason != ReasonSignerNotLeader {
-				t.Fatalf("after the leader took the Lease back, n2's verdict: %+v, want %s", got, ReasonSignerNotLeader)
+			if got, _ := env.d.Decide(forged); got.Vouched {
+				t.Fatalf("after the leader took the Lease back, n2's verdict: %+v", got)
 			}
 			if got, _ := env.d.Decide(healthy); !got.Vouched {
 				t.Fatalf("the leader's own verdict after it took the Lease back: %+v", got)

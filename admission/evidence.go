@@ -26,13 +26,6 @@ type Informers struct {
 	ZoneLeases cache.SharedIndexInformer
 }
 
-// handoverGrace is how long after a zone Lease changed holder the previous
-// holder's signature still counts, for verdicts of its own terms. A new leader
-// signs its predecessors' verdicts again (one write per node, at the agent's
-// API rate: a zone of 129 takes about a minute), and until it has, those
-// nodes stay protected.
-const handoverGrace = 2 * time.Minute
-
 // maxPendingClaims bounds zoneRecord.pending.
 const maxPendingClaims = 4
 
@@ -48,6 +41,7 @@ const (
 	leaseHolderNotMember = "holder-not-member"
 	leaseHolderNoKey     = "holder-no-key"
 	leaseBadSignature    = "bad-signature"
+	leaseBadEndorsements = "bad-endorsements"
 )
 
 // renewal is a Lease renewal as the webhook saw it.
@@ -72,11 +66,9 @@ type claim struct {
 	zone.LeaseClaim
 	sig string
 	renewal
-	// ascended is set when the holder took the Lease under a higher term
-	// than the claim before it (or is the first the webhook saw), as a new
-	// Raft leader does. Only such a holder's verdicts count for a while
-	// after it hands over.
-	ascended bool
+	// endorses are the earlier leaders the holder vouches for, with the
+	// highest term of their standing verdicts.
+	endorses map[string]uint64
 }
 
 // zoneRecord is what the webhook knows of one zone Lease.
@@ -96,10 +88,6 @@ type zoneRecord struct {
 	// force, so a forged Lease can neither extend nor cut short the
 	// zone's protection.
 	valid *claim
-	// prev is the honoured claim of the holder before valid's, honoured for
-	// its own verdicts until prevEnds.
-	prev     *claim
-	prevEnds time.Time
 }
 
 // membership is a node's zone as the webhook saw it, and since when. Nodes in
@@ -229,6 +217,7 @@ func (e *evidence) onZoneLease(obj any) {
 func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 	c := claim{LeaseClaim: apiwriter.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
 	c.renewed = c.Renewed
+	c.endorses, _ = zone.ParseEndorsements(c.Endorses) // nil when it does not parse: refused
 	rec := e.zones[l.Name]
 	if rec == nil {
 		rec = &zoneRecord{}
@@ -275,29 +264,8 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	}
 }
 
-// honour makes c the zone's valid claim. A change of holder under a higher
-// term keeps the previous claim, if it had ascended, for handoverGrace.
-//
-// A handover is honest when the term rises: a new Raft leader always holds a
-// higher term than the one before. A member with a stolen or forged claim
-// cannot both take the Lease under a lower term and hand it back under a
-// higher one, so it never gets the grace: taking the Lease over under a term
-// no higher than the holder's, it is not ascended; handing it back to a holder
-// whose term is lower than its forged one, the term does not rise.
+// honour makes c the zone's valid claim.
 func (e *evidence) honour(rec *zoneRecord, c claim) {
-	old := rec.valid
-	switch {
-	case old == nil || c.Term > old.Term:
-		c.ascended = true
-	case c.Term == old.Term && c.Holder == old.Holder:
-		c.ascended = old.ascended // a renewal
-	}
-	if old != nil && old.Holder != c.Holder {
-		rec.prev = nil
-		if old.ascended && c.Term > old.Term {
-			rec.prev, rec.prevEnds = old, e.clock.Now().Add(handoverGrace)
-		}
-	}
 	rec.valid = &c
 }
 
@@ -312,6 +280,8 @@ func (e *evidence) verifyClaim(name string, c claim) (reason string, final bool)
 		return leaseZoneMismatch, true
 	case c.DurationSeconds <= 0:
 		return leaseNoDuration, true
+	case c.endorses == nil:
+		return leaseBadEndorsements, true
 	}
 	key, r := e.memberKey(c.Holder, c.Zone)
 	switch r {
@@ -340,10 +310,10 @@ func (e *evidence) memberKey(node, zoneName string) (ed25519.PublicKey, Reason) 
 	return key, ""
 }
 
-// zoneClaims returns the honoured claim of the zone Lease named name (nil if
-// none) and, within its grace, the previous holder's. l is the Lease as the
-// cache holds it now (nil if none), which may be newer than the last event.
-func (e *evidence) zoneClaims(name string, l *coordinationv1.Lease) (valid, prev *claim) {
+// zoneClaim returns the honoured claim of the zone Lease named name, nil if
+// none. l is the Lease as the cache holds it now (nil if none), which may be
+// newer than the last event.
+func (e *evidence) zoneClaim(name string, l *coordinationv1.Lease) *claim {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rec := e.zones[name]
@@ -351,15 +321,12 @@ func (e *evidence) zoneClaims(name string, l *coordinationv1.Lease) (valid, prev
 		rec = e.zoneLease(l)
 	}
 	if rec == nil {
-		return nil, nil
+		return nil
 	}
 	if !rec.checked {
 		e.check(name, rec)
 	}
-	if rec.prev != nil && e.clock.Now().Before(rec.prevEnds) {
-		prev = rec.prev
-	}
-	return rec.valid, prev
+	return rec.valid
 }
 
 // kubeletRenewed is when the node's kubelet last renewed its Lease l (as the
