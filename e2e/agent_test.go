@@ -103,10 +103,9 @@ func TestAgentZone(t *testing.T) {
 
 	// Writes: one node-key registration per node when its agent first
 	// starts, then exactly one node patch per verdict change (5 healthy, 2
-	// unhealthy), plus one per node when leadership moved: the webhook
-	// honours only the zone Lease holder's signature, so the new leader
-	// signs its predecessor's verdicts again. Nothing else on nodes; Leases
-	// only the zone's.
+	// unhealthy), and nothing else on nodes: the new leader leaves its
+	// predecessor's signed verdicts standing and vouches for them in the
+	// zone Lease. Leases only the zone's.
 	writes := agentWrites(t, c)
 	perNode := map[string]int{}
 	for _, e := range writes["nodes"] {
@@ -116,20 +115,12 @@ func TestAgentZone(t *testing.T) {
 		perNode[e.ObjectRef.Name]++
 	}
 	for _, n := range all {
-		want := 1 + 1 + 1
-		switch n {
-		case victim.Name:
-			want = 1 + 2 + 1
-		case leader.Name:
-			// Its re-signed healthy verdict and its unhealthy one may
-			// coalesce into one write when the judgement comes first.
-			want = 1 + 2 + 1
-			if perNode[n] == want-1 {
-				want--
-			}
+		want := 1 + 1
+		if n == victim.Name || n == leader.Name {
+			want = 1 + 2
 		}
 		if perNode[n] != want {
-			t.Errorf("node %s: %d writes, want %d (its key registration, one per verdict change, one re-signature by the new leader)", n, perNode[n], want)
+			t.Errorf("node %s: %d writes, want %d (its key registration and one per verdict change)", n, perNode[n], want)
 		}
 	}
 	for _, n := range all {
@@ -152,7 +143,7 @@ func TestAgentZone(t *testing.T) {
 			t.Errorf("agents wrote %s", res)
 		}
 	}
-	t.Logf("agent writes: %d node patches for 5 key registrations, 7 verdict changes and one leadership change, %d lease writes", len(writes["nodes"]), leaseWrites)
+	t.Logf("agent writes: %d node patches for 5 key registrations and 7 verdict changes, %d lease writes", len(writes["nodes"]), leaseWrites)
 
 	// kill -9 lost nothing: the dead node comes back with its data dir, keeps
 	// its server ID and is judged healthy again.
