@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,16 +25,7 @@ func TestWholeZoneCutAtAnyGrace(t *testing.T) {
 			waitHealthy(t, client, 2*time.Minute, all)
 
 			// No flags but the ones every installation sets.
-			wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				wh.Stop()
-				if t.Failed() {
-					t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
-				}
-			})
+			startWebhookWith(t, c, z)
 			web := deployApp(t, client, "web", all)
 			taints := watchTaints(t, client, all)
 

@@ -429,8 +429,13 @@ func TestWebhookEndToEnd(t *testing.T) {
 // re-sent within the test's time.
 func startWebhook(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone) *zonerun.Webhook {
 	t.Helper()
-	wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"),
-		"--repair-period=10s")
+	return startWebhookWith(t, c, z, "--repair-period=10s")
+}
+
+// startWebhookWith is startWebhook with exactly the flags args.
+func startWebhookWith(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, args ...string) *zonerun.Webhook {
+	t.Helper()
+	wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
