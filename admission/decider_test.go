@@ -326,6 +326,10 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 			l.Labels[apiwriter.ZoneLabel] = "y"
 			signLease(l)
 		}), ReasonNoZoneLease},
+		{"a Lease whose endorsements do not parse", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Annotations[zone.LeaseEndorsesAnnotation] = "n2"
+			signLease(l)
+		}), ReasonNoZoneLease},
 		{"a Lease changed after it was signed", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
 			l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
 		}), ReasonNoZoneLease},

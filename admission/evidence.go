@@ -243,7 +243,7 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	for len(rec.pending) > 0 {
 		c := rec.pending[0]
 		if reason, final := e.verifyClaim(name, c); reason == "" {
-			e.honour(rec, c)
+			rec.valid = &c
 		} else if !final {
 			break // its holder's Node is still not cached: keep the order
 		}
@@ -251,8 +251,8 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	}
 	reason, final := e.verifyClaim(name, rec.latest)
 	if reason == "" {
-		e.honour(rec, rec.latest)
-		rec.checked = true
+		c := rec.latest
+		rec.valid, rec.checked = &c, true
 		return
 	}
 	rec.checked = final
@@ -262,11 +262,6 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 		e.metrics.leasesRefused.WithLabelValues(reason).Inc()
 		rec.counted = true
 	}
-}
-
-// honour makes c the zone's valid claim.
-func (e *evidence) honour(rec *zoneRecord, c claim) {
-	rec.valid = &c
 }
 
 // verifyClaim says why c, read from the Lease named name, is not honoured, or

@@ -87,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"reason"})
 	m.leasesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "zone_leases_refused_total",
-		Help: "Zone Lease writes not honoured, once per distinct write, by reason (unsigned, zone-mismatch, no-duration, holder-not-member, holder-no-key, bad-signature); the last honoured renewal stays in force.",
+		Help: "Zone Lease writes not honoured, once per distinct write, by reason (unsigned, zone-mismatch, no-duration, bad-endorsements, holder-not-member, holder-no-key, bad-signature); the last honoured renewal stays in force.",
 	}, []string{"reason"})
 	var err error
 	if m.verdictsRefused, err = register(reg, m.verdictsRefused); err != nil {
