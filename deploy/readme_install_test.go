@@ -113,7 +113,7 @@ func TestReadmeInstallCommands(t *testing.T) {
 		`[ok  ] zone "site-a": 3 node(s)`,
 		`[ok  ] webhook caBundle:`,
 		`[ok  ] webhook TLS Secret edgequorum-webhook/edgequorum-webhook-tls`,
-		`[ok  ] verdict policy`,
+		`[ok  ] admission policies`,
 		`[ok  ] namespace edgequorum-system: Pod Security privileged`,
 		`[ok  ] namespace edgequorum-webhook: Pod Security restricted`,
 	} {
