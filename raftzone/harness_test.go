@@ -426,6 +426,17 @@ func (z *testZone) waitVerdicts(timeout time.Duration, want map[string]zone.Stat
 	})
 }
 
+// killAndJudge stops the named member as if it died and waits until the rest
+// of the zone has judged it unhealthy and every other member healthy.
+func (z *testZone) killAndJudge(name string) {
+	z.t.Helper()
+	z.setDead(name, true)
+	z.stop(name)
+	want := allHealthy(z.names())
+	want[name] = zone.Unhealthy
+	z.waitVerdicts(60*time.Second, want)
+}
+
 func allHealthy(names []string) map[string]zone.State {
 	m := map[string]zone.State{}
 	for _, n := range names {

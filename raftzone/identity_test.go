@@ -255,11 +255,7 @@ func TestZoneWorksThroughAConnectionFlood(t *testing.T) {
 	})
 	// Kill the leader under the flood: the others elect a new one and judge it.
 	start := time.Now()
-	z.setDead(l.name, true)
-	z.stop(l.name)
-	want := allHealthy(z.names())
-	want[l.name] = zone.Unhealthy
-	z.waitVerdicts(60*time.Second, want)
+	z.killAndJudge(l.name)
 	t.Logf("under a flood of 1,000 connections: leader death to committed verdict in %s", time.Since(start).Round(time.Millisecond))
 }
 
@@ -321,11 +317,7 @@ func TestRaftRPCsCannotRaiseTermsOrCrashAMember(t *testing.T) {
 		})
 	}
 	// The target still follows and the zone still judges.
-	z.setDead(l.name, true)
-	z.stop(l.name)
-	want := allHealthy(z.names())
-	want[l.name] = zone.Unhealthy
-	z.waitVerdicts(60*time.Second, want)
+	z.killAndJudge(l.name)
 }
 
 // TestZonePortSlotsPerSource: a source that holds its handshake slots without
@@ -416,11 +408,7 @@ func TestMembersPinnedBeforeNodeKeysGetTheirRegisteredKey(t *testing.T) {
 			victim = n
 		}
 	}
-	z.setDead(victim.name, true)
-	z.stop(victim.name)
-	want := allHealthy(z.names())
-	want[victim.name] = zone.Unhealthy
-	z.waitVerdicts(60*time.Second, want)
+	z.killAndJudge(victim.name)
 }
 
 // TestNodeCannotClaimAnotherMembersAddress: a kubelet writes its own Node's
