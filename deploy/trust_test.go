@@ -59,6 +59,11 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 			client: tokenClient(t, c, createToken(ctx, t, admin, ns, sa, podRef(pod)))}
 	}
 	a1, a2, b1 := members["trust-a1"], members["trust-a2"], members["trust-b1"]
+	// The lease policy takes effect once the apiserver's policy informer has
+	// it; until then, a Lease in another node's name (below) would pass.
+	untilDenied(t, leaseWritesPolicy, "an agent creating a Lease in another node's name", func(try int) error {
+		return createLease(ctx, b1.client, ns, fmt.Sprintf("edgequorum-probe-%d", try), a1.name)
+	})
 	for _, m := range members {
 		// Each agent registers its own key, as at start.
 		poll.Until(t, time.Minute, m.name+"'s agent registering its key", func() (bool, string) {
