@@ -268,6 +268,25 @@ func (d *Decider) signedBy(node, raw string, verdict *zone.Annotation) (*claim, 
 	return nil, ReasonSignerNotLeader, nil
 }
 
+// defaultKubeletRenewInterval is how often a kubelet renews a Lease that names
+// no duration: a quarter of the kubelet's default 40 s.
+const defaultKubeletRenewInterval = 10 * time.Second
+
+// kubeletSilent reports whether the named node's kubelet missed a renewal of
+// its Lease by the webhook's clock: none for one and a half renew intervals (a
+// kubelet renews every quarter of leaseDurationSeconds), or no Lease at all.
+func (d *Decider) kubeletSilent(node string) (bool, error) {
+	l, err := d.lease(d.caches.NodeLeases, node)
+	if err != nil || l == nil {
+		return l == nil && err == nil, err
+	}
+	interval := leaseDuration(l) / 4
+	if interval <= 0 {
+		interval = defaultKubeletRenewInterval
+	}
+	return d.clock.Since(d.evidence.kubeletRenewed(l)) > interval*3/2, nil
+}
+
 // lease returns the named Lease, or nil when the cache has none.
 func (d *Decider) lease(l coordinationlisters.LeaseNamespaceLister, name string) (*coordinationv1.Lease, error) {
 	lease, err := l.Get(name)

@@ -146,3 +146,4 @@ func fuzzRoute(f *testing.F, path, prefix string) {
 func FuzzNodeReview(f *testing.F)          { fuzzRoute(f, "/mutate/node", "node_") }
 func FuzzEndpointSliceReview(f *testing.F) { fuzzRoute(f, "/mutate/endpointslice", "endpointslice_") }
 func FuzzEndpointsReview(f *testing.F)     { fuzzRoute(f, "/mutate/endpoints", "endpoints_") }
+func FuzzPodStatusReview(f *testing.F)     { fuzzRoute(f, "/mutate/podstatus", "podstatus_") }

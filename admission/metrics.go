@@ -13,6 +13,7 @@ const (
 	resNode          = "node"
 	resEndpointSlice = "endpointslice"
 	resEndpoints     = "endpoints"
+	resPodStatus     = "podstatus"
 )
 
 // Values of the decision label of edgequorum_admission_requests_total.
@@ -28,6 +29,7 @@ const (
 type metrics struct {
 	requests       *prometheus.CounterVec
 	taintsStripped prometheus.Counter
+	podsKeptReady  prometheus.Counter
 	endpoints      *prometheus.CounterVec
 	errors         *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
@@ -51,6 +53,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "taints_stripped_total",
 			Help: "node.kubernetes.io/unreachable:NoExecute taints removed from vouched nodes by a returned patch (not counted in dry-run).",
 		}),
+		podsKeptReady: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "pods_kept_ready_total",
+			Help: "Pods the node lifecycle controller marked not ready on a vouched node whose Ready condition a returned patch kept as it was (not counted in dry-run).",
+		}),
 		endpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "endpoints_rewritten_total",
 			Help: "Endpoints (EndpointSlice) or addresses (Endpoints) marked ready again by a returned patch (not counted in dry-run).",
@@ -66,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"resource"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repairs_total",
-			Help: "Repair loop re-sends, by resource and result (mutated: the webhook changed it on the way; unchanged: it came back as sent; dry_run: not sent; error).",
+			Help: "Repair loop writes, by resource and result: re-sends of nodes, EndpointSlices and Endpoints whose admission was missed (mutated: the webhook changed it on the way; unchanged: it came back as sent), and pods handed back to not ready once their node is no longer vouched (resource podstatus, mutated); dry_run: not sent; conflict; error.",
 		}, []string{"resource", "result"}),
 		repairLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repair_leader",
@@ -102,6 +108,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.taintsStripped, err = register(reg, m.taintsStripped); err != nil {
 		return nil, err
 	}
+	if m.podsKeptReady, err = register(reg, m.podsKeptReady); err != nil {
+		return nil, err
+	}
 	if m.endpoints, err = register(reg, m.endpoints); err != nil {
 		return nil, err
 	}
@@ -125,7 +134,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Zero series up front, so a dashboard shows "no errors" rather than
 	// "no data".
-	for _, r := range []string{resNode, resEndpointSlice, resEndpoints} {
+	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
 		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {
 			m.requests.WithLabelValues(r, d)
@@ -134,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		for _, reason := range []string{"bad_review", "too_large", "wrong_kind", "not_synced", "decode_object", "cache"} {
 			m.errors.WithLabelValues(r, reason)
 		}
-		if r != resNode {
+		if r == resEndpointSlice || r == resEndpoints {
 			m.endpoints.WithLabelValues(r)
 		}
 	}

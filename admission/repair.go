@@ -4,6 +4,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -52,6 +54,9 @@ type repairKey struct {
 // repairer re-sends objects whose admission was missed (webhook down, timed out,
 // restarted): a node vouched for that still carries unreachable:NoExecute, an
 // EndpointSlice or Endpoints object with endpoints the webhook would mark ready.
+// It also hands back pods the webhook kept Ready on an Unknown node once the
+// node is no longer vouched for (see markNotReady): the one write it makes
+// itself rather than through the webhook.
 // It re-sends each one unchanged, as read from the cache, so the update passes
 // through the webhook, which applies the mutation; the rules live in one place
 // and a write the webhook does not change is a no-op the apiserver drops.
@@ -92,6 +97,12 @@ type repairer struct {
 	// nodeZoneLease), so a zone Lease event finds its zone's nodes.
 	zoneLeases  cache.SharedIndexInformer
 	byZoneLease cache.Indexer
+
+	// pods is the pod cache and podsByNode indexes it by node, so a node
+	// that is Unknown and no longer vouched finds the pods the webhook kept
+	// Ready (see handBack).
+	pods       corelisters.PodLister
+	podsByNode cache.Indexer
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -246,6 +257,7 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 	if c := readyCondition(n.Status.Conditions); c == nil || c.Status != corev1.ConditionUnknown {
 		return
 	}
+	r.considerPods(q, n)
 	for _, idx := range r.byNode {
 		objs, err := idx.ByIndex(notReadyNodeIndex, n.Name)
 		if err != nil {
@@ -256,6 +268,63 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 			r.consider(q, o)
 		}
 	}
+}
+
+// considerPods queues the pods of the Unknown node n that are still Ready
+// although its zone no longer vouches for it: the webhook kept them Ready
+// while it did, and the node lifecycle controller marks pods not ready only
+// when a node goes Unknown, never again later. Deciding the node once here
+// keeps a scan from deciding it per pod.
+func (r *repairer) considerPods(q workqueue.TypedRateLimitingInterface[repairKey], n *corev1.Node) {
+	if r.podsByNode == nil {
+		return
+	}
+	if dec, err := r.mut.decider.Decide(n); err != nil || dec.Vouched {
+		return
+	}
+	pods, err := r.podsByNode.ByIndex(podNodeIndex, n.Name)
+	if err != nil {
+		r.log.Error("read the pod index", "node", n.Name, "err", err)
+		return
+	}
+	for _, o := range pods {
+		if p, ok := o.(*corev1.Pod); ok && podKeptReady(p) {
+			q.AddRateLimited(repairKey{resource: resPodStatus, namespace: p.Namespace, name: p.Name})
+		}
+	}
+}
+
+// podKeptReady reports whether p is Ready and not being deleted: on a node that
+// is Unknown, a Ready the webhook kept.
+func podKeptReady(p *corev1.Pod) bool {
+	c := podReadyCondition(p.Status.Conditions)
+	return c != nil && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil
+}
+
+// handBack reports whether the Ready condition of p must be handed back to the
+// node lifecycle controller's judgement: p is Ready on a node that is Unknown
+// and not vouched for.
+func (r *repairer) handBack(p *corev1.Pod) (bool, error) {
+	if !podKeptReady(p) || p.Spec.NodeName == "" {
+		return false, nil
+	}
+	dec, node, err := r.mut.decider.DecideNode(p.Spec.NodeName)
+	if err != nil || dec.Vouched || node == nil {
+		return false, err
+	}
+	c := readyCondition(node.Status.Conditions)
+	return c != nil && c.Status == corev1.ConditionUnknown, nil
+}
+
+// podNodeIndex names the pod index podNode builds.
+const podNodeIndex = "podNode"
+
+// podNode indexes a pod by the node it is bound to.
+func podNode(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
 }
 
 // zoneLeaseChanged considers every cached node of the zone whose Lease was
@@ -365,6 +434,8 @@ func (r *repairer) needsRepair(obj any) (bool, error) {
 		n, err = r.mut.endpointSlice(o.DeepCopy())
 	case *corev1.Endpoints:
 		n, err = r.mut.endpoints(o.DeepCopy())
+	case *corev1.Pod:
+		return r.handBack(o)
 	}
 	return n > 0, err
 }
@@ -386,7 +457,10 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 		r.log.Debug("repair not done, will retry", "resource", key.resource, "namespace", key.namespace, "name", key.name, "result", result, "err", err)
 		q.AddRateLimited(key)
 	default:
-		if result == repairMutated {
+		switch {
+		case result == repairMutated && key.resource == resPodStatus:
+			r.log.Info("handed a kept pod back to not ready: its node is no longer vouched", "namespace", key.namespace, "name", key.name)
+		case result == repairMutated:
 			r.log.Info("repaired a missed admission", "resource", key.resource, "namespace", key.namespace, "name", key.name)
 		}
 		q.Forget(key)
@@ -415,8 +489,7 @@ func (r *repairer) sync(ctx context.Context, key repairKey) (string, error) {
 	if r.dryRun {
 		return repairDryRun, nil
 	}
-	sent := obj.(metav1.Object).GetResourceVersion()
-	got, err := r.update(ctx, key, obj)
+	stored, err := r.update(ctx, key, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", nil
@@ -424,7 +497,7 @@ func (r *repairer) sync(ctx context.Context, key repairKey) (string, error) {
 		return repairConflict, err
 	case err != nil:
 		return repairError, err
-	case got == sent:
+	case !stored:
 		// The apiserver stored nothing: the webhook was not called or left
 		// the object alone.
 		return repairUnchanged, nil
@@ -440,32 +513,61 @@ func (r *repairer) get(key repairKey) (any, error) {
 		return r.slices.EndpointSlices(key.namespace).Get(key.name)
 	case resEndpoints:
 		return r.endpoints.Endpoints(key.namespace).Get(key.name)
+	case resPodStatus:
+		if r.pods == nil {
+			break
+		}
+		return r.pods.Pods(key.namespace).Get(key.name)
 	}
 	return nil, fmt.Errorf("unknown repair resource %q", key.resource)
 }
 
-// update sends obj back as it is and returns the stored resourceVersion.
-func (r *repairer) update(ctx context.Context, key repairKey, obj any) (string, error) {
+// update writes obj: a node, EndpointSlice or Endpoints object is sent back
+// as it is, to pass through the webhook; a pod's Ready condition is handed
+// back. It reports whether the apiserver stored a change.
+func (r *repairer) update(ctx context.Context, key repairKey, obj any) (bool, error) {
 	opts := metav1.UpdateOptions{FieldManager: fieldManager}
+	var out metav1.Object
+	var err error
 	switch o := obj.(type) {
 	case *corev1.Node:
-		out, err := r.client.CoreV1().Nodes().Update(ctx, o.DeepCopy(), opts)
-		if err != nil {
-			return "", err
-		}
-		return out.ResourceVersion, nil
+		out, err = r.client.CoreV1().Nodes().Update(ctx, o.DeepCopy(), opts)
 	case *discoveryv1.EndpointSlice:
-		out, err := r.client.DiscoveryV1().EndpointSlices(o.Namespace).Update(ctx, o.DeepCopy(), opts)
-		if err != nil {
-			return "", err
-		}
-		return out.ResourceVersion, nil
+		out, err = r.client.DiscoveryV1().EndpointSlices(o.Namespace).Update(ctx, o.DeepCopy(), opts)
 	case *corev1.Endpoints:
-		out, err := r.client.CoreV1().Endpoints(o.Namespace).Update(ctx, o.DeepCopy(), opts)
-		if err != nil {
-			return "", err
-		}
-		return out.ResourceVersion, nil
+		out, err = r.client.CoreV1().Endpoints(o.Namespace).Update(ctx, o.DeepCopy(), opts)
+	case *corev1.Pod:
+		// A patch that applies is a change: it sets Ready to False on a
+		// pod judged Ready, at the version judged.
+		return true, r.markNotReady(ctx, o)
+	default:
+		return false, fmt.Errorf("unknown repair resource %q", key.resource)
 	}
-	return "", fmt.Errorf("unknown repair resource %q", key.resource)
+	if err != nil {
+		return false, err
+	}
+	return out.GetResourceVersion() != obj.(metav1.Object).GetResourceVersion(), nil
+}
+
+// markNotReady writes what the node lifecycle controller's MarkPodsNotReady
+// would have: p's Ready condition False as of now. The cache holds only part
+// of a pod, so this patches the one condition (conditions merge by type), and
+// only the version judged: a pod changed since fails with a conflict and is
+// judged again.
+func (r *repairer) markNotReady(ctx context.Context, p *corev1.Pod) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": p.ResourceVersion},
+		"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(r.clock.Now()),
+			Reason:             "NodeNotVouched",
+			Message:            "edgequorum kept this pod Ready while its node's zone vouched for the node; it no longer does",
+		}}},
+	})
+	if err != nil {
+		return fmt.Errorf("pod status patch: %w", err)
+	}
+	_, err = r.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	return err
 }

@@ -52,7 +52,7 @@ type reviewKind struct {
 	resource string
 	kind     metav1.GroupVersionKind
 	ops      []admissionv1.Operation
-	mutate   func(m *mutator, raw []byte) (mutation, error)
+	mutate   func(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error)
 }
 
 // mutation is the outcome of mutating one object: its JSON before and after
@@ -86,6 +86,14 @@ var (
 		kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Endpoints"},
 		ops:      []admissionv1.Operation{admissionv1.Update},
 		mutate:   mutateEndpoints,
+	}
+	podStatusReview = reviewKind{
+		resource: resPodStatus,
+		kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		// The node lifecycle controller's MarkPodsNotReady updates the
+		// status subresource; the route is registered for nothing else.
+		ops:    []admissionv1.Operation{admissionv1.Update},
+		mutate: mutatePodStatus,
 	}
 )
 
@@ -191,7 +199,7 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 	if !a.synced() {
 		return fail("not_synced", errors.New("informer caches have not synced yet"))
 	}
-	m, err := k.mutate(a.mut, req.Object.Raw)
+	m, err := k.mutate(a.mut, req)
 	if err != nil {
 		return fail(reasonOf(err), err)
 	}
@@ -218,9 +226,12 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 	resp.Patch = patch
 	resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	a.metrics.requests.WithLabelValues(k.resource, decisionMutated).Inc()
-	if k.resource == resNode {
+	switch k.resource {
+	case resNode:
 		a.metrics.taintsStripped.Add(float64(m.changed))
-	} else {
+	case resPodStatus:
+		a.metrics.podsKeptReady.Add(float64(m.changed))
+	default:
 		a.metrics.endpoints.WithLabelValues(k.resource).Add(float64(m.changed))
 	}
 	a.log.Info("mutated", attrs...)
@@ -270,9 +281,9 @@ func encodePair[T any](obj *T, mutate func(*T) (int, []any, error)) (mutation, e
 	return mutation{original: original, mutated: mutated, changed: n, attrs: attrs}, nil
 }
 
-func mutateNode(m *mutator, raw []byte) (mutation, error) {
+func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
 	var n corev1.Node
-	if err := decodeObject(raw, &n); err != nil {
+	if err := decodeObject(req.Object.Raw, &n); err != nil {
 		return mutation{}, err
 	}
 	return encodePair(&n, func(n *corev1.Node) (int, []any, error) {
@@ -284,9 +295,9 @@ func mutateNode(m *mutator, raw []byte) (mutation, error) {
 	})
 }
 
-func mutateEndpointSlice(m *mutator, raw []byte) (mutation, error) {
+func mutateEndpointSlice(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
 	var s discoveryv1.EndpointSlice
-	if err := decodeObject(raw, &s); err != nil {
+	if err := decodeObject(req.Object.Raw, &s); err != nil {
 		return mutation{}, err
 	}
 	return encodePair(&s, func(s *discoveryv1.EndpointSlice) (int, []any, error) {
@@ -298,9 +309,9 @@ func mutateEndpointSlice(m *mutator, raw []byte) (mutation, error) {
 	})
 }
 
-func mutateEndpoints(m *mutator, raw []byte) (mutation, error) {
+func mutateEndpoints(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
 	var e corev1.Endpoints
-	if err := decodeObject(raw, &e); err != nil {
+	if err := decodeObject(req.Object.Raw, &e); err != nil {
 		return mutation{}, err
 	}
 	return encodePair(&e, func(e *corev1.Endpoints) (int, []any, error) {

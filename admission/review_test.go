@@ -98,19 +98,33 @@ func TestReviewFixtures(t *testing.T) {
 		{"endpoints_all_not_ready", "/mutate/endpoints", decisionMutated, 3},
 		{"endpoints_several", "/mutate/endpoints", decisionMutated, 3},
 		{"endpoints_create", "/mutate/endpoints", decisionUnchanged, 0},
+		{"podstatus_kept_ready", "/mutate/podstatus", decisionMutated, 1},
+		{"podstatus_kept_ready_kcm", "/mutate/podstatus", decisionMutated, 1},
+		{"podstatus_kubelet", "/mutate/podstatus", decisionUnchanged, 0},
+		{"podstatus_node_unhealthy", "/mutate/podstatus", decisionUnchanged, 0},
+		{"podstatus_node_ready", "/mutate/podstatus", decisionUnchanged, 0},
+		{"podstatus_kept_ready_cut_off", "/mutate/podstatus", decisionMutated, 1},
+		{"podstatus_zone_not_cut_off", "/mutate/podstatus", decisionUnchanged, 0},
+		{"podstatus_was_not_ready", "/mutate/podstatus", decisionUnchanged, 0},
+		{"podstatus_no_old_object", "/mutate/podstatus", decisionError, 0},
 		// A review routed to the wrong handler is allowed unchanged.
 		{"node_vouched_zone_lease", "/mutate/endpointslice", decisionError, 0},
 		{"endpointslice_all_not_ready", "/mutate/endpoints", decisionError, 0},
+		{"node_vouched_zone_lease", "/mutate/podstatus", decisionError, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture+tt.path, func(t *testing.T) {
 			resource := strings.TrimPrefix(tt.path, "/mutate/")
 			body := readFixture(t, tt.fixture+".json")
 			before := counter(t, m.requests.WithLabelValues(resource, tt.want))
-			changedBefore := counter(t, m.taintsStripped)
-			if resource != resNode {
-				changedBefore = counter(t, m.endpoints.WithLabelValues(resource))
+			changes := m.endpoints.WithLabelValues(resource)
+			switch resource {
+			case resNode:
+				changes = m.taintsStripped
+			case resPodStatus:
+				changes = m.podsKeptReady
 			}
+			changedBefore := counter(t, changes)
 
 			rec := env.post(t, tt.path, body)
 			if rec.Code != http.StatusOK {
@@ -124,10 +138,7 @@ func TestReviewFixtures(t *testing.T) {
 			if got := counter(t, m.requests.WithLabelValues(resource, tt.want)) - before; got != 1 {
 				t.Errorf("requests_total{%s,%s} rose by %v, want 1", resource, tt.want, got)
 			}
-			changed := counter(t, m.taintsStripped) - changedBefore
-			if resource != resNode {
-				changed = counter(t, m.endpoints.WithLabelValues(resource)) - changedBefore
-			}
+			changed := counter(t, changes) - changedBefore
 			if changed != tt.changed {
 				t.Errorf("changed %v taints/endpoints, want %v", changed, tt.changed)
 			}

@@ -102,6 +102,9 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 				return nil, fmt.Errorf("index the repair caches by node: %w", err)
 			}
 		}
+		if err := podInformer.Informer().AddIndexers(cache.Indexers{podNodeIndex: podNode}); err != nil {
+			return nil, fmt.Errorf("index the pod cache by node: %w", err)
+		}
 		nodeInformer := all.Core().V1().Nodes().Informer()
 		if err := nodeInformer.AddIndexers(cache.Indexers{zoneLeaseIndex: nodeZoneLease(cfg.ZoneLabel)}); err != nil {
 			return nil, fmt.Errorf("index the node cache by zone Lease: %w", err)
@@ -114,6 +117,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
 			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
+			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(),
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}
@@ -138,6 +142,7 @@ func (w *Webhook) routes() http.Handler {
 	r.Handle("/mutate/node", w.admitter.serve(nodeReview))
 	r.Handle("/mutate/endpointslice", w.admitter.serve(endpointSliceReview))
 	r.Handle("/mutate/endpoints", w.admitter.serve(endpointsReview))
+	r.Handle("/mutate/podstatus", w.admitter.serve(podStatusReview))
 	r.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		_, _ = rw.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet, http.MethodHead)

@@ -63,6 +63,7 @@ func TestWebhookConfiguration(t *testing.T) {
 		"nodes.webhook.edgequorum.io":          {"/mutate/node", "nodes", []any{"UPDATE"}},
 		"endpointslices.webhook.edgequorum.io": {"/mutate/endpointslice", "endpointslices", []any{"CREATE", "UPDATE"}},
 		"endpoints.webhook.edgequorum.io":      {"/mutate/endpoints", "endpoints", []any{"UPDATE"}},
+		"podstatus.webhook.edgequorum.io":      {"/mutate/podstatus", "pods/status", []any{"UPDATE"}},
 	}
 	if len(hooks) != len(want) {
 		t.Fatalf("%d webhooks, want %d", len(hooks), len(want))
@@ -212,6 +213,8 @@ func TestRBAC(t *testing.T) {
 		{"", "discovery.k8s.io", "endpointslices", "list", ""}, {"", "discovery.k8s.io", "endpointslices", "watch", ""},
 		{"", "discovery.k8s.io", "endpointslices", "update", ""},
 		{"", "", "endpoints", "list", ""}, {"", "", "endpoints", "watch", ""}, {"", "", "endpoints", "update", ""},
+		// handing a kept pod back to not ready: its status, patched
+		{"", "", "pods/status", "patch", ""},
 		// kubelet Leases, read
 		{"kube-node-lease", leases, "leases", "get", ""}, {"kube-node-lease", leases, "leases", "list", ""},
 		{"kube-node-lease", leases, "leases", "watch", ""},

@@ -1,0 +1,74 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeLifecycleUsers are the identities the node lifecycle controller writes
+// pod status under: its own ServiceAccount when the controller manager runs
+// with --use-service-account-credentials (kubeadm and most distributions),
+// else the controller manager's. Only their writes may be changed on the
+// pods/status route: a pod a kubelet reports not ready is not ready.
+var NodeLifecycleUsers = []string{
+	"system:serviceaccount:kube-system:node-controller",
+	"system:kube-controller-manager",
+}
+
+// podStatus keeps pod Ready when the node lifecycle controller marks it not
+// ready (old is the pod as stored) because it lost sight of the node, and the
+// node's zone vouches for the node: the pod runs, only the cloud cannot see
+// it. It restores the Ready condition old had and returns 1, or returns 0 and
+// leaves pod alone. Nothing but the Ready condition is touched, and only a
+// change of that condition from True to False: that is all the controller's
+// MarkPodsNotReady writes.
+//
+// "Lost sight" is read from the kubelet's Lease, not from the node's Ready
+// condition: the controller marks the pods right after it writes the node
+// Unknown, and the webhook's node cache may not hold that write yet. A kubelet
+// that missed a renewal by the webhook's clock is silent; one that renews and
+// reports its node NotReady (Ready False) is heard, and its pods are not kept.
+func (m *mutator) podStatus(pod, old *corev1.Pod) (int, Decision, error) {
+	was, now := podReadyCondition(old.Status.Conditions), podReadyCondition(pod.Status.Conditions)
+	if was == nil || now == nil || was.Status != corev1.ConditionTrue || now.Status != corev1.ConditionFalse {
+		return 0, Decision{}, nil
+	}
+	if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Spec.NodeName != old.Spec.NodeName {
+		return 0, Decision{}, nil
+	}
+	dec, node, err := m.decider.DecideNode(pod.Spec.NodeName)
+	if err != nil || !dec.Vouched {
+		return 0, dec, err
+	}
+	if c := readyCondition(node.Status.Conditions); c == nil || c.Status == corev1.ConditionFalse {
+		return 0, dec, nil
+	}
+	if silent, err := m.decider.kubeletSilent(node.Name); err != nil || !silent {
+		return 0, dec, err
+	}
+	*now = *was
+	return 1, dec, nil
+}
+
+func mutatePodStatus(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
+	var pod, old corev1.Pod
+	if err := decodeObject(req.Object.Raw, &pod); err != nil {
+		return mutation{}, err
+	}
+	if !slices.Contains(NodeLifecycleUsers, req.UserInfo.Username) {
+		return mutation{attrs: []any{"user", req.UserInfo.Username}}, nil
+	}
+	if err := decodeObject(req.OldObject.Raw, &old); err != nil {
+		return mutation{}, fmt.Errorf("old object: %w", err)
+	}
+	return encodePair(&pod, func(p *corev1.Pod) (int, []any, error) {
+		kept, dec, err := m.podStatus(p, &old)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: %w", errCache, err)
+		}
+		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.Reason}, nil
+	})
+}
