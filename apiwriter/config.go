@@ -31,7 +31,8 @@ type Config struct {
 	// the webhook trusts a renewal. The agent derives it from its own timers
 	// so that a leadership handover always fits inside it.
 	LeaseDuration time.Duration
-	// HealthPeriod is how often the apiserver's /version is checked
+	// HealthPeriod is how often the apiserver is asked who we are (a
+	// SelfSubjectReview, which no cache can answer)
 	// [--apiserver-check-period].
 	HealthPeriod time.Duration
 	// RetryBase and RetryMax bound the per-node backoff of failed writes.

@@ -6,7 +6,9 @@ import (
 	"net"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // reachability is what this member knows of the apiserver: the outcome of the
@@ -45,11 +47,30 @@ func (w *Writer) LastContact() time.Time {
 	return w.reach.lastContact
 }
 
-// observe records what err says about reachability and returns it unchanged.
-// Answers from the apiserver (even errors such as NotFound or Conflict) prove it
-// is reachable; transport failures and server-side unavailability do not.
+// observe records what the outcome err of a write says about reachability and
+// returns it unchanged. A write that succeeded proves the apiserver reachable:
+// no cache can store one. Transport failures and server-side unavailability
+// prove it unreachable. Other refusals (Conflict, Forbidden, ...) prove
+// nothing either way, since an edge API proxy cut off from the cloud may
+// answer a write with an error of its own making.
 func (w *Writer) observe(err error) error {
-	w.setReachable(!unreachableErr(err))
+	switch {
+	case err == nil:
+		w.setReachable(true)
+	case unreachableErr(err):
+		w.setReachable(false)
+	}
+	return err
+}
+
+// observeRead is observe for a read, which only ever proves the apiserver
+// unreachable: an edge API proxy (OpenYurt's yurthub, SuperEdge's
+// lite-apiserver) answers reads from its cache while the cloud is gone, so a
+// read that succeeds, or is answered NotFound, says nothing about the link.
+func (w *Writer) observeRead(err error) error {
+	if unreachableErr(err) {
+		w.setReachable(false)
+	}
 	return err
 }
 
@@ -113,8 +134,8 @@ func unreachableErr(err error) bool {
 	return !errors.As(err, &status)
 }
 
-// healthLoop asks the apiserver for its version every HealthPeriod so followers, which never write,
-// still know whether they reach the apiserver.
+// healthLoop checks every HealthPeriod that the apiserver answers, so
+// followers, which never write, still know whether they reach it.
 func (w *Writer) healthLoop(ctx context.Context) {
 	t := w.clock.NewTicker(w.cfg.HealthPeriod)
 	defer t.Stop()
@@ -128,11 +149,37 @@ func (w *Writer) healthLoop(ctx context.Context) {
 	}
 }
 
+// checkHealth asks the apiserver who we are: a SelfSubjectReview is a create,
+// which no cache in between can answer (an edge API proxy serves GET /version
+// and every read from its cache while the cloud is gone), yet it stores
+// nothing and every authenticated identity may make it (system:basic-user;
+// the agent's ClusterRole grants it too). Only an answer naming a user proves
+// the apiserver reachable; any error, even one a proxy made up, does not. The
+// client's own timeout bounds the call.
 func (w *Writer) checkHealth(ctx context.Context) {
-	// /version is cheap, readable by every identity, and answered by the
-	// apiserver itself: exactly the "can we reach it" question.
-	// The client's own timeout bounds the call.
-	if _, err := w.client.Discovery().ServerVersion(); ctx.Err() == nil {
-		w.observe(err)
+	review, err := w.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil && review.Status.UserInfo.Username == "" {
+		err = errors.New("SelfSubjectReview answered without a user")
+	}
+	if err != nil && !unreachableErr(err) {
+		w.healthErr(err)
+	}
+	w.setReachable(err == nil)
+}
+
+// healthErr logs an answer to the health check that is no proof of
+// reachability although something answered (a proxy, or an apiserver that
+// refuses the review), once per distinct message: it repeats every
+// HealthPeriod.
+func (w *Writer) healthErr(err error) {
+	w.mu.Lock()
+	repeated := w.lastHealthErr == err.Error()
+	w.lastHealthErr = err.Error()
+	w.mu.Unlock()
+	if !repeated {
+		w.log.Warn("apiserver health check answered with an error; counting the apiserver unreachable", "err", err)
 	}
 }

@@ -68,7 +68,6 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		got, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			w.observe(nil)
 			created, err := leases.Create(ctx, w.leaseObject(nil, term), metav1.CreateOptions{FieldManager: "edgequorum"})
 			if err := w.observe(err); err != nil {
 				w.metrics.writes.WithLabelValues("lease", "error").Inc()
@@ -76,7 +75,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 			}
 			w.leaseWritten(created, term)
 			return nil
-		case w.observe(err) != nil:
+		case w.observeRead(err) != nil:
 			return fmt.Errorf("read zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 		}
 		cur = got

@@ -66,9 +66,11 @@ type Writer struct {
 	pending   map[string]zone.Verdict
 	lastWrite time.Time
 	reach     reachability
-	lease     leaseState
-	renewNow  chan struct{}
-	nodes     NodeVerdicts
+	// lastHealthErr is the last health-check error logged (see healthErr).
+	lastHealthErr string
+	lease         leaseState
+	renewNow      chan struct{}
+	nodes         NodeVerdicts
 }
 
 // New returns a Writer; Run starts it.
@@ -235,7 +237,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 		w.metrics.skipped.WithLabelValues("gone").Inc()
 		return nil
 	}
-	if err := w.observe(err); err != nil {
+	if err := w.observeRead(err); err != nil {
 		return fmt.Errorf("read node %s: %w", v.Node, err)
 	}
 	want := w.signed(v)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,6 +96,12 @@ func newHarness(t *testing.T, nodes ...string) *harness {
 				h.mu.Unlock()
 			}
 			return true, nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+		}
+		if a.GetResource().Resource == "selfsubjectreviews" {
+			// The health check: the apiserver says who is asking. It
+			// stores nothing, so it is no write.
+			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+				UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:edgequorum-system:edgequorum-agent"}}}, nil
 		}
 		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
 			h.mu.Lock()
