@@ -160,7 +160,8 @@ func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
 			continue
 		}
 		c := raftzone.Candidate{Node: n.Name, ProbeAddress: ip,
-			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort))}
+			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort)),
+			KubeletPort: kubeletPort(n)}
 		// The node's own agent registered this key (nodekey-policy.yaml lets
 		// nobody else write it). A missing or unparsable annotation leaves the
 		// key nil: the node has no registered key, and no guessed one. Nothing
@@ -184,4 +185,13 @@ func internalIP(n *corev1.Node) string {
 		}
 	}
 	return ""
+}
+
+// kubeletPort is the kubelet port n publishes (status.daemonEndpoints), or 0
+// when it publishes none that a TCP connection could use.
+func kubeletPort(n *corev1.Node) int {
+	if p := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port); p > 0 && p <= 65535 {
+		return p
+	}
+	return 0
 }

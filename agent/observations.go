@@ -36,7 +36,7 @@ type peerSource interface {
 
 // probeTargets is what syncTargets drives; *probe.Manager implements it.
 type probeTargets interface {
-	AddTarget(name, host string)
+	AddTarget(name string, t probe.Target)
 	RemoveTarget(name string)
 }
 
@@ -49,18 +49,18 @@ func syncTargets(ctx context.Context, m probeTargets, src peerSource, period tim
 		return
 	case <-src.Started():
 	}
-	current := map[string]string{}
+	current := map[string]probe.Target{}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		want := map[string]string{}
+		want := map[string]probe.Target{}
 		for _, p := range src.Peers() {
-			want[p.Node] = p.ProbeAddress
+			want[p.Node] = probe.Target{Host: p.ProbeAddress, KubeletPort: p.KubeletPort}
 		}
-		for name, host := range want {
-			if current[name] != host {
-				m.AddTarget(name, host)
-				log.Info("probing peer", "peer", name, "host", host)
+		for name, tg := range want {
+			if current[name] != tg {
+				m.AddTarget(name, tg)
+				log.Info("probing peer", "peer", name, "host", tg.Host, "kubeletPort", tg.KubeletPort)
 			}
 		}
 		for name := range current {

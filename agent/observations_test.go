@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 )
 
@@ -37,14 +38,14 @@ func (f *fakePeers) set(ps ...raftzone.Candidate) {
 // how many times each was (re)added.
 type fakeTargets struct {
 	mu      sync.Mutex
-	targets map[string]string
+	targets map[string]probe.Target
 	adds    int
 }
 
-func (f *fakeTargets) AddTarget(name, host string) {
+func (f *fakeTargets) AddTarget(name string, t probe.Target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.targets[name] = host
+	f.targets[name] = t
 	f.adds++
 }
 
@@ -54,7 +55,7 @@ func (f *fakeTargets) RemoveTarget(name string) {
 	delete(f.targets, name)
 }
 
-func (f *fakeTargets) snapshot() (map[string]string, int) {
+func (f *fakeTargets) snapshot() (map[string]probe.Target, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.targets), f.adds
@@ -62,7 +63,7 @@ func (f *fakeTargets) snapshot() (map[string]string, int) {
 
 func TestSyncTargetsFollowsPeers(t *testing.T) {
 	src := &fakePeers{started: make(chan struct{})}
-	dst := &fakeTargets{targets: map[string]string{}}
+	dst := &fakeTargets{targets: map[string]probe.Target{}}
 	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.2"}, raftzone.Candidate{Node: "c", ProbeAddress: "127.0.0.3"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -72,7 +73,7 @@ func TestSyncTargetsFollowsPeers(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	waitTargets := func(what string, want map[string]string) {
+	waitTargets := func(what string, want map[string]probe.Target) {
 		t.Helper()
 		poll.Until(t, 10*time.Second, what, func() (bool, string) {
 			got, _ := dst.snapshot()
@@ -80,12 +81,16 @@ func TestSyncTargetsFollowsPeers(t *testing.T) {
 		})
 	}
 	close(src.started)
-	waitTargets("the first peers", map[string]string{"b": "127.0.0.2", "c": "127.0.0.3"})
+	waitTargets("the first peers", map[string]probe.Target{"b": {Host: "127.0.0.2"}, "c": {Host: "127.0.0.3"}})
 
 	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.20"})
-	waitTargets("b moved and c gone", map[string]string{"b": "127.0.0.20"})
+	waitTargets("b moved and c gone", map[string]probe.Target{"b": {Host: "127.0.0.20"}})
 	_, adds := dst.snapshot()
 	if adds != 3 {
 		t.Fatalf("%d AddTarget calls, want 3: unchanged peers are not re-added, moved ones are", adds)
 	}
+
+	// b's kubelet publishes another port: its probes follow.
+	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.20", KubeletPort: 10350})
+	waitTargets("b's kubelet port", map[string]probe.Target{"b": {Host: "127.0.0.20", KubeletPort: 10350}})
 }

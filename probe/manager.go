@@ -129,11 +129,12 @@ type Manager struct {
 // the map; its workers may still report for a moment, and their reports are
 // ignored because the map no longer points at them.
 type target struct {
-	name, host string
-	cancel     context.CancelFunc // nil until its workers start
-	wg         sync.WaitGroup     // this target's worker goroutines
-	probes     []ProbeStatus
-	eval       Evaluation
+	name string
+	Target
+	cancel context.CancelFunc // nil until its workers start
+	wg     sync.WaitGroup     // this target's worker goroutines
+	probes []ProbeStatus
+	eval   Evaluation
 }
 
 // TargetStatus is what this node currently thinks of one target.
@@ -239,19 +240,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// AddTarget starts probing host under name. Adding a name that exists with the
-// same host changes nothing; with another host it replaces the target (a peer
-// whose address changed): its old workers stop and its status starts over from
-// Unknown. AddTarget returns once the old workers have exited, so it must not be
-// called from a Prober.
-func (m *Manager) AddTarget(name, host string) {
+// Target is where a peer is probed.
+type Target struct {
+	// Host is the peer's address (its Node's InternalIP).
+	Host string
+	// KubeletPort is the port its Node publishes for the kubelet
+	// (status.daemonEndpoints.kubeletEndpoint); 0 when unknown. A kubelet
+	// probe that names no port of its own connects there, else to 10250.
+	KubeletPort int
+}
+
+// AddTarget starts probing t under name. Adding a name that exists with the
+// same Target changes nothing; with another it replaces the target (a peer
+// whose address or kubelet port changed): its old workers stop and its status
+// starts over from Unknown. AddTarget returns once the old workers have
+// exited, so it must not be called from a Prober.
+func (m *Manager) AddTarget(name string, tg Target) {
 	m.mu.Lock()
 	old := m.targets[name]
-	if old != nil && old.host == host {
+	if old != nil && old.Target == tg {
 		m.mu.Unlock()
 		return
 	}
-	t := m.newTarget(name, host)
+	t := m.newTarget(name, tg)
 	m.targets[name] = t
 	if old != nil && old.cancel != nil {
 		old.cancel()
@@ -261,7 +272,7 @@ func (m *Manager) AddTarget(name, host string) {
 	}
 	m.mu.Unlock()
 
-	m.log.Info("probe target added", "peer", name, "host", host, "replaced", old != nil)
+	m.log.Info("probe target added", "peer", name, "host", tg.Host, "kubeletPort", tg.KubeletPort, "replaced", old != nil)
 	m.notify()
 	if old != nil {
 		old.wg.Wait()
@@ -284,7 +295,7 @@ func (m *Manager) RemoveTarget(name string) {
 	if t == nil {
 		return
 	}
-	m.log.Info("probe target removed", "peer", name, "host", t.host)
+	m.log.Info("probe target removed", "peer", name, "host", t.Host)
 	m.notify()
 	t.wg.Wait()
 }
@@ -325,8 +336,8 @@ func (m *Manager) notify() {
 	}
 }
 
-func (m *Manager) newTarget(name, host string) *target {
-	t := &target{name: name, host: host, probes: make([]ProbeStatus, len(m.specs))}
+func (m *Manager) newTarget(name string, tg Target) *target {
+	t := &target{name: name, Target: tg, probes: make([]ProbeStatus, len(m.specs))}
 	weights := m.checker.Weights()
 	for i, s := range m.specs {
 		t.probes[i] = ProbeStatus{Spec: m.names[i], Kind: s.Kind, Weight: weights[i]}
@@ -338,10 +349,10 @@ func (m *Manager) newTarget(name, host string) *target {
 // startLocked starts t's workers under the running Manager. m.mu must be held
 // and m.runCtx set.
 func (m *Manager) startLocked(t *target) {
-	ctx, cancel := context.WithCancel(WithTarget(m.runCtx, t.name))
+	ctx, cancel := context.WithCancel(WithKubeletPort(WithTarget(m.runCtx, t.name), t.KubeletPort))
 	t.cancel = cancel
 	for i, s := range m.specs {
-		w := newWorker(i, s, t.host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
+		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
 			func(u probeUpdate) { m.record(t, u) })
 		m.wg.Add(1)
 		t.wg.Add(1)
@@ -369,16 +380,16 @@ func (m *Manager) record(t *target, u probeUpdate) {
 	m.mu.Unlock()
 
 	if u.raw != Success {
-		m.log.Debug("probe did not succeed", "peer", t.name, "host", t.host, "probe", m.names[u.index],
+		m.log.Debug("probe did not succeed", "peer", t.name, "host", t.Host, "probe", m.names[u.index],
 			"result", u.raw, "err", u.err)
 	}
 	if u.state != prevState {
-		m.log.Info("probe state changed", "peer", t.name, "host", t.host, "probe", m.names[u.index],
+		m.log.Info("probe state changed", "peer", t.name, "host", t.Host, "probe", m.names[u.index],
 			"from", prevState, "to", u.state, "err", u.err)
 	}
 	if eval != prev {
 		if eval.Known != prev.Known || eval.OK != prev.OK {
-			m.log.Info("peer judgement changed", "peer", t.name, "host", t.host,
+			m.log.Info("peer judgement changed", "peer", t.name, "host", t.Host,
 				"known", eval.Known, "ok", eval.OK, "score", eval.Score)
 		}
 		m.notify()
@@ -396,7 +407,7 @@ func (t *target) states() []Result {
 // status copies t for a caller; m.mu must be held.
 func (t *target) status() TargetStatus {
 	st := TargetStatus{
-		Host:   t.host,
+		Host:   t.Host,
 		Known:  t.eval.Known,
 		OK:     t.eval.OK,
 		Score:  t.eval.Score,

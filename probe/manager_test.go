@@ -91,7 +91,7 @@ func TestManagerThresholds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startHarness(t, Config{Specs: []Spec{mustParse(t, tt.spec)}}, true)
-			h.m.AddTarget("peer", "10.0.0.1")
+			h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 			for i, r := range tt.raw {
 				h.scripts[0].set("10.0.0.1", r)
 				step := 2 * time.Second
@@ -123,7 +123,7 @@ func TestManagerScoreLine(t *testing.T) {
 		mustParse(t, "grpc:port=9,weight=0.2,failure-threshold=1"),
 	}
 	h := startHarness(t, Config{Specs: specs, ScoreLine: 70}, true)
-	h.m.AddTarget("peer", "10.0.0.1")
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	S, F := Success, Failure
 	tests := []struct {
 		states    [3]Result
@@ -166,7 +166,7 @@ func TestManagerKnownNeedsEveryProbe(t *testing.T) {
 	h.scripts[0].set("10.0.0.1", Failure)
 	h.scripts[1].set("10.0.0.1", Failure)
 
-	h.m.AddTarget("peer", "10.0.0.1")
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	if st := h.status("peer"); st.Known || st.OK || st.Probes[0].State != Unknown {
 		t.Fatalf("fresh target: %+v, want unknown", st)
 	}
@@ -226,7 +226,7 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 
 	names := []string{"a", "b", "c"}
 	for _, n := range names {
-		h.m.AddTarget(n, "127.0.0.1")
+		h.m.AddTarget(n, Target{Host: "127.0.0.1"})
 	}
 	h.round(0, 6, 6)
 	if got := runtime.NumGoroutine(); got < baseline+6 {
@@ -239,13 +239,13 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 	}
 
 	// Re-adding with the same host keeps the target and its evidence.
-	h.m.AddTarget("a", "127.0.0.1")
+	h.m.AddTarget("a", Target{Host: "127.0.0.1"})
 	if st := h.status("a"); !st.OK {
 		t.Fatalf("re-adding an unchanged target reset it: %+v", st)
 	}
 	// A new host replaces the workers and starts over.
 	drain(h.m.Changes())
-	h.m.AddTarget("a", "127.0.0.2")
+	h.m.AddTarget("a", Target{Host: "127.0.0.2"})
 	if st := h.status("a"); st.Known || st.Host != "127.0.0.2" {
 		t.Fatalf("replaced target: %+v, want unknown at the new host", st)
 	}
@@ -275,12 +275,12 @@ func TestManagerReplacedTargetIgnoresOldHost(t *testing.T) {
 	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=1")}}, true)
 	h.scripts[0].set("10.0.0.1", Success)
 	h.scripts[0].set("10.0.0.2", Failure)
-	h.m.AddTarget("peer", "10.0.0.1")
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	h.round(0, 1, 1)
 	if st := h.status("peer"); !st.OK {
 		t.Fatalf("old host: %+v, want OK", st)
 	}
-	h.m.AddTarget("peer", "10.0.0.2")
+	h.m.AddTarget("peer", Target{Host: "10.0.0.2"})
 	before := h.scripts[0].callsTo("10.0.0.1")
 	h.round(0, 1, 1)
 	st := h.status("peer")
@@ -300,7 +300,7 @@ func TestManagerTargetsBeforeAndAfterRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.AddTarget("early", "10.0.0.1")
+	m.AddTarget("early", Target{Host: "10.0.0.1"})
 	if st, ok := m.Status("early"); !ok || st.Known {
 		t.Fatalf("Status before Run = %+v, %v; want an unknown target", st, ok)
 	}
@@ -320,7 +320,7 @@ func TestManagerTargetsBeforeAndAfterRun(t *testing.T) {
 		t.Fatalf("Run = %v, want nil after cancel", err)
 	}
 	// After Run, targets are still tracked but nothing probes them.
-	m.AddTarget("late", "10.0.0.2")
+	m.AddTarget("late", Target{Host: "10.0.0.2"})
 	if _, ok := m.Status("late"); !ok || clk.Waiters() != 0 {
 		t.Fatalf("late target: tracked %v, %d timers; want tracked with none", ok, clk.Waiters())
 	}
@@ -330,7 +330,7 @@ func TestManagerTargetsBeforeAndAfterRun(t *testing.T) {
 // state through what Status returns.
 func TestManagerStatusesAreCopies(t *testing.T) {
 	h := startHarness(t, Config{}, true)
-	h.m.AddTarget("peer", "10.0.0.1")
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	st := h.status("peer")
 	st.Probes[0].State = Success
 	if h.status("peer").Probes[0].State != Unknown {
@@ -351,7 +351,7 @@ func TestManagerManyTargetsConcurrently(t *testing.T) {
 			defer func() { done <- struct{}{} }()
 			for i := range 20 {
 				name := "peer-" + strconv.Itoa(g) + "-" + strconv.Itoa(i%3)
-				h.m.AddTarget(name, "10.0.0."+strconv.Itoa(i%5))
+				h.m.AddTarget(name, Target{Host: "10.0.0." + strconv.Itoa(i%5)})
 				_ = h.m.Statuses()
 				if i%2 == 1 {
 					h.m.RemoveTarget(name)

@@ -52,10 +52,10 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	}
 
 	first.scripts[0].set("10.0.0.1", Success)
-	first.m.AddTarget("peer", "10.0.0.1")
+	first.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	first.round(0, 1, 1)
 	second.scripts[0].set("10.0.0.1", Failure)
-	second.m.AddTarget("peer", "10.0.0.1")
+	second.m.AddTarget("peer", Target{Host: "10.0.0.1"})
 	second.round(0, 1, 1)
 
 	if v := metricValue(t, reg, "edgequorum_probe_results_total", success); v != 1 {

@@ -41,6 +41,25 @@ func TargetName(ctx context.Context) string {
 	return n
 }
 
+// kubeletPortKey is the context key of the target's kubelet port.
+type kubeletPortKey struct{}
+
+// WithKubeletPort gives the kubelet port a target's Node publishes
+// (status.daemonEndpoints) to the probes under ctx; 0 leaves the default. A
+// Manager sets it for the workers of a target that has one.
+func WithKubeletPort(ctx context.Context, port int) context.Context {
+	if port <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, kubeletPortKey{}, port)
+}
+
+// KubeletPortOf returns the port WithKubeletPort put in ctx, or 0.
+func KubeletPortOf(ctx context.Context) int {
+	p, _ := ctx.Value(kubeletPortKey{}).(int)
+	return p
+}
+
 // ProberFunc adapts a function to the Prober interface.
 type ProberFunc func(ctx context.Context, host string) (Result, error)
 
@@ -99,10 +118,14 @@ func NewProber(s Spec, opts ProberOptions) (Prober, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	// A kubelet probe that names no port follows each target's Node.
+	perTarget := s.Kind == KindKubelet && s.Port == 0
 	s = s.withDefaults()
 	switch s.Kind {
 	case KindTCP, KindKubelet:
-		return newTCPProber(s, dial), nil
+		p := newTCPProber(s, dial)
+		p.kubeletPortFromTarget = perTarget
+		return p, nil
 	case KindHTTP, KindHTTPS:
 		return newHTTPProber(s, &http.Client{Transport: newHTTPTransport(s.InsecureSkipVerify, dial)}), nil
 	case KindGRPC:

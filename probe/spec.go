@@ -124,8 +124,10 @@ type Header struct {
 type Spec struct {
 	Kind Kind
 	// Port is the TCP port to reach. Required for tcp and grpc; defaults to
-	// 10250 for kubelet, 80 for http and 443 for https. An agent probe without
-	// a port sends the bare host and leaves the port to the injected transport.
+	// 80 for http and 443 for https. A kubelet probe without a port connects
+	// to the port the target's Node publishes (status.daemonEndpoints, see
+	// Target), else 10250. An agent probe without a port sends the bare host
+	// and leaves the port to the injected transport.
 	Port int
 	// Path is the request path of http, https (default "/") and agent
 	// (default "/healthz") probes, optionally with a query.

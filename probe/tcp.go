@@ -12,6 +12,9 @@ import (
 type tcpProber struct {
 	port string
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// kubeletPortFromTarget makes a kubelet probe connect to the port the
+	// target's Node publishes (see WithKubeletPort), when it has one.
+	kubeletPortFromTarget bool
 }
 
 func newTCPProber(s Spec, dial func(ctx context.Context, network, address string) (net.Conn, error)) *tcpProber {
@@ -22,7 +25,11 @@ func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
 	if err := checkHost(host); err != nil {
 		return Unknown, err
 	}
-	conn, err := p.dial(ctx, "tcp", net.JoinHostPort(host, p.port))
+	port := p.port
+	if n := KubeletPortOf(ctx); p.kubeletPortFromTarget && n > 0 {
+		port = strconv.Itoa(n)
+	}
+	conn, err := p.dial(ctx, "tcp", net.JoinHostPort(host, port))
 	if err != nil {
 		// Refused, unreachable and timed out all mean the same to a
 		// health probe.

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -83,6 +84,39 @@ func TestProbesUseTheInjectedDialer(t *testing.T) {
 		cancel()
 		if got := <-from; got != "127.0.0.7" {
 			t.Errorf("%s probe left from %s, want 127.0.0.7", spec, got)
+		}
+	}
+}
+
+// TestKubeletPortFollowsTheTarget: a kubelet probe that names no port
+// connects to the port the target's Node publishes, and to 10250 for a target
+// that publishes none; one that names a port keeps it.
+func TestKubeletPortFollowsTheTarget(t *testing.T) {
+	dialed := make(chan string, 1)
+	dial := func(_ context.Context, _, address string) (net.Conn, error) {
+		dialed <- address
+		return nil, errors.New("not dialing in this test")
+	}
+	tests := []struct {
+		spec        string
+		kubeletPort int
+		want        string
+	}{
+		{"kubelet", 10350, "127.0.0.1:10350"},
+		{"kubelet", 0, "127.0.0.1:10250"},
+		{"kubelet:port=10255", 10350, "127.0.0.1:10255"},
+		{"tcp:port=22", 10350, "127.0.0.1:22"},
+	}
+	for _, tt := range tests {
+		p, err := NewProber(mustParse(t, tt.spec), ProberOptions{Dial: dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := p.Probe(WithKubeletPort(context.Background(), tt.kubeletPort), "127.0.0.1"); res != Failure {
+			t.Errorf("%s: %v from a dial that fails, want Failure", tt.spec, res)
+		}
+		if got := <-dialed; got != tt.want {
+			t.Errorf("%s with the target's kubelet port %d dialed %s, want %s", tt.spec, tt.kubeletPort, got, tt.want)
 		}
 	}
 }

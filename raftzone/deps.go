@@ -20,6 +20,10 @@ type Candidate struct {
 	ProbeAddress string
 	// RaftAddress is host:port of the node's zone port.
 	RaftAddress string
+	// KubeletPort is the kubelet port the node's Node publishes
+	// (status.daemonEndpoints), 0 when it publishes none: where peers'
+	// kubelet probes connect.
+	KubeletPort int
 	// PublicKey is the node key registered on the node's own Node object
 	// (zone.NodeKeyAnnotation), nil when none is. Only that node's agent can
 	// register it, so a join that proves this key is that node.

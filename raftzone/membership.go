@@ -293,7 +293,7 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 		}
 		byNode[s.cfg.Node] = zone.Member{Node: s.cfg.Node, ServerID: s.serverID, Zone: s.cfg.Zone,
 			ProbeAddress: s.cfg.AdvertiseAddress, RaftAddress: s.cfg.raftAddress(), JoinedAt: joined,
-			PublicKey: s.net.publicKey()}
+			PublicKey: s.net.publicKey(), KubeletPort: self.KubeletPort}
 	}
 	if cands, ok := s.deps.Members.Candidates(); ok {
 		in := map[string]Candidate{}
@@ -301,6 +301,13 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 			in[c.Node] = c
 		}
 		for node, m := range byNode {
+			if c, ok := in[node]; ok && c.KubeletPort != 0 && c.KubeletPort != m.KubeletPort {
+				// Its kubelet publishes the port; a node can only
+				// misdirect probes of itself.
+				s.log.Info("member's kubelet port changed", "peer", node, "from", m.KubeletPort, "to", c.KubeletPort)
+				m.KubeletPort = c.KubeletPort
+				byNode[node] = m
+			}
 			if node == s.cfg.Node {
 				continue
 			}

@@ -33,7 +33,7 @@ func (s *Server) peers(storeOpen bool) []Candidate {
 		}
 		for _, m := range ms {
 			if m.Node != s.cfg.Node {
-				out = append(out, Candidate{Node: m.Node, ProbeAddress: m.ProbeAddress, RaftAddress: m.RaftAddress})
+				out = append(out, Candidate{Node: m.Node, ProbeAddress: m.ProbeAddress, RaftAddress: m.RaftAddress, KubeletPort: m.KubeletPort})
 			}
 		}
 	}

@@ -665,3 +665,55 @@ func TestStoppingLeaderHandsOver(t *testing.T) {
 		t.Fatalf("new leader %s in term %d, want %d (the transfer's)", l.name, l.srv.Term(), oldTerm+1)
 	}
 }
+
+// TestKubeletPortReplicated: the kubelet port a member's Node publishes
+// reaches every member's replicated list, so peers' kubelet probes connect
+// there, during a cloud outage too.
+func TestKubeletPortReplicated(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	z.waitConverged(60*time.Second, 3)
+	cands := z.candidates()
+	for i := range cands {
+		if cands[i].Node == "node-2" {
+			cands[i].KubeletPort = 10350
+		}
+	}
+	z.list.set(cands, true)
+	poll.Until(t, 60*time.Second, "node-2's kubelet port on every member", func() (bool, string) {
+		for _, n := range z.running() {
+			for _, p := range n.srv.Peers() {
+				if p.Node == "node-2" && p.KubeletPort != 10350 {
+					return false, fmt.Sprintf("%s probes node-2's kubelet at port %d", n.name, p.KubeletPort)
+				}
+			}
+			if m, err := n.srv.store.Member("node-2"); err != nil || m.KubeletPort != 10350 {
+				return false, fmt.Sprintf("%s's list has node-2 with port %d (%v)", n.name, m.KubeletPort, err)
+			}
+		}
+		return true, ""
+	})
+	// A Node that publishes no port keeps the port the zone knows. The
+	// same reconcile takes node-3's new port, so once that is in, node-2's
+	// was looked at.
+	for i := range cands {
+		cands[i].KubeletPort = 0
+		if cands[i].Node == "node-3" {
+			cands[i].KubeletPort = 10400
+		}
+	}
+	z.list.set(cands, true)
+	poll.Until(t, 60*time.Second, "node-3's kubelet port on every member", func() (bool, string) {
+		for _, n := range z.running() {
+			if m, err := n.srv.store.Member("node-3"); err != nil || m.KubeletPort != 10400 {
+				return false, fmt.Sprintf("%s's list has node-3 with port %d (%v)", n.name, m.KubeletPort, err)
+			}
+		}
+		return true, ""
+	})
+	for _, n := range z.running() {
+		if m, err := n.srv.store.Member("node-2"); err != nil || m.KubeletPort != 10350 {
+			t.Fatalf("%s's list has node-2 with port %d (%v) after its Node stopped publishing one", n.name, m.KubeletPort, err)
+		}
+	}
+}

@@ -55,6 +55,11 @@ type Member struct {
 	// RaftAddress is host:port of the member's authenticated Raft and peer-API
 	// listener.
 	RaftAddress string `json:"raftAddress"`
+	// KubeletPort is the kubelet port the member's Node publishes
+	// (status.daemonEndpoints), which peers' kubelet probes connect to; 0
+	// when unknown (then 10250). Kept here so that a restart during a cloud
+	// outage still probes the right port.
+	KubeletPort int `json:"kubeletPort,omitempty"`
 	// Role is the suffrage the leader gave the member.
 	Role Role `json:"role"`
 	// PublicKey is the member's Ed25519 node key, pinned when it joined: its
