@@ -247,15 +247,24 @@ func waitAllUnknown(t *testing.T, client kubernetes.Interface, nodes []string, t
 
 // holdZoneProtected checks that a whole zone cut from the cloud stays
 // protected for d once protection is in place: no pod of web deleted, every
-// endpoint ready, and no unreachable:NoExecute taint ever stored on nodes.
-func holdZoneProtected(t *testing.T, client kubernetes.Interface, web *app, taints *taintWatch, nodes []string, d time.Duration) {
+// one stored Ready, every endpoint ready, each of also holding, and no
+// unreachable:NoExecute taint ever stored on nodes.
+func holdZoneProtected(t *testing.T, client kubernetes.Interface, web *app, taints *taintWatch, nodes []string, d time.Duration, also ...func() (bool, string)) {
 	t.Helper()
 	protected := func() (bool, string) {
 		if del := web.deletedPods(t, client); len(del) > 0 {
 			return false, fmt.Sprintf("pods deleted: %v", del)
 		}
+		if ok, detail := podsReady(t, client, web.name); !ok {
+			return false, detail
+		}
 		if ready := web.readyEndpoints(t, client); len(ready) != len(nodes) {
 			return false, fmt.Sprintf("only %d of %d endpoints ready", len(ready), len(nodes))
+		}
+		for _, check := range also {
+			if ok, detail := check(); !ok {
+				return false, detail
+			}
 		}
 		return true, ""
 	}
@@ -291,6 +300,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 
 	wh := startWebhook(t, c, z)
 	web := deployApp(t, client, "web", all)
+	avail := deployReplicated(t, client, "avail", all)
 	taints := watchTaints(t, client, all)
 
 	nonLeaders := func() []*zonerun.Agent {
@@ -308,13 +318,34 @@ func TestWebhookEndToEnd(t *testing.T) {
 	}
 
 	if !t.Run("whole zone cut from the cloud", func(t *testing.T) {
+		calls, _ := webhookCalls(t, client, podStatusWebhook)
 		cutAt := time.Now()
 		z.CutCloud()
 		waitAllUnknown(t, client, all, 2*time.Minute)
 		// Three toleration periods: without edgequorum every pod would be
-		// evicted and every endpoint not ready by now.
-		holdZoneProtected(t, client, web, taints, all, 3*tolerationSeconds*time.Second)
+		// evicted and every endpoint not ready by now, the Deployment
+		// unavailable and its budget exhausted.
+		holdZoneProtected(t, client, web, taints, all, 3*tolerationSeconds*time.Second, func() (bool, string) {
+			if ok, detail := podsReady(t, client, avail.name); !ok {
+				return false, detail
+			}
+			return avail.available(t, client)
+		})
 		logKCMRetries(t, c, all, cutAt)
+		// The apiserver called the pods/status webhook for the node
+		// lifecycle controller's writes and for nothing else: the
+		// kubelets' pod status writes were kept away by matchConditions.
+		after, excluded := webhookCalls(t, client, podStatusWebhook)
+		marked := podStatusWrites(t, c, cutAt)
+		t.Logf("pods/status webhook: called %v times for the node lifecycle controller's %d pod status writes; %v other writes excluded by matchConditions",
+			after-calls, marked, excluded)
+		if after-calls != float64(marked) || marked < 2*len(all) {
+			t.Errorf("the pods/status webhook was called %v times for %d writes of the node lifecycle controller (want one call per write, for the %d pods at least)",
+				after-calls, marked, 2*len(all))
+		}
+		if excluded == 0 {
+			t.Error("matchConditions kept no pod status write from the webhook; the kubelets' writes should have been")
+		}
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -342,11 +373,14 @@ func TestWebhookEndToEnd(t *testing.T) {
 			if del := web.deletedPods(t, client); len(del) > 0 {
 				return false, fmt.Sprintf("pods deleted: %v", del)
 			}
-			if pod := web.podOn(cut.Name); !web.readyEndpoints(t, client)[pod] {
-				st, since := web.podReady(t, client, pod)
-				return false, fmt.Sprintf("endpoint of %s not ready (pod Ready=%s since %s)", pod, st, since.Format(time.RFC3339))
+			pod := web.podOn(cut.Name)
+			if st, since := web.podReady(t, client, pod); st != corev1.ConditionTrue {
+				return false, fmt.Sprintf("pod %s Ready=%s since %s", pod, st, since.Format(time.RFC3339))
 			}
-			return true, ""
+			if !web.readyEndpoints(t, client)[pod] {
+				return false, fmt.Sprintf("endpoint of %s not ready", pod)
+			}
+			return avail.available(t, client)
 		}
 		settleProtection(t, protected)
 		holdFor(t, 3*tolerationSeconds*time.Second, "protection of "+cut.Name, protected)
@@ -422,6 +456,10 @@ func TestWebhookEndToEnd(t *testing.T) {
 		})
 	})
 }
+
+// podStatusWebhook is the shipped MutatingWebhookConfiguration's pods/status
+// webhook.
+const podStatusWebhook = "podstatus.webhook.edgequorum.io"
 
 // startWebhook runs the webhook for a test (stopped at its end, its log tail
 // shown on failure). Its cut-off rule needs no timer fitted to the KCM's grace
