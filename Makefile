@@ -122,12 +122,15 @@ BENCH_FLAGS     ?=
 bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
+	$(GO) build -o $(BIN)/webhookload ./benchmarks/cmd/webhookload
 
-bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline; results in benchmarks/results (about 75 min)
+bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 77 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
+	$(BIN)/webhookload -out $(BENCH_OUT)
 
-bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9 (about 7 min)
+bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)
+	$(BIN)/webhookload -nodes 1000 -pods 10000 -duration 5s -out $(BENCH_QUICK_OUT)
 
 # The real node's container runtime for internal/realnode: containerd 2.x and
 # its runc shim (Debian 12 ships only containerd 1.6, which Kubernetes 1.36
