@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ func main() {
 		duration = flag.Duration("duration", 20*time.Second, "how long each kind is driven")
 		out      = flag.String("out", "benchmarks/results", "directory for webhook.md and webhook.json")
 		dir      = flag.String("dir", "", "directory for the child's TLS files (default: a temporary one)")
+		profile  = flag.String("cpuprofile", "", "write the webhook's CPU profile over the whole load to this file")
 	)
 	flag.Parse()
 	var err error
@@ -54,9 +56,9 @@ func main() {
 	case *rate < 1 || *duration < time.Second:
 		err = fmt.Errorf("-rate %d, -duration %s: want at least 1/s for at least 1s", *rate, *duration)
 	case *serve:
-		err = runServer(*nodes, *pods, *dir)
+		err = runServer(*nodes, *pods, *dir, *profile)
 	default:
-		err = drive(*nodes, *pods, *rate, *duration, *out)
+		err = drive(*nodes, *pods, *rate, *duration, *out, *profile)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "webhookload: %v\n", err)
@@ -88,11 +90,13 @@ type Report struct {
 	IdleRSSMiB    float64   `json:"rssAfterSyncMiB"`
 	PeakRSSMiB    float64   `json:"peakRSSMiB"`
 	FakeAPIRSSMiB float64   `json:"rssBeforeWebhookMiB"`
+	CacheHeapMiB  float64   `json:"cacheHeapMiB"`
+	CPUs          int       `json:"hostCPUs"`
 	Kinds         []Result  `json:"kinds"`
 	At            time.Time `json:"at"`
 }
 
-func drive(nodes, pods, rate int, duration time.Duration, out string) error {
+func drive(nodes, pods, rate int, duration time.Duration, out, profile string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir, err := os.MkdirTemp("", "webhookload-")
@@ -105,7 +109,7 @@ func drive(nodes, pods, rate int, duration time.Duration, out string) error {
 		return err
 	}
 	fmt.Printf("webhookload: starting a webhook over %d nodes and %d pods...\n", nodes, pods)
-	child := exec.CommandContext(ctx, exe, "-serve", fmt.Sprintf("-nodes=%d", nodes), fmt.Sprintf("-pods=%d", pods), "-dir="+dir)
+	child := exec.CommandContext(ctx, exe, "-serve", fmt.Sprintf("-nodes=%d", nodes), fmt.Sprintf("-pods=%d", pods), "-dir="+dir, "-cpuprofile="+profile)
 	child.Stderr = os.Stderr
 	stdout, err := child.StdoutPipe()
 	if err != nil {
@@ -116,23 +120,28 @@ func drive(nodes, pods, rate int, duration time.Duration, out string) error {
 	if err != nil {
 		return err
 	}
-	defer stdin.Close()
 	start := time.Now()
 	if err := child.Start(); err != nil {
 		return fmt.Errorf("start the webhook: %w", err)
 	}
-	defer func() { cancel(); _ = child.Wait() }()
+	defer func() {
+		// Let it stop on its own (and write its profile), then make sure.
+		_ = stdin.Close()
+		t := time.AfterFunc(10*time.Second, cancel)
+		defer t.Stop()
+		_ = child.Wait()
+	}()
 	ready, err := readReady(stdout)
 	if err != nil {
 		return err
 	}
-	rep := Report{Nodes: nodes, Pods: pods, Rate: rate, Duration: duration.String(), At: time.Now().UTC(),
-		SyncSeconds: ready.SyncSeconds, FakeAPIRSSMiB: ready.FakeAPIRSSMiB}
+	rep := Report{Nodes: nodes, Pods: pods, Rate: rate, Duration: duration.String(), At: time.Now().UTC(), CPUs: runtime.NumCPU(),
+		SyncSeconds: ready.SyncSeconds, FakeAPIRSSMiB: ready.FakeAPIRSSMiB, CacheHeapMiB: ready.CacheHeapMiB}
 	if rss, err := rssMiB(child.Process.Pid); err == nil {
 		rep.IdleRSSMiB = rss
 	}
-	fmt.Printf("webhookload: caches synced in %.1fs (%.0fs with building the objects); RSS %.0f MiB, of which %.0f MiB before the webhook started\n",
-		ready.SyncSeconds, time.Since(start).Seconds(), rep.IdleRSSMiB, ready.FakeAPIRSSMiB)
+	fmt.Printf("webhookload: caches synced in %.1fs (%.1fs with building the objects); live heap of the webhook %.0f MiB; process RSS %.0f MiB, of which %.0f MiB before the webhook started\n",
+		ready.SyncSeconds, time.Since(start).Seconds(), ready.CacheHeapMiB, rep.IdleRSSMiB, ready.FakeAPIRSSMiB)
 
 	client, err := httpsClient(ready.CAFile)
 	if err != nil {
@@ -164,6 +173,9 @@ type ready struct {
 	CAFile        string  `json:"caFile"`
 	SyncSeconds   float64 `json:"syncSeconds"`
 	FakeAPIRSSMiB float64 `json:"fakeAPIRSSMiB"`
+	// CacheHeapMiB is the live heap the webhook added, after a GC: its
+	// informer caches and what it keeps about them.
+	CacheHeapMiB float64 `json:"cacheHeapMiB"`
 }
 
 func readReady(r io.Reader) (ready, error) {
@@ -304,7 +316,8 @@ func write(out string, rep Report) error {
 	fmt.Fprintf(&b, "# Webhook cost\n\n")
 	fmt.Fprintf(&b, "`webhookload`: one webhook process whose caches hold %d nodes (zones of 50, every node Unknown and vouched) and %d pods; "+
 		"AdmissionReviews over HTTPS on loopback, open loop at %d/s per kind for %s, each one the webhook changes. "+
-		"Latency is the caller's; CPU is the webhook process's alone.\n\n", rep.Nodes, rep.Pods, rep.Rate, rep.Duration)
+		"Latency is the caller's; CPU is the webhook process's alone. The caller runs on the same host (%d CPUs), so latency includes "+
+		"its competition for CPU with the webhook; p99 varies by a few ms from run to run.\n\n", rep.Nodes, rep.Pods, rep.Rate, rep.Duration, rep.CPUs)
 	fmt.Fprintf(&b, "| kind | reviews | rate/s | p50 ms | p99 ms | max ms | errors | webhook CPU (%% core) | p99 ≤ %d ms |\n|---|---|---|---|---|---|---|---|---|\n", targetP99/time.Millisecond)
 	for _, k := range rep.Kinds {
 		met := "met"
@@ -313,7 +326,9 @@ func write(out string, rep Report) error {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d | %.1f | %s |\n", k.Kind, k.Reviews, k.Rate, k.P50ms, k.P99ms, k.MaxMs, k.Errors, 100*k.CPUShare, met)
 	}
-	fmt.Fprintf(&b, "\nCaches synced in %.1f s. RSS after sync %.0f MiB, peak %.0f MiB; %.0f MiB of it was there before the webhook started "+
-		"(the fake API's own copy of every object, which a real webhook does not hold).\n", rep.SyncSeconds, rep.IdleRSSMiB, rep.PeakRSSMiB, rep.FakeAPIRSSMiB)
+	fmt.Fprintf(&b, "\nCaches synced in %.1f s. The webhook's live heap (caches and what it keeps of them, after a GC): %.0f MiB. "+
+		"Process RSS after sync %.0f MiB, peak %.0f MiB; %.0f MiB of it was there before the webhook started "+
+		"(the fake API's own copy of every object, which a real webhook does not hold), and the rest includes garbage of the initial lists the Go runtime has not returned.\n",
+		rep.SyncSeconds, rep.CacheHeapMiB, rep.IdleRSSMiB, rep.PeakRSSMiB, rep.FakeAPIRSSMiB)
 	return os.WriteFile(filepath.Join(out, "webhook.md"), []byte(b.String()), 0o644)
 }

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // changed by the webhook, so the figures are those of its most expensive path.
 func TestDriveSmall(t *testing.T) {
 	out := t.TempDir()
-	if err := drive(100, 1000, 100, time.Second, out); err != nil {
+	if err := drive(100, 1000, 100, time.Second, out, ""); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "webhook.json"))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -121,14 +122,17 @@ func buildCluster(nodes, pods int) *cluster {
 	return c
 }
 
-func runServer(nodes, pods int, dir string) error {
+func runServer(nodes, pods int, dir, profile string) error {
 	if dir == "" {
 		return fmt.Errorf("-serve needs -dir")
 	}
 	c := buildCluster(nodes, pods)
 	client := fake.NewClientset(c.objs...)
-	c.objs = nil
-	goruntime.GC()
+	if err := writeReviews(dir, c); err != nil {
+		return err
+	}
+	c = nil
+	heapBefore := liveHeapMiB()
 	fakeRSS, _ := rssMiB(os.Getpid())
 
 	certs, err := admission.GenerateCerts(admission.CertOptions{Service: "edgequorum-webhook", Namespace: "edgequorum-webhook",
@@ -170,10 +174,20 @@ func runServer(nodes, pods int, dir string) error {
 		}
 	}
 	synced := time.Since(start)
-	if err := writeReviews(dir, c); err != nil {
-		return err
+	cacheHeap := liveHeapMiB() - heapBefore
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
-	line, err := json.Marshal(ready{Addr: cfg.Listener.Addr().String(), CAFile: caFile, SyncSeconds: synced.Seconds(), FakeAPIRSSMiB: fakeRSS})
+	line, err := json.Marshal(ready{Addr: cfg.Listener.Addr().String(), CAFile: caFile, SyncSeconds: synced.Seconds(),
+		FakeAPIRSSMiB: fakeRSS, CacheHeapMiB: cacheHeap})
 	if err != nil {
 		return err
 	}
@@ -182,6 +196,14 @@ func runServer(nodes, pods int, dir string) error {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	cancel()
 	return <-errc
+}
+
+// liveHeapMiB is the heap in use after a full collection.
+func liveHeapMiB() float64 {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return float64(m.HeapInuse) / (1 << 20)
 }
 
 // writeReviews writes pool reviews of each kind, one JSON AdmissionReview per
