@@ -30,6 +30,7 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	taintsStripped prometheus.Counter
 	podsKeptReady  prometheus.Counter
+	events         *prometheus.CounterVec
 	endpoints      *prometheus.CounterVec
 	errors         *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "pods_kept_ready_total",
 			Help: "Pods the node lifecycle controller marked not ready on a vouched node whose Ready condition a returned patch kept as it was (not counted in dry-run).",
 		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "events_total",
+			Help: "Events the webhook recorded on Nodes for what it changed, by reason and result (recorded: handed to the events broadcaster, which folds repeats into one Event; rate_limited: dropped).",
+		}, []string{"reason", "result"}),
 		endpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "endpoints_rewritten_total",
 			Help: "Endpoints (EndpointSlice) or addresses (Endpoints) marked ready again by a returned patch (not counted in dry-run).",
@@ -109,6 +114,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.podsKeptReady, err = register(reg, m.podsKeptReady); err != nil {
+		return nil, err
+	}
+	if m.events, err = register(reg, m.events); err != nil {
 		return nil, err
 	}
 	if m.endpoints, err = register(reg, m.endpoints); err != nil {

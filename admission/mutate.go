@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/ptr"
 )
@@ -55,8 +56,7 @@ func isUnreachableNoExecute(t corev1.Taint) bool {
 // endpointSlice marks ready and serving again the not-ready, non-terminating
 // endpoints that qualify (see qualifies) and returns how many it changed. A nil
 // ready condition already means ready, so only an explicit false is touched.
-func (m *mutator) endpointSlice(s *discoveryv1.EndpointSlice) (int, error) {
-	q := m.newQualifier()
+func (m *mutator) endpointSlice(s *discoveryv1.EndpointSlice, q *qualifier) (int, error) {
 	n := 0
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
@@ -79,8 +79,7 @@ func (m *mutator) endpointSlice(s *discoveryv1.EndpointSlice) (int, error) {
 
 // endpoints moves the qualifying notReadyAddresses of each subset into the same
 // subset's addresses (same ports) and returns how many it moved.
-func (m *mutator) endpoints(e *corev1.Endpoints) (int, error) {
-	q := m.newQualifier()
+func (m *mutator) endpoints(e *corev1.Endpoints, q *qualifier) (int, error) {
 	n := 0
 	for si := range e.Subsets {
 		sub := &e.Subsets[si]
@@ -123,13 +122,29 @@ func targetUID(a corev1.EndpointAddress) string {
 type qualifier struct {
 	m     *mutator
 	nodes map[string]nodeLoss
+	// revived are the nodes of the endpoints qualifies said yes to, in
+	// order.
+	revived []string
 }
 
 // nodeLoss is what qualifies needs to know about a node: whether it is vouched
-// and went Unknown, and when.
+// and went Unknown, and when; and for its Event, its UID and why.
 type nodeLoss struct {
 	revivable bool
 	lostAt    time.Time
+	uid       types.UID
+	dec       Decision
+}
+
+// events are the Events for the nodes whose endpoints were revived.
+func (q *qualifier) events() []nodeEvent {
+	out := make([]nodeEvent, 0, len(q.revived))
+	for _, name := range q.revived {
+		l := q.nodes[name]
+		out = append(out, nodeEvent{node: name, uid: l.uid, reason: EventEndpointsRevive,
+			note: fmt.Sprintf("marked the endpoints of pods on this node ready again: zone %s vouches for it (%s)", l.dec.Zone, l.dec.Reason)})
+	}
+	return out
 }
 
 func (m *mutator) newQualifier() *qualifier {
@@ -173,15 +188,12 @@ func (q *qualifier) qualifies(nodeName *string, ref *corev1.ObjectReference, nam
 		return false, nil
 	}
 	c := podReadyCondition(pod.Status.Conditions)
-	switch {
-	case c == nil:
-		return false, nil
-	case c.Status == corev1.ConditionTrue:
-		return true, nil
-	case c.Status == corev1.ConditionFalse:
-		return !c.LastTransitionTime.Time.Before(loss.lostAt.Add(-q.m.slack)), nil
+	ok := c != nil && (c.Status == corev1.ConditionTrue ||
+		(c.Status == corev1.ConditionFalse && !c.LastTransitionTime.Time.Before(loss.lostAt.Add(-q.m.slack))))
+	if ok && !slices.Contains(q.revived, *nodeName) {
+		q.revived = append(q.revived, *nodeName)
 	}
-	return false, nil
+	return ok, nil
 }
 
 func (q *qualifier) node(name string) (nodeLoss, error) {
@@ -197,7 +209,7 @@ func (q *qualifier) node(name string) (nodeLoss, error) {
 		// Without a transition time there is no "before the node went
 		// Unknown" to compare with, so nothing qualifies.
 		if c := readyCondition(node.Status.Conditions); c != nil && c.Status == corev1.ConditionUnknown && !c.LastTransitionTime.IsZero() {
-			l = nodeLoss{revivable: true, lostAt: c.LastTransitionTime.Time}
+			l = nodeLoss{revivable: true, lostAt: c.LastTransitionTime.Time, uid: node.UID, dec: dec}
 		}
 	}
 	q.nodes[name] = l

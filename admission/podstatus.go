@@ -31,26 +31,26 @@ var NodeLifecycleUsers = []string{
 // Unknown, and the webhook's node cache may not hold that write yet. A kubelet
 // that missed a renewal by the webhook's clock is silent; one that renews and
 // reports its node NotReady (Ready False) is heard, and its pods are not kept.
-func (m *mutator) podStatus(pod, old *corev1.Pod) (int, Decision, error) {
+func (m *mutator) podStatus(pod, old *corev1.Pod) (int, Decision, *corev1.Node, error) {
 	was, now := podReadyCondition(old.Status.Conditions), podReadyCondition(pod.Status.Conditions)
 	if was == nil || now == nil || was.Status != corev1.ConditionTrue || now.Status != corev1.ConditionFalse {
-		return 0, Decision{}, nil
+		return 0, Decision{}, nil, nil
 	}
 	if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Spec.NodeName != old.Spec.NodeName {
-		return 0, Decision{}, nil
+		return 0, Decision{}, nil, nil
 	}
 	dec, node, err := m.decider.DecideNode(pod.Spec.NodeName)
 	if err != nil || !dec.Vouched {
-		return 0, dec, err
+		return 0, dec, nil, err
 	}
 	if c := readyCondition(node.Status.Conditions); c == nil || c.Status == corev1.ConditionFalse {
-		return 0, dec, nil
+		return 0, dec, nil, nil
 	}
 	if silent, err := m.decider.kubeletSilent(node.Name); err != nil || !silent {
-		return 0, dec, err
+		return 0, dec, nil, err
 	}
 	*now = *was
-	return 1, dec, nil
+	return 1, dec, node, nil
 }
 
 func mutatePodStatus(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
@@ -64,11 +64,16 @@ func mutatePodStatus(m *mutator, req *admissionv1.AdmissionRequest) (mutation, e
 	if err := decodeObject(req.OldObject.Raw, &old); err != nil {
 		return mutation{}, fmt.Errorf("old object: %w", err)
 	}
-	return encodePair(&pod, func(p *corev1.Pod) (int, []any, error) {
-		kept, dec, err := m.podStatus(p, &old)
+	return encodePair(&pod, func(p *corev1.Pod) (int, []any, []nodeEvent, error) {
+		kept, dec, node, err := m.podStatus(p, &old)
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: %w", errCache, err)
+			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
 		}
-		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.Reason}, nil
+		var evs []nodeEvent
+		if kept > 0 {
+			evs = []nodeEvent{{node: node.Name, uid: node.UID, reason: EventPodsKeptReady,
+				note: fmt.Sprintf("kept the pods on this node Ready: zone %s vouches for it (%s)", dec.Zone, dec.Reason)}}
+		}
+		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.Reason}, evs, nil
 	})
 }

@@ -66,7 +66,7 @@ func TestPodStatusKeepsReady(t *testing.T) {
 				tt.change(pod, old)
 			}
 			before := *podReadyCondition(pod.Status.Conditions)
-			n, dec, err := m.podStatus(pod, old)
+			n, dec, _, err := m.podStatus(pod, old)
 			if err != nil {
 				t.Fatal(err)
 			}

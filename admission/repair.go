@@ -431,9 +431,9 @@ func (r *repairer) needsRepair(obj any) (bool, error) {
 	case *corev1.Node:
 		n, _, err = r.mut.node(o.DeepCopy())
 	case *discoveryv1.EndpointSlice:
-		n, err = r.mut.endpointSlice(o.DeepCopy())
+		n, err = r.mut.endpointSlice(o.DeepCopy(), r.mut.newQualifier())
 	case *corev1.Endpoints:
-		n, err = r.mut.endpoints(o.DeepCopy())
+		n, err = r.mut.endpoints(o.DeepCopy(), r.mut.newQualifier())
 	case *corev1.Pod:
 		return r.handBack(o)
 	}

@@ -34,7 +34,10 @@ var reviewAPIVersion = admissionv1.SchemeGroupVersion.String()
 
 // admitter answers AdmissionReviews. It is safe for concurrent use.
 type admitter struct {
-	mut      *mutator
+	mut *mutator
+	// events records what was changed on the Nodes it was for; nil records
+	// nothing (dry-run).
+	events   *eventer
 	metrics  *metrics
 	log      *slog.Logger
 	clock    clock.PassiveClock
@@ -62,6 +65,8 @@ type mutation struct {
 	original, mutated []byte
 	changed           int
 	attrs             []any
+	// events are recorded on Nodes once the change is returned.
+	events []nodeEvent
 }
 
 var (
@@ -235,6 +240,11 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 		a.metrics.endpoints.WithLabelValues(k.resource).Add(float64(m.changed))
 	}
 	a.log.Info("mutated", attrs...)
+	if a.events != nil {
+		for _, ev := range m.events {
+			a.events.record(ev)
+		}
+	}
 	return resp
 }
 
@@ -265,12 +275,12 @@ func decodeObject(raw []byte, into any) error {
 // encodePair encodes the original (already decoded) object, lets mutate change
 // it, and encodes it again. Diffing these two encodings rather than the raw
 // request keeps fields our API types do not know out of the patch.
-func encodePair[T any](obj *T, mutate func(*T) (int, []any, error)) (mutation, error) {
+func encodePair[T any](obj *T, mutate func(*T) (int, []any, []nodeEvent, error)) (mutation, error) {
 	original, err := json.Marshal(obj)
 	if err != nil {
 		return mutation{}, fmt.Errorf("%w: %w", errDecodeObject, err)
 	}
-	n, attrs, err := mutate(obj)
+	n, attrs, evs, err := mutate(obj)
 	if err != nil || n == 0 {
 		return mutation{attrs: attrs}, err
 	}
@@ -278,7 +288,7 @@ func encodePair[T any](obj *T, mutate func(*T) (int, []any, error)) (mutation, e
 	if err != nil {
 		return mutation{}, fmt.Errorf("%w: %w", errPatch, err)
 	}
-	return mutation{original: original, mutated: mutated, changed: n, attrs: attrs}, nil
+	return mutation{original: original, mutated: mutated, changed: n, attrs: attrs, events: evs}, nil
 }
 
 func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
@@ -286,12 +296,14 @@ func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error)
 	if err := decodeObject(req.Object.Raw, &n); err != nil {
 		return mutation{}, err
 	}
-	return encodePair(&n, func(n *corev1.Node) (int, []any, error) {
+	return encodePair(&n, func(n *corev1.Node) (int, []any, []nodeEvent, error) {
 		stripped, dec, err := m.node(n)
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: %w", errCache, err)
+			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
 		}
-		return stripped, []any{"node", n.Name, "zone", dec.Zone, "because", dec.Reason}, nil
+		ev := nodeEvent{node: n.Name, uid: n.UID, reason: EventTaintKeptOff,
+			note: fmt.Sprintf("kept node.kubernetes.io/unreachable:NoExecute off: zone %s vouches for this node (%s)", dec.Zone, dec.Reason)}
+		return stripped, []any{"node", n.Name, "zone", dec.Zone, "because", dec.Reason}, []nodeEvent{ev}, nil
 	})
 }
 
@@ -300,12 +312,13 @@ func mutateEndpointSlice(m *mutator, req *admissionv1.AdmissionRequest) (mutatio
 	if err := decodeObject(req.Object.Raw, &s); err != nil {
 		return mutation{}, err
 	}
-	return encodePair(&s, func(s *discoveryv1.EndpointSlice) (int, []any, error) {
-		n, err := m.endpointSlice(s)
+	return encodePair(&s, func(s *discoveryv1.EndpointSlice) (int, []any, []nodeEvent, error) {
+		q := m.newQualifier()
+		n, err := m.endpointSlice(s, q)
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: %w", errCache, err)
+			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
 		}
-		return n, []any{"namespace", s.Namespace, "name", s.Name}, nil
+		return n, []any{"namespace", s.Namespace, "name", s.Name}, q.events(), nil
 	})
 }
 
@@ -314,11 +327,12 @@ func mutateEndpoints(m *mutator, req *admissionv1.AdmissionRequest) (mutation, e
 	if err := decodeObject(req.Object.Raw, &e); err != nil {
 		return mutation{}, err
 	}
-	return encodePair(&e, func(e *corev1.Endpoints) (int, []any, error) {
-		n, err := m.endpoints(e)
+	return encodePair(&e, func(e *corev1.Endpoints) (int, []any, []nodeEvent, error) {
+		q := m.newQualifier()
+		n, err := m.endpoints(e, q)
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: %w", errCache, err)
+			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
 		}
-		return n, []any{"namespace", e.Namespace, "name", e.Name}, nil
+		return n, []any{"namespace", e.Namespace, "name", e.Name}, q.events(), nil
 	})
 }

@@ -1,14 +1,21 @@
 package admission
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 // decodeResponse checks the envelope every 200 answer must have and returns the
@@ -259,5 +266,45 @@ func TestReviewBeforeSync(t *testing.T) {
 	}
 	if got := counter(t, env.w.metrics.errors.WithLabelValues(resNode, "not_synced")); got != 1 {
 		t.Errorf("errors_total{node,not_synced} = %v, want 1", got)
+	}
+}
+
+// TestReviewRecordsNodeEvents: what the webhook changes is recorded as an
+// Event on the Node it was for, and the same change again (the node lifecycle
+// controller retrying through a cut) is one Event, not one per review.
+func TestReviewRecordsNodeEvents(t *testing.T) {
+	env := startWebhook(t, nil)
+	body := readFixture(t, "node_vouched_zone_lease.json")
+	for range 5 {
+		if rec := env.post(t, "/mutate/node", body); rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+	rec := env.post(t, "/mutate/podstatus", readFixture(t, "podstatus_kept_ready.json"))
+	decodeResponse(t, rec.Body.Bytes(), "uid-podstatus_kept_ready")
+	var got []eventsv1.Event
+	poll.Until(t, 30*time.Second, "the Events recorded", func() (bool, string) {
+		list, err := env.client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = list.Items
+		return len(got) == 2, fmt.Sprintf("%d Events", len(got))
+	})
+	reasons := map[string]eventsv1.Event{}
+	for _, e := range got {
+		if e.Regarding.Kind != "Node" || e.Regarding.Name != "edge-a1" || e.ReportingController != reportingController {
+			t.Errorf("Event %s regards %s %s, reported by %s; want Node edge-a1 by %s", e.Name, e.Regarding.Kind, e.Regarding.Name, e.ReportingController, reportingController)
+		}
+		reasons[e.Reason] = e
+	}
+	if e, ok := reasons[EventTaintKeptOff]; !ok || !strings.Contains(e.Note, "zone zone-a vouches") {
+		t.Errorf("no %s Event naming the zone: %+v", EventTaintKeptOff, reasons)
+	}
+	if _, ok := reasons[EventPodsKeptReady]; !ok {
+		t.Errorf("no %s Event: %+v", EventPodsKeptReady, reasons)
+	}
+	if n := counter(t, env.w.metrics.events.WithLabelValues(EventTaintKeptOff, "recorded")); n != 5 {
+		t.Errorf("events_total{%s,recorded} = %v, want 5 (folded into one Event)", EventTaintKeptOff, n)
 	}
 }

@@ -33,6 +33,7 @@ type Webhook struct {
 	certs    *certReloader
 	handler  http.Handler
 	repair   *repairer
+	events   *eventer
 
 	factories []informers.SharedInformerFactory
 	hasSynced []cache.InformerSynced
@@ -90,6 +91,10 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	w.admitter = &admitter{
 		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,
 		dryRun: cfg.DryRun, maxBytes: cfg.MaxRequestBytes, synced: w.synced.Load,
+	}
+	if !cfg.DryRun {
+		w.events = newEventer(client, m)
+		w.admitter.events = w.events
 	}
 
 	if cfg.Repair {
@@ -188,6 +193,9 @@ func (w *Webhook) Run(ctx context.Context) error {
 	for _, f := range w.factories {
 		f.Start(ctx.Done())
 	}
+	if w.events != nil {
+		w.events.start(ctx.Done())
+	}
 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
@@ -231,6 +239,9 @@ func (w *Webhook) Run(ctx context.Context) error {
 	}
 	cancel()
 	wg.Wait()
+	if w.events != nil {
+		w.events.shutdown()
+	}
 	for _, f := range w.factories {
 		f.Shutdown()
 	}

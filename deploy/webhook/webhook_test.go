@@ -222,6 +222,8 @@ func TestRBAC(t *testing.T) {
 		// where agent credentials may write Leases
 		{agentNS, leases, "leases", "get", ""}, {agentNS, leases, "leases", "list", ""},
 		{agentNS, leases, "leases", "watch", ""},
+		// Events on Nodes, which live in default
+		{"default", "events.k8s.io", "events", "create", ""}, {"default", "events.k8s.io", "events", "patch", ""},
 		// the election lock, in the webhook's own namespace
 		{ns, leases, "leases", "create", ""},
 		{ns, leases, "leases", "get", "edgequorum-webhook-repair"},
@@ -257,11 +259,11 @@ func TestRBAC(t *testing.T) {
 	}
 	for _, b := range []string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
 		"RoleBinding/kube-node-lease/edgequorum-webhook", "RoleBinding/" + agentNS + "/edgequorum-webhook",
-		"RoleBinding/" + ns + "/edgequorum-webhook"} {
+		"RoleBinding/" + ns + "/edgequorum-webhook", "RoleBinding/default/edgequorum-webhook-events"} {
 		get(t, objs, b)
 	}
-	if bindings != 5 {
-		t.Errorf("%d bindings, want 5", bindings)
+	if bindings != 6 {
+		t.Errorf("%d bindings, want 6", bindings)
 	}
 }
 
@@ -273,13 +275,16 @@ var clusterScoped = map[string]bool{
 // TestNamespaces: the webhook and everything it owns live in its own
 // namespace, which deploy/webhook ships and which enforces the restricted Pod
 // Security Standard. The only exceptions are the read-only Roles (and their
-// bindings) for the Leases it reads elsewhere.
+// bindings) for the Leases it reads elsewhere, and the Role for the Events it
+// records on Nodes (TestRBAC pins its rules).
 func TestNamespaces(t *testing.T) {
 	elsewhere := map[string]bool{
 		"Role/kube-node-lease/edgequorum-webhook":        true,
 		"RoleBinding/kube-node-lease/edgequorum-webhook": true,
 		"Role/" + agentNS + "/edgequorum-webhook":        true,
 		"RoleBinding/" + agentNS + "/edgequorum-webhook": true,
+		"Role/default/edgequorum-webhook-events":         true,
+		"RoleBinding/default/edgequorum-webhook-events":  true,
 	}
 	for _, dir := range []string{"webhook", "webhook/overlays/cert-manager"} {
 		t.Run(dir, func(t *testing.T) {
