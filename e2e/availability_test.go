@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -189,4 +190,48 @@ func podStatusWrites(t *testing.T, c *testcluster.Cluster, since time.Time) int 
 		}
 	}
 	return n
+}
+
+// requireNodeEvents checks that each of nodes carries exactly one Event of
+// each reason from the webhook, however often the change was repeated, and
+// logs how many repeats they stand for.
+func requireNodeEvents(t *testing.T, c kubernetes.Interface, nodes []string, reasons ...string) {
+	t.Helper()
+	want := len(nodes) * len(reasons)
+	var found map[string][]eventsv1.Event
+	poll.Until(t, time.Minute, "the webhook's Events on the zone's Nodes", func() (bool, string) {
+		list, err := c.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		found = map[string][]eventsv1.Event{}
+		n := 0
+		for _, e := range list.Items {
+			if e.ReportingController != "edgequorum.io/webhook" || e.Regarding.Kind != "Node" {
+				continue
+			}
+			key := e.Regarding.Name + "/" + e.Reason
+			found[key] = append(found[key], e)
+			n++
+		}
+		for _, node := range nodes {
+			for _, r := range reasons {
+				if len(found[node+"/"+r]) == 0 {
+					return false, fmt.Sprintf("%d of %d; none %s on %s", n, want, r, node)
+				}
+			}
+		}
+		return true, ""
+	})
+	repeats := 0
+	for key, evs := range found {
+		if len(evs) != 1 {
+			t.Errorf("%d Events %s, want one folding the repeats", len(evs), key)
+		}
+		repeats++
+		if s := evs[0].Series; s != nil {
+			repeats += int(s.Count) - 1
+		}
+	}
+	t.Logf("the webhook's Events on the zone's Nodes: %d, standing for %d changes so far", len(found), repeats)
 }

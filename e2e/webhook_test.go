@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -346,6 +347,9 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if excluded == 0 {
 			t.Error("matchConditions kept no pod status write from the webhook; the kubelets' writes should have been")
 		}
+		// kubectl describe node shows what the webhook did, once per
+		// kind of change however often the controller retried.
+		requireNodeEvents(t, client, all, admission.EventTaintKeptOff, admission.EventPodsKeptReady)
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
