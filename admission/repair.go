@@ -279,7 +279,7 @@ func (r *repairer) considerPods(q workqueue.TypedRateLimitingInterface[repairKey
 	if r.podsByNode == nil {
 		return
 	}
-	if dec, err := r.mut.decider.Decide(n); err != nil || dec.Vouched {
+	if dec, err := r.mut.decider.Decide(n); err != nil || dec.Vouched || !judged(dec) {
 		return
 	}
 	pods, err := r.podsByNode.ByIndex(podNodeIndex, n.Name)
@@ -309,11 +309,18 @@ func (r *repairer) handBack(p *corev1.Pod) (bool, error) {
 		return false, nil
 	}
 	dec, node, err := r.mut.decider.DecideNode(p.Spec.NodeName)
-	if err != nil || dec.Vouched || node == nil {
+	if err != nil || dec.Vouched || !judged(dec) {
 		return false, err
 	}
 	c := readyCondition(node.Status.Conditions)
 	return c != nil && c.Status == corev1.ConditionUnknown, nil
+}
+
+// judged reports whether dec is about a node edgequorum judges, one with a
+// verdict: pods on any other node are the node lifecycle controller's alone,
+// and the webhook never kept them.
+func judged(dec Decision) bool {
+	return dec.Reason != ReasonNodeNotFound && dec.Reason != ReasonNoVerdict
 }
 
 // podNodeIndex names the pod index podNode builds.

@@ -616,7 +616,7 @@ func TestRepairHandsBackKeptPods(t *testing.T) {
 		c.RepairPeriod = 24 * time.Hour
 		c.MaxZoneLeaseDuration = 24 * time.Hour
 	}, withZoneLeaseDuration(24*time.Hour, append(testCluster(),
-		kept("kept-a1", "edge-a1"), kept("kept-a3", "edge-a3"), kept("kept-a4", "edge-a4"))...)...)
+		kept("kept-a1", "edge-a1"), kept("kept-a3", "edge-a3"), kept("kept-a4", "edge-a4"), kept("kept-cloud", "cloud-1"))...)...)
 	routeAdmission(t, env)
 	env.start(t)
 
@@ -639,9 +639,9 @@ func TestRepairHandsBackKeptPods(t *testing.T) {
 	if c.Status != corev1.ConditionFalse || c.Reason != "NodeNotVouched" || !c.LastTransitionTime.After(testNow) {
 		t.Errorf("kept-a3 Ready after hand-back = %+v, want False, NodeNotVouched, as of the webhook's clock", c)
 	}
-	for _, name := range []string{"kept-a1", "kept-a4"} {
+	for _, name := range []string{"kept-a1", "kept-a4", "kept-cloud"} {
 		if c := ready(name); c.Status != corev1.ConditionTrue {
-			t.Errorf("%s (vouched, or on a Ready node) handed back: %+v", name, c)
+			t.Errorf("%s (vouched, on a Ready node, or on a node no zone judges) handed back: %+v", name, c)
 		}
 	}
 
@@ -661,7 +661,9 @@ func TestRepairHandsBackKeptPods(t *testing.T) {
 	if c := ready("kept-a1"); c.Status != corev1.ConditionFalse {
 		t.Errorf("kept-a1 Ready after its node's verdict turned unhealthy: %+v", c)
 	}
-	if c := ready("kept-a4"); c.Status != corev1.ConditionTrue {
-		t.Errorf("kept-a4 on a Ready node handed back: %+v", c)
+	for _, name := range []string{"kept-a4", "kept-cloud"} {
+		if c := ready(name); c.Status != corev1.ConditionTrue {
+			t.Errorf("%s handed back: %+v", name, c)
+		}
 	}
 }
