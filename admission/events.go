@@ -16,6 +16,7 @@ const (
 	EventTaintKeptOff    = "UnreachableTaintKeptOff"
 	EventPodsKeptReady   = "PodsKeptReady"
 	EventEndpointsRevive = "EndpointsRevived"
+	EventPodsHandedBack  = "PodsHandedBack"
 )
 
 // reportingController names the webhook in the Events it records.

@@ -103,6 +103,9 @@ type repairer struct {
 	// Ready (see handBack).
 	pods       corelisters.PodLister
 	podsByNode cache.Indexer
+	// events records each hand-back on the pod's Node; nil records
+	// nothing.
+	events *eventer
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -576,5 +579,9 @@ func (r *repairer) markNotReady(ctx context.Context, p *corev1.Pod) error {
 	}
 	_, err = r.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	if err == nil && r.events != nil {
+		r.events.record(nodeEvent{node: p.Spec.NodeName, reason: EventPodsHandedBack,
+			note: "marked the pods kept Ready on this node not ready: its zone no longer vouches for it"})
+	}
 	return err
 }

@@ -639,6 +639,9 @@ func TestRepairHandsBackKeptPods(t *testing.T) {
 	if c.Status != corev1.ConditionFalse || c.Reason != "NodeNotVouched" || !c.LastTransitionTime.After(testNow) {
 		t.Errorf("kept-a3 Ready after hand-back = %+v, want False, NodeNotVouched, as of the webhook's clock", c)
 	}
+	if n := counter(t, env.w.metrics.events.WithLabelValues(EventPodsHandedBack, "recorded")); n != 1 {
+		t.Errorf("events_total{%s,recorded} = %v after one hand-back, want 1", EventPodsHandedBack, n)
+	}
 	for _, name := range []string{"kept-a1", "kept-a4", "kept-cloud"} {
 		if c := ready(name); c.Status != corev1.ConditionTrue {
 			t.Errorf("%s (vouched, on a Ready node, or on a node no zone judges) handed back: %+v", name, c)

@@ -122,7 +122,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
 			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
-			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(),
+			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(), events: w.events,
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}
