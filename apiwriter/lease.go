@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -74,6 +75,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 			}
 			w.leaseWritten(created, term)
+			w.leaderEvent(ctx, created, term, "")
 			return nil
 		case w.observeRead(err) != nil:
 			return fmt.Errorf("read zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
@@ -97,7 +99,21 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		return fmt.Errorf("renew zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 	}
 	w.leaseWritten(updated, term)
+	if was := ptr.Deref(cur.Spec.HolderIdentity, ""); was != w.cfg.Node {
+		w.leaderEvent(ctx, updated, term, was)
+	}
 	return nil
+}
+
+// leaderEvent records on the zone Lease l that this node took it over under
+// term from was ("" for a new zone).
+func (w *Writer) leaderEvent(ctx context.Context, l *coordinationv1.Lease, term uint64, was string) {
+	note := fmt.Sprintf("%s leads zone %s from term %d", w.cfg.Node, w.cfg.Zone, term)
+	if was != "" {
+		note += "; " + was + " held the zone Lease before"
+	}
+	w.recordEvent(ctx, l.Namespace, corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+		Namespace: l.Namespace, Name: l.Name, UID: l.UID}, EventLeaderChanged, corev1.EventTypeNormal, "Lead", note)
 }
 
 func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64) {

@@ -13,6 +13,7 @@ type metrics struct {
 	forged    *prometheus.CounterVec
 	pending   prometheus.Gauge
 	reachable prometheus.Gauge
+	events    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,13 +38,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_pending_verdicts",
 			Help: "Verdicts waiting to be written (coalesced per node).",
 		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_events_total",
+			Help: "Events the leader recorded (a verdict that changed a node's state, a new leader of the zone), by reason and result.",
+		}, []string{"reason", "result"}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_apiserver_reachable",
 			Help: "1 while the last apiserver call or health check succeeded.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

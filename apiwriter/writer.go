@@ -273,6 +273,13 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	w.lastWrite = w.clock.Now()
 	w.mu.Unlock()
 	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term)
+	// A verdict written again (re-signed, or restored over an edit) with
+	// the state the Node showed is no news.
+	if prev, err := zone.ParseAnnotation(raw); !had || err != nil || prev.State != v.State {
+		reason, typ, note := verdictEvent(v)
+		w.recordEvent(ctx, metav1.NamespaceDefault, corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: v.Node, UID: node.UID},
+			reason, typ, "Judge", note)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,6 +77,8 @@ type harness struct {
 	down   atomic.Bool
 	mu     sync.Mutex
 	writes []string // "patch node/x", "create lease/y", ...
+	// events are the Events recorded, as "reason regarding-name".
+	events []string
 	// refused counts the named requests made while the API was down:
 	// "get nodes/x" -> n.
 	refused map[string]int
@@ -102,6 +106,13 @@ func newHarness(t *testing.T, nodes ...string) *harness {
 			// stores nothing, so it is no write.
 			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
 				UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:edgequorum-system:edgequorum-agent"}}}, nil
+		}
+		if ca, ok := a.(k8stesting.CreateAction); ok && a.GetResource().Resource == "events" {
+			ev := ca.GetObject().(*eventsv1.Event)
+			h.mu.Lock()
+			h.events = append(h.events, ev.Reason+" "+ev.Regarding.Name)
+			h.mu.Unlock()
+			return false, nil, nil
 		}
 		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
 			h.mu.Lock()
@@ -142,6 +153,12 @@ func (h *harness) refusedCount(req string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.refused[req]
+}
+
+func (h *harness) eventLog() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events...)
 }
 
 func (h *harness) writeLog() []string {
@@ -630,4 +647,37 @@ func TestNewLeaderTakesLeaseAtOnce(t *testing.T) {
 		l, err := h.client.CoordinationV1().Leases("edgequorum-system").Get(context.Background(), zone.LeaseName("zone-a"), metav1.GetOptions{})
 		return err == nil && l.Annotations[zone.LeaseTermAnnotation] == "6"
 	})
+}
+
+// TestVerdictEventsOnChange: the leader records an Event on the Node when a
+// verdict changes the node's state, and on the zone Lease when it takes the
+// Lease over; a verdict written again with the same state (a new leader's,
+// signed again) is no news.
+func TestVerdictEventsOnChange(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.fence.term.Store(2)
+	h.run()
+	at := h.clock.Now()
+	write := func(term uint64, st zone.State, at time.Time) {
+		t.Helper()
+		h.fence.term.Store(term)
+		h.w.Verdicts(term, []zone.Verdict{verdict("node-2", st, term, at)}, false)
+		poll.UntilTrue(t, waitTimeout, "verdict written", func() bool {
+			a, ok := h.annotation("node-2")
+			return ok && a.State == st && a.Term == term && h.w.Pending() == 0
+		})
+	}
+	write(2, zone.Healthy, at)
+	write(3, zone.Healthy, at.Add(time.Second))
+	write(3, zone.Unhealthy, at.Add(2*time.Second))
+	if err := h.w.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.w.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{EventJudgedHealthy + " node-2", EventJudgedUnhealthy + " node-2", EventLeaderChanged + " " + zone.LeaseName("zone-a")}
+	if got := h.eventLog(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
 }

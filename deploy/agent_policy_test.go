@@ -12,6 +12,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 const (
 	nodeWritesPolicy  = "edgequorum-agent-node-writes"
 	leaseWritesPolicy = "edgequorum-agent-lease-writes"
+	eventWritesPolicy = "edgequorum-agent-event-writes"
 )
 
 // TestAgentPolicyOnRealAPIServer installs deploy/agent's RBAC and policies, and
@@ -78,7 +80,11 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		return createLease(ctx, agentA, ns, fmt.Sprintf("probe-%d", try), nodeA)
 	})
 	t.Logf("%s in force %s after its first check", leaseWritesPolicy, took.Round(time.Millisecond))
-	for _, p := range []string{nodeWritesPolicy, leaseWritesPolicy, "edgequorum-verdict-writer", "edgequorum-node-key-writer"} {
+	took = untilDenied(t, eventWritesPolicy, "the agent recording an Event as another node", func(try int) error {
+		return createEvent(ctx, agentA, "default", nodeB, "Node", "", fmt.Sprintf("probe-%d", try))
+	})
+	t.Logf("%s in force %s after its first check", eventWritesPolicy, took.Round(time.Millisecond))
+	for _, p := range []string{nodeWritesPolicy, leaseWritesPolicy, eventWritesPolicy, "edgequorum-verdict-writer", "edgequorum-node-key-writer"} {
 		requirePolicyTypeChecked(ctx, t, admin, p)
 	}
 	// What RBAC grants the token (in force since the writes above got past
@@ -251,6 +257,62 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 			return true, ""
 		})
 	})
+
+	t.Run("events", func(t *testing.T) {
+		// The leader's Event on a Node, and on the zone Lease it took over,
+		// each as its own node.
+		if err := createEvent(ctx, agentA, "default", nodeA, "Node", nodeB, "verdict"); err != nil {
+			t.Errorf("the agent on %s recording a verdict Event: %v", nodeA, err)
+		}
+		if err := createEvent(ctx, agentA, ns, nodeA, "Lease", zone.LeaseName(zoneName), "leader"); err != nil {
+			t.Errorf("the agent on %s recording a leadership Event on the zone Lease: %v", nodeA, err)
+		}
+		for _, tc := range []struct {
+			what, ns, instance, kind, name string
+		}{
+			{"as another node", "default", nodeB, "Node", nodeA},
+			{"with a token of no node", "default", nodeA, "Node", nodeA},
+			{"about a Pod", "default", nodeA, "Pod", "web"},
+			{"about another Lease", ns, nodeA, "Lease", "kube-scheduler"},
+		} {
+			cs := agentA
+			if tc.what == "with a token of no node" {
+				cs = unbound
+			}
+			requireDeniedBy(t, eventWritesPolicy, "the agent recording an Event "+tc.what,
+				createEvent(ctx, cs, tc.ns, tc.instance, tc.kind, tc.name, "bad"))
+		}
+		requireDeniedBy(t, eventWritesPolicy, "the agent recording an Event about a Node in kube-system",
+			createEvent(ctx, agentA, "kube-system", nodeA, "Node", nodeA, "elsewhere"))
+		requireDeniedBy(t, eventWritesPolicy, "the agent recording an Event about its zone Lease in default",
+			createEvent(ctx, agentA, "default", nodeA, "Lease", zone.LeaseName(zoneName), "elsewhere"))
+	})
+}
+
+// createEvent has cs record an edgequorum.io/agent Event in ns, reported by
+// instance, about the object kind/name (a Node, or a Lease in ns).
+func createEvent(ctx context.Context, cs kubernetes.Interface, ns, instance, kind, name, suffix string) error {
+	if name == "" {
+		name = instance
+	}
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: kind, Name: name}
+	if kind == "Lease" {
+		ref.APIVersion, ref.Namespace = "coordination.k8s.io/v1", ns
+	}
+	if kind == "Pod" {
+		ref.Namespace = ns
+	}
+	_, err := cs.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: name + "." + suffix},
+		EventTime:           metav1.NowMicro(),
+		ReportingController: "edgequorum.io/agent",
+		ReportingInstance:   instance,
+		Action:              "Judge",
+		Reason:              "ZoneJudgedHealthy",
+		Regarding:           ref,
+		Type:                corev1.EventTypeNormal,
+	}, metav1.CreateOptions{})
+	return err
 }
 
 // installWebhookRBAC applies deploy/webhook's Namespace, ServiceAccount and
@@ -324,6 +386,8 @@ func requireAgentRules(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		if ns == agentNS {
 			want = append(want, "coordination.k8s.io/leases create []", "coordination.k8s.io/leases get []", "coordination.k8s.io/leases update []")
 		}
+		// Everywhere; the event policy narrows it.
+		want = append(want, "events.k8s.io/events create []")
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("RBAC lets the agent in namespace %s:\n  %s\nwant:\n  %s", ns, strings.Join(got, "\n  "), strings.Join(want, "\n  "))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,8 +66,14 @@ func TestAgentManifestRenders(t *testing.T) {
 		t.Error("DaemonSet lacks the hostPath /var/lib/edgequorum DirectoryOrCreate volume")
 	}
 	rules, _, _ := unstructured.NestedSlice(k["ClusterRole/edgequorum-agent"].Object, "rules")
-	if len(rules) != 1 {
-		t.Errorf("agent ClusterRole must hold one rule (nodes), has %d", len(rules))
+	var got []string
+	for _, r := range rules {
+		r := r.(map[string]any)
+		got = append(got, fmt.Sprint(r["apiGroups"], r["resources"], r["verbs"]))
+	}
+	want := []string{"[] [nodes] [get list watch patch]", "[authentication.k8s.io] [selfsubjectreviews] [create]", "[events.k8s.io] [events] [create]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("agent ClusterRole rules %v, want %v (nodes, the health check, Events)", got, want)
 	}
 }
 

@@ -247,7 +247,7 @@ func installAgent(ctx context.Context, t *testing.T, c *testcluster.Cluster) (ns
 		t.Fatal(err)
 	}
 	var install []*unstructured.Unstructured
-	missing := []string{"edgequorum-node-key-writer", "edgequorum-verdict-writer", nodeWritesPolicy, leaseWritesPolicy}
+	missing := []string{"edgequorum-node-key-writer", "edgequorum-verdict-writer", nodeWritesPolicy, leaseWritesPolicy, eventWritesPolicy}
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "DaemonSet":

@@ -138,12 +138,29 @@ func TestAgentZone(t *testing.T) {
 		}
 		leaseWrites++
 	}
+	// Events: one on the Node per verdict change, one on the zone Lease
+	// per new leader (the founder, then the one that took over).
+	nodeEvents, leaseEvents := 0, 0
+	for _, e := range writes["events"] {
+		switch e.ObjectRef.Namespace {
+		case "default":
+			nodeEvents++
+		case "edgequorum-system":
+			leaseEvents++
+		default:
+			t.Errorf("agent recorded Event %s/%s", e.ObjectRef.Namespace, e.ObjectRef.Name)
+		}
+	}
+	if nodeEvents != 7 || leaseEvents < 2 {
+		t.Errorf("agents recorded %d Events on Nodes for 7 verdict changes and %d on the zone Lease for at least 2 leaders", nodeEvents, leaseEvents)
+	}
 	for res := range writes {
-		if res != "nodes" && res != "leases" {
+		if res != "nodes" && res != "leases" && res != "events" {
 			t.Errorf("agents wrote %s", res)
 		}
 	}
-	t.Logf("agent writes: %d node patches for 5 key registrations and 7 verdict changes, %d lease writes", len(writes["nodes"]), leaseWrites)
+	t.Logf("agent writes: %d node patches for 5 key registrations and 7 verdict changes, %d lease writes, %d Events on Nodes, %d on the zone Lease",
+		len(writes["nodes"]), leaseWrites, nodeEvents, leaseEvents)
 
 	// kill -9 lost nothing: the dead node comes back with its data dir, keeps
 	// its server ID and is judged healthy again.

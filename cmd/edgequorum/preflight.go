@@ -175,7 +175,7 @@ func checkNamespaces(ctx context.Context, client kubernetes.Interface) []check {
 // under its own name: without them the agent's token on every edge box may
 // taint any Node, and any kubelet may vouch for itself.
 var agentPolicies = []string{"edgequorum-verdict-writer", "edgequorum-node-key-writer",
-	"edgequorum-agent-node-writes", "edgequorum-agent-lease-writes"}
+	"edgequorum-agent-node-writes", "edgequorum-agent-lease-writes", "edgequorum-agent-event-writes"}
 
 func checkPolicy(ctx context.Context, client kubernetes.Interface) check {
 	c := check{what: "admission policies", fix: "kubectl apply -f deploy/install/agent.yaml"}
