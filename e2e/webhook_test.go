@@ -349,7 +349,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		}
 		// kubectl describe node shows what the webhook did, once per
 		// kind of change however often the controller retried.
-		requireNodeEvents(t, client, all, admission.EventTaintKeptOff, admission.EventPodsKeptReady)
+		requireNodeEvents(t, client, all, []string{admission.EventPodsKeptReady}, []string{admission.EventTaintKeptOff})
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
