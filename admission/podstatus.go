@@ -21,8 +21,8 @@ var NodeLifecycleUsers = []string{
 // podStatus keeps pod Ready when the node lifecycle controller marks it not
 // ready (old is the pod as stored) because it lost sight of the node, and the
 // node's zone vouches for the node: the pod runs, only the cloud cannot see
-// it. It restores the Ready condition old had and returns 1, or returns 0 and
-// leaves pod alone. Nothing but the Ready condition is touched, and only a
+// it. It restores the Ready condition old had and returns 1 with the node (for
+// the Event), or returns 0 and leaves pod alone. Nothing but the Ready condition is touched, and only a
 // change of that condition from True to False: that is all the controller's
 // MarkPodsNotReady writes.
 //
