@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/zone"
@@ -33,12 +35,13 @@ type Caches struct {
 // stable: they appear in logs and tests.
 type Reason string
 
-// Reasons, in the order Decide checks them.
+// Reasons, in the order Decide checks them. Up to ReasonSuperseded they say
+// why an annotation is not honoured; ReasonNotHealthy and the rest are about
+// the verdict honoured.
 const (
 	ReasonNodeNotFound Reason = "node-not-found"
 	ReasonNoVerdict    Reason = "no-verdict"
 	ReasonBadVerdict   Reason = "bad-verdict"
-	ReasonNotHealthy   Reason = "not-healthy"
 	// ReasonZoneMismatch: the verdict names another zone than the node's zone
 	// label, e.g. a node moved between zones with its old verdict still on.
 	ReasonZoneMismatch Reason = "zone-mismatch"
@@ -64,6 +67,12 @@ const (
 	// ReasonLeaderMismatch: a verdict of the Lease's own term names another
 	// leader than the Lease holder.
 	ReasonLeaderMismatch Reason = "leader-mismatch"
+	// ReasonSuperseded: the zone signed the verdict, but it is older (by
+	// term, then decision time) than a verdict the webhook already honoured
+	// for the node and which still stands: a replay.
+	ReasonSuperseded Reason = "superseded"
+	// ReasonNotHealthy: the verdict honoured says unhealthy or unknown.
+	ReasonNotHealthy Reason = "not-healthy"
 	// ReasonZoneLeaseFresh: vouched, the zone's leader renewed its Lease less
 	// than the Lease's own leaseDurationSeconds (at most
 	// --max-zone-lease-duration) ago, by the webhook's clock.
@@ -84,8 +93,21 @@ const (
 type Decision struct {
 	Vouched bool
 	Reason  Reason
-	// Zone is the zone named by the node's verdict, if it had one.
+	// Zone is the zone named by the verdict judged, if there was one.
 	Zone string
+	// Refused says why the node's own annotation was not honoured when the
+	// node was judged by the last verdict the zone signed for it instead;
+	// empty when the annotation itself was judged.
+	Refused Reason
+}
+
+// because is why, for logs and Events: the reason, and the refusal of the
+// node's annotation when the node was judged by its last signed verdict.
+func (d Decision) because() string {
+	if d.Refused == "" {
+		return string(d.Reason)
+	}
+	return fmt.Sprintf("%s, by its last signed verdict; its annotation was refused: %s", d.Reason, d.Refused)
 }
 
 // Decider answers "does the node's zone vouch for it?" from informer caches
@@ -97,6 +119,10 @@ type Decider struct {
 	maxLeaseDuration    time.Duration
 	maxCutoffProtection time.Duration
 	clock               clock.PassiveClock
+	cachesSynced        func() bool
+
+	syncMu    sync.Mutex
+	judgedAll bool
 }
 
 // NewDecider returns a Decider reading caches, which follows the events of
@@ -129,7 +155,72 @@ func newDecider(cfg Config, caches Caches, inf Informers, m *metrics) (*Decider,
 	if err := d.evidence.follow(inf); err != nil {
 		return nil, err
 	}
+	// Verdicts are judged as they arrive, not only when a review asks: the
+	// verdict a forger replaces may never have been asked about, and it is
+	// the one the node is then judged by. The replaced one is judged again
+	// first: when it arrived, the zone Lease that vouches for it may not
+	// have been cached yet.
+	reg, err := inf.Nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				d.judge(n)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := obj.(*corev1.Node)
+			if ok1 && ok2 && (o.Annotations[zone.AnnotationKey] != n.Annotations[zone.AnnotationKey] ||
+				o.Labels[d.zoneLabel] != n.Labels[d.zoneLabel]) {
+				d.judge(o)
+				d.judge(n)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow node events: %w", err)
+	}
+	synced := []func() bool{reg.HasSynced, inf.Nodes.HasSynced, inf.NodeLeases.HasSynced, inf.ZoneLeases.HasSynced}
+	d.cachesSynced = func() bool {
+		for _, f := range synced {
+			if !f() {
+				return false
+			}
+		}
+		return true
+	}
 	return d, nil
+}
+
+// HasSynced reports whether the Decider has judged every cached Node with
+// every cache synced; the first call that finds the caches synced does so.
+// Before that, a verdict forged over a signed one the Decider never judged
+// would go unnoticed: the webhook answers nothing until it is true.
+func (d *Decider) HasSynced() bool {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	if d.judgedAll {
+		return true
+	}
+	if !d.cachesSynced() {
+		return false
+	}
+	nodes, err := d.caches.Nodes.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, n := range nodes {
+		d.judge(n)
+	}
+	d.judgedAll = true
+	return true
+}
+
+// judge decides for n only to keep its verdict if the zone signed it (and
+// count it if not).
+func (d *Decider) judge(n *corev1.Node) {
+	// An error is a cache that cannot be read; the next event or review
+	// judges again.
+	_, _ = d.Decide(n)
 }
 
 // DecideNode decides for the node of that name as the cache holds it. A node
@@ -158,36 +249,97 @@ func (d *Decider) DecideNode(name string) (Decision, *corev1.Node, error) {
 // for up to the verdict's term.
 // Time is the webhook's own: a Lease renewal counts from when the webhook saw
 // it at the latest, however late its renewTime.
+//
+// Signatures are checked before anything the verdict says is read: any agent
+// token may write or remove the annotation on any Node, so a verdict that is
+// unsigned, forged, removed, or older than one the zone already signed for
+// the node (a replay) is refused and counted, and the node is judged by the
+// last verdict the Decider honoured for it, as long as that one still stands.
+// Otherwise a stolen token of one zone could end the protection of another
+// zone's nodes while that zone is cut off and its leader cannot write back.
 func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
-	raw, ok := node.Annotations[zone.AnnotationKey]
-	if !ok {
-		return Decision{Reason: ReasonNoVerdict}, nil
+	raw, present := node.Annotations[zone.AnnotationKey]
+	var (
+		cur     *keptVerdict
+		valid   *claim
+		refused = ReasonNoVerdict
+	)
+	if present {
+		a, err := zone.ParseAnnotation(raw)
+		if err != nil {
+			refused = ReasonBadVerdict
+		} else {
+			cur = &keptVerdict{raw: raw, verdict: a}
+			if valid, refused, err = d.honours(node, cur); err != nil {
+				return Decision{Zone: a.Zone}, err
+			}
+		}
 	}
-	verdict, err := zone.ParseAnnotation(raw)
-	if err != nil {
-		return Decision{Reason: ReasonBadVerdict}, nil
+	seen := d.evidence.keptVerdict(node.Name)
+	prev := seen
+	if prev != nil && present && prev.raw == raw {
+		prev = nil // the same annotation, judged above
 	}
-	dec := Decision{Zone: verdict.Zone}
-	if verdict.State != zone.Healthy {
+	if refused == "" && prev != nil && !cur.newerOrSame(prev) {
+		refused = ReasonSuperseded
+	}
+	judge, by := cur, valid
+	if refused != "" {
+		var prevClaim *claim
+		if prev != nil {
+			var why Reason
+			var err error
+			if prevClaim, why, err = d.honours(node, prev); err != nil {
+				return Decision{Zone: prev.verdict.Zone}, err
+			}
+			if why != "" {
+				prev = nil // it no longer stands either
+			}
+		}
+		switch {
+		case prev == nil && refused == ReasonSuperseded:
+			refused = "" // what it was older than no longer stands
+		case prev == nil:
+			dec := Decision{Reason: refused}
+			if cur != nil {
+				dec.Zone = cur.verdict.Zone
+			}
+			if present {
+				d.evidence.refuse(node.Name, raw, refused)
+			}
+			return dec, nil
+		default:
+			d.evidence.refuse(node.Name, raw, refused)
+			judge, by = prev, prevClaim
+		}
+	}
+	if judge == cur {
+		d.evidence.keep(node.Name, cur, seen)
+	}
+	dec := Decision{Zone: judge.verdict.Zone, Refused: refused}
+	if judge.verdict.State != zone.Healthy {
 		dec.Reason = ReasonNotHealthy
 		return dec, nil
 	}
+	return d.fresh(dec, by)
+}
+
+// honours checks that v, found on node, is a verdict of node's zone that the
+// zone signed, and returns the zone Lease claim that vouches for its signer,
+// or why there is none.
+func (d *Decider) honours(node *corev1.Node, v *keptVerdict) (*claim, Reason, error) {
 	// A verdict is only as good as the zone that wrote it: a node whose label
 	// no longer names that zone is judged by nobody.
-	if verdict.Zone == "" || node.Labels[d.zoneLabel] != verdict.Zone {
-		dec.Reason = ReasonZoneMismatch
-		return dec, nil
+	if v.verdict.Zone == "" || node.Labels[d.zoneLabel] != v.verdict.Zone {
+		return nil, ReasonZoneMismatch, nil
 	}
-	valid, reason, err := d.signedBy(node.Name, raw, &verdict)
-	if err != nil {
-		return dec, err
-	}
-	if reason != "" {
-		dec.Reason = reason
-		d.evidence.refuse(node.Name, raw, reason)
-		return dec, nil
-	}
+	return d.signedBy(node.Name, v.raw, &v.verdict)
+}
 
+// fresh decides whether the zone that signed a healthy verdict, vouched for
+// by valid, still speaks for its nodes: its leader renewed the zone Lease
+// lately, or the whole zone was cut off from the cloud not too long ago.
+func (d *Decider) fresh(dec Decision, valid *claim) (Decision, error) {
 	now := d.clock.Now()
 	renewed := valid.at()
 	staleAt := renewed.Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
@@ -206,13 +358,13 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 	// Lease goes stale. A node that joined the zone after the zone's last
 	// renewal is not one of the members that Lease spoke for, and is not
 	// asked.
-	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: verdict.Zone}))
+	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: dec.Zone}))
 	if err != nil {
-		return dec, fmt.Errorf("list nodes of zone %s from cache: %w", verdict.Zone, err)
+		return dec, fmt.Errorf("list nodes of zone %s from cache: %w", dec.Zone, err)
 	}
 	newest := renewed
 	for _, m := range members {
-		if d.evidence.memberSince(m.Name, verdict.Zone).After(renewed) {
+		if d.evidence.memberSince(m.Name, dec.Zone).After(renewed) {
 			continue
 		}
 		l, err := d.lease(d.caches.NodeLeases, m.Name)

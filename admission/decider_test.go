@@ -83,7 +83,7 @@ func newDeciderEnv(t *testing.T, mod func(*Config), objs ...runtime.Object) *dec
 		all.Core().V1().Nodes().Informer().HasSynced,
 		all.Core().V1().Pods().Informer().HasSynced,
 		nodeLeases.Coordination().V1().Leases().Informer().HasSynced,
-		zoneLeases.Coordination().V1().Leases().Informer().HasSynced) {
+		zoneLeases.Coordination().V1().Leases().Informer().HasSynced, env.d.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	return env
@@ -560,4 +560,137 @@ func TestDecideIgnoresNodesThatJoinDuringACut(t *testing.T) {
 	if got, _ := env.d.Decide(n); got.Reason != ReasonZoneCutOff {
 		t.Fatalf("a node that joined during the cut decided the zone: %+v, want %s", got, ReasonZoneCutOff)
 	}
+}
+
+// TestDecideJudgesByTheLastSignedVerdict: any agent token may write or remove
+// the verdict annotation on any Node, so what the zone did not sign, or signed
+// earlier, must not end a node's protection. The node is judged by the last
+// verdict the zone signed for it; each refusal is counted; a newer verdict the
+// zone signed, healthy or not, is judged as it comes.
+func TestDecideJudgesByTheLastSignedVerdict(t *testing.T) {
+	ctx := context.Background()
+	// n1's verdict, decided by n1 (the leader) in testTerm at nodeLost and
+	// signed by it, is on the Node before the webhook starts: nobody asks
+	// about it before it is replaced.
+	env := newDeciderEnv(t, nil, testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown),
+		testNode("n2", "z", "", corev1.ConditionTrue), testNode("y1", "y", "", corev1.ConditionTrue),
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Minute)))
+	nodes := env.client.CoreV1().Nodes()
+	verdict := func(state zone.State, term uint64, at time.Time, signer string) string {
+		a := zone.Annotation{State: state, Zone: "z", Term: term, Leader: "n1", At: at, Pros: 2, Members: 3}
+		if signer != "" {
+			a.Sign("n1", signer, testKey(signer))
+		}
+		b, _ := json.Marshal(a)
+		return string(b)
+	}
+	// set writes raw as n1's verdict ("" removes it) and returns n1 as the
+	// cache then holds it.
+	set := func(raw string) *corev1.Node {
+		t.Helper()
+		n, err := nodes.Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw == "" {
+			delete(n.Annotations, zone.AnnotationKey)
+		} else {
+			n.Annotations[zone.AnnotationKey] = raw
+		}
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var cached *corev1.Node
+		poll.UntilTrue(t, waitTimeout, "n1's new verdict in the cache", func() bool {
+			cached, _ = env.d.caches.Nodes.Get("n1")
+			return cached != nil && cached.Annotations[zone.AnnotationKey] == raw
+		})
+		return cached
+	}
+	refusals := func(r Reason) float64 {
+		return testutil.ToFloat64(env.d.evidence.metrics.verdictsRefused.WithLabelValues(string(r)))
+	}
+	// The zone is cut off: its Lease goes stale and no kubelet renews.
+	env.clock.Step(testLeaseDuration * time.Second)
+	earlier := nodeLost.Add(-time.Minute)
+	for _, tt := range []struct {
+		name    string
+		raw     string
+		want    Decision
+		counted Reason
+	}{
+		{"unsigned and unhealthy", verdict(zone.Unhealthy, testTerm, testNow, ""),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonUnsigned}, ReasonUnsigned},
+		{"signed by a node of another zone", verdict(zone.Unhealthy, testTerm, testNow, "y1"),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonSignerNotMember}, ReasonSignerNotMember},
+		{"signed by a member that is not the leader", verdict(zone.Unhealthy, testTerm, testNow, "n2"),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonSignerNotLeader}, ReasonSignerNotLeader},
+		{"a forged term", verdict(zone.Unknown, math.MaxUint64, testNow, "n1"),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonTermAheadOfLease}, ReasonTermAheadOfLease},
+		{"not JSON", "unhealthy",
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonBadVerdict}, ReasonBadVerdict},
+		{"removed", "",
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonNoVerdict}, ReasonNoVerdict},
+		{"an older verdict the leader signed, replayed", verdict(zone.Unhealthy, testTerm, earlier, "n1"),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonSuperseded}, ReasonSuperseded},
+		{"a verdict of an earlier term, replayed", verdict(zone.Unhealthy, testTerm-1, testNow, "n1"),
+			Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff, Refused: ReasonSuperseded}, ""},
+		// What the zone decides next is judged, healthy or not.
+		{"the leader's next verdict", verdict(zone.Unhealthy, testTerm, testNow, "n1"),
+			Decision{Zone: "z", Reason: ReasonNotHealthy}, ""},
+		{"then the healthy one replayed", verdict(zone.Healthy, testTerm, nodeLost, "n1"),
+			Decision{Zone: "z", Reason: ReasonNotHealthy, Refused: ReasonSuperseded}, ""},
+		{"then removed", "",
+			Decision{Zone: "z", Reason: ReasonNotHealthy, Refused: ReasonNoVerdict}, ""},
+	} {
+		before := refusals(tt.counted)
+		n := set(tt.raw)
+		for _, by := range []string{"review", "cache"} {
+			got, err := env.d.Decide(n)
+			if by == "cache" {
+				got, _, err = env.d.DecideNode("n1")
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("%s, decided from the %s: %+v, %v; want %+v", tt.name, by, got, err, tt.want)
+			}
+		}
+		if tt.counted != "" {
+			if got := refusals(tt.counted) - before; got != 1 {
+				t.Errorf("%s: verdicts_refused_total{%s} rose by %v, want 1", tt.name, tt.counted, got)
+			}
+		}
+	}
+}
+
+// TestDecideAfterTheZoneStartsOver: a zone whose members were all wiped
+// starts again at term 1. The verdicts of its old terms no longer stand
+// under its new Lease, so they hold nothing back: the new ones are judged.
+func TestDecideAfterTheZoneStartsOver(t *testing.T) {
+	ctx := context.Background()
+	env := newDeciderEnv(t, nil, testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown),
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow))
+	if got, _, _ := env.d.DecideNode("n1"); !got.Vouched {
+		t.Fatalf("before: %+v", got)
+	}
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l := mustGetLease(t, leases)
+	l.Annotations[zone.LeaseTermAnnotation] = "1"
+	if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := env.client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := zone.Annotation{State: zone.Healthy, Zone: "z", Term: 1, Leader: "n1", At: testNow, Pros: 2, Members: 3}
+	a.Sign("n1", "n1", testKey("n1"))
+	raw, _ := json.Marshal(a)
+	n.Annotations[zone.AnnotationKey] = string(raw)
+	if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, waitTimeout, "n1 judged by its term-1 verdict", func() (bool, string) {
+		got, _, err := env.d.DecideNode("n1")
+		return err == nil && got == Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}, fmt.Sprintf("%+v, %v", got, err)
+	})
 }

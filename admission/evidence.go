@@ -118,13 +118,16 @@ type evidence struct {
 	joined   map[string]membership  // by node name
 	verified map[string]verdictCheck
 	refused  map[string]Reason // verdicts counted as refused
+	// kept is, by node name, the last verdict honoured: what the node is
+	// judged by while its annotation is one the zone did not sign.
+	kept map[string]*keptVerdict
 }
 
 func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence {
 	return &evidence{
 		clock: cfg.Clock, nodes: nodes, zoneLabel: cfg.ZoneLabel, metrics: m,
 		zones: map[string]*zoneRecord{}, kubelets: map[string]renewal{}, joined: map[string]membership{},
-		verified: map[string]verdictCheck{}, refused: map[string]Reason{},
+		verified: map[string]verdictCheck{}, refused: map[string]Reason{}, kept: map[string]*keptVerdict{},
 	}
 }
 
@@ -137,7 +140,9 @@ func (e *evidence) follow(inf Informers) error {
 		add func(obj any, initial bool)
 		del func(obj any)
 	}{
-		{inf.Nodes, e.onNode, func(obj any) { e.forget(obj, func(n string) { delete(e.joined, n) }) }},
+		{inf.Nodes, e.onNode, func(obj any) {
+			e.forget(obj, func(n string) { delete(e.joined, n); delete(e.kept, n) })
+		}},
 		{inf.NodeLeases, func(obj any, _ bool) { e.onKubeletLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.kubelets, n) }) }},
 		{inf.ZoneLeases, func(obj any, _ bool) { e.onZoneLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.zones, n) }) }},
 	} {
@@ -392,4 +397,39 @@ func (e *evidence) refuse(node, raw string, reason Reason) {
 	}
 	e.refused[k] = reason
 	e.metrics.verdictsRefused.WithLabelValues(string(reason)).Inc()
+}
+
+// keptVerdict is a verdict annotation as found on a Node, parsed.
+type keptVerdict struct {
+	raw     string
+	verdict zone.Annotation
+}
+
+// newerOrSame reports whether v was decided no earlier than o: under a higher
+// term, or under the same term no earlier. Within a term one leader decides,
+// in order.
+func (v *keptVerdict) newerOrSame(o *keptVerdict) bool {
+	if v.verdict.Term != o.verdict.Term {
+		return v.verdict.Term > o.verdict.Term
+	}
+	return !v.verdict.At.Before(o.verdict.At)
+}
+
+// keptVerdict is the last verdict honoured for node, nil if none.
+func (e *evidence) keptVerdict(node string) *keptVerdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kept[node]
+}
+
+// keep records v as the last verdict honoured for node, unless another Decide
+// meanwhile kept a newer one than seen, the one it judged against.
+func (e *evidence) keep(node string, v, seen *keptVerdict) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k := e.kept[node]; k == nil || k == seen || k.verdict.Zone != v.verdict.Zone || v.newerOrSame(k) {
+		e.kept[node] = v
+		// A removal counted before this verdict is a new event next time.
+		delete(e.refused, node+"\x00")
+	}
 }

@@ -94,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.verdictsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "verdicts_refused_total",
-		Help: "Healthy verdicts not honoured, once per distinct annotation, by reason (unsigned, signer-not-member, signer-no-key, bad-signature, no-zone-lease, signer-not-leader, term-ahead-of-lease, leader-mismatch).",
+		Help: "Verdict annotations not honoured, once per distinct annotation, by reason (bad-verdict, zone-mismatch, unsigned, signer-not-member, signer-no-key, bad-signature, no-zone-lease, signer-not-leader, term-ahead-of-lease, leader-mismatch, superseded; no-verdict: a verdict removed); the node is judged by the last verdict honoured for it, if it still stands.",
 	}, []string{"reason"})
 	m.leasesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "zone_leases_refused_total",

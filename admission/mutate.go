@@ -142,7 +142,7 @@ func (q *qualifier) events() []nodeEvent {
 	for _, name := range q.revived {
 		l := q.nodes[name]
 		out = append(out, nodeEvent{node: name, uid: l.uid, reason: EventEndpointsRevive,
-			note: fmt.Sprintf("marked the endpoints of pods on this node ready again: zone %s vouches for it (%s)", l.dec.Zone, l.dec.Reason)})
+			note: fmt.Sprintf("marked the endpoints of pods on this node ready again: zone %s vouches for it (%s)", l.dec.Zone, l.dec.because())})
 	}
 	return out
 }

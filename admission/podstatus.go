@@ -72,8 +72,8 @@ func mutatePodStatus(m *mutator, req *admissionv1.AdmissionRequest) (mutation, e
 		var evs []nodeEvent
 		if kept > 0 {
 			evs = []nodeEvent{{node: node.Name, uid: node.UID, reason: EventPodsKeptReady,
-				note: fmt.Sprintf("kept the pods on this node Ready: zone %s vouches for it (%s)", dec.Zone, dec.Reason)}}
+				note: fmt.Sprintf("kept the pods on this node Ready: zone %s vouches for it (%s)", dec.Zone, dec.because())}}
 		}
-		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.Reason}, evs, nil
+		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.because()}, evs, nil
 	})
 }

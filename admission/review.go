@@ -302,8 +302,8 @@ func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error)
 			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
 		}
 		ev := nodeEvent{node: n.Name, uid: n.UID, reason: EventTaintKeptOff,
-			note: fmt.Sprintf("kept node.kubernetes.io/unreachable:NoExecute off: zone %s vouches for this node (%s)", dec.Zone, dec.Reason)}
-		return stripped, []any{"node", n.Name, "zone", dec.Zone, "because", dec.Reason}, []nodeEvent{ev}, nil
+			note: fmt.Sprintf("kept node.kubernetes.io/unreachable:NoExecute off: zone %s vouches for this node (%s)", dec.Zone, dec.because())}
+		return stripped, []any{"node", n.Name, "zone", dec.Zone, "because", dec.because()}, []nodeEvent{ev}, nil
 	})
 }
 

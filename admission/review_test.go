@@ -95,7 +95,11 @@ func TestReviewFixtures(t *testing.T) {
 		{"node_no_verdict", "/mutate/node", decisionUnchanged, 0},
 		{"node_unhealthy", "/mutate/node", decisionUnchanged, 0},
 		{"node_zone_not_cut_off", "/mutate/node", decisionUnchanged, 0},
+		// A node moved to another zone with its old zone's verdict on.
 		{"node_zone_mismatch", "/mutate/node", decisionUnchanged, 0},
+		// Another zone's verdict written on a vouched node is not honoured;
+		// the node is judged by its own zone's last verdict.
+		{"node_foreign_verdict", "/mutate/node", decisionMutated, 1},
 		{"node_create", "/mutate/node", decisionUnchanged, 0},
 		{"node_bad_object", "/mutate/node", decisionError, 0},
 		{"endpointslice_all_not_ready", "/mutate/endpointslice", decisionMutated, 3},

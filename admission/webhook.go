@@ -87,6 +87,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	}, m); err != nil {
 		return nil, err
 	}
+	w.hasSynced = append(w.hasSynced, w.decider.HasSynced)
 	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack}
 	w.admitter = &admitter{
 		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,
