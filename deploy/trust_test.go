@@ -29,10 +29,12 @@ import (
 // agent's own pod-bound token and the webhook's rule reading a real
 // apiserver, an agent of one zone may still write a verdict on a node of
 // another zone and a zone Lease in its own name, but neither is honoured; it
-// may not write a Lease in another node's name; and a zone Lease "renewed in
-// 2099" by its own leader keeps a zone protected no longer than the Lease's
-// duration plus --max-cutoff-protection. On today's manifests and webhook, the
-// foreign verdict vouched for the node and the 2099 Lease until 2099.
+// may not write a Lease in another node's name; while that zone is cut off,
+// neither an unsigned "unhealthy" verdict nor the removal of the verdict ends
+// the node's protection; and a zone Lease "renewed in 2099" by its own leader
+// keeps a zone protected no longer than the Lease's duration plus
+// --max-cutoff-protection. On the webhook of stop 23, the unsigned verdict and
+// the removal each ended the protection.
 func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 	testcluster.RequireBinaries(t)
 	c := testcluster.StartT(t, testcluster.Options{NoCloudNode: true})
@@ -49,9 +51,14 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		client kubernetes.Interface
 	}
 	members := map[string]*member{}
+	var siteA []*testcluster.Kubelet
 	for _, m := range []struct{ name, zone string }{{"trust-a1", "site-a"}, {"trust-a2", "site-a"}, {"trust-b1", "site-b"}} {
-		if _, err := c.AddNode(ctx, testcluster.NodeOptions{Name: m.name, Zone: m.zone}); err != nil {
+		k, err := c.AddNode(ctx, testcluster.NodeOptions{Name: m.name, Zone: m.zone})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if m.zone == "site-a" {
+			siteA = append(siteA, k)
 		}
 		seed := sha256.Sum256([]byte(m.name))
 		pod := createPodOn(ctx, t, admin, ns, sa, "agent-"+m.name, m.name)
@@ -98,6 +105,7 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		f.WaitForCacheSync(ctx.Done())
 		t.Cleanup(f.Shutdown)
 	}
+	poll.UntilTrue(t, time.Minute, "the webhook's rule judging every Node", d.HasSynced)
 
 	const term = 5
 	leaseName := zone.LeaseName("site-a")
@@ -126,32 +134,45 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		}
 		return err
 	}
-	// writeVerdict puts a healthy site-a verdict on a2, signed by signer,
-	// with by's agent's credentials.
-	writeVerdict := func(by, signer *member, term uint64) {
+	// setVerdict writes patch (JSON) as a2's verdict annotation with by's
+	// agent's credentials, and waits until the cache shows want.
+	setVerdict := func(by *member, patch, want string) {
 		t.Helper()
-		a := zone.Annotation{State: zone.Healthy, Zone: "site-a", Term: term, Leader: signer.name, At: time.Now(), Pros: 1, Members: 2}
-		a.Sign(a2.name, signer.name, signer.key)
+		if err := patchAnnotation(ctx, by.client, a2.name, zone.AnnotationKey, patch, ""); err != nil {
+			t.Fatalf("%s's agent writing %s on %s: %v", by.name, patch, a2.name, err)
+		}
+		poll.UntilTrue(t, time.Minute, "the verdict in the cache", func() bool {
+			n, err := factory.Core().V1().Nodes().Lister().Get(a2.name)
+			return err == nil && n.Annotations[zone.AnnotationKey] == want
+		})
+	}
+	// writeVerdict puts a site-a verdict on a2, signed by signer (unsigned if
+	// nil), with by's agent's credentials; removeVerdict removes it.
+	writeVerdict := func(by, signer *member, term uint64, state zone.State) {
+		t.Helper()
+		a := zone.Annotation{State: state, Zone: "site-a", Term: term, Leader: a1.name, At: time.Now(), Pros: 1, Members: 2}
+		if signer != nil {
+			a.Leader = signer.name
+			a.Sign(a2.name, signer.name, signer.key)
+		}
 		raw, err := json.Marshal(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := patchAnnotation(ctx, by.client, a2.name, zone.AnnotationKey, jsonString(t, string(raw)), ""); err != nil {
-			t.Fatalf("%s's agent writing a verdict on %s: %v", by.name, a2.name, err)
-		}
-		poll.UntilTrue(t, time.Minute, "the verdict in the cache", func() bool {
-			n, err := factory.Core().V1().Nodes().Lister().Get(a2.name)
-			return err == nil && n.Annotations[zone.AnnotationKey] == string(raw)
-		})
+		setVerdict(by, jsonString(t, string(raw)), string(raw))
 	}
-	decide := func(want admission.Reason) {
+	removeVerdict := func(by *member) { setVerdict(by, "null", "") }
+	// decide waits until a2 is decided for want, judged by its own
+	// annotation or, if refused is set, by its last signed verdict because
+	// its annotation was refused for that reason.
+	decide := func(want, refused admission.Reason) {
 		t.Helper()
-		poll.Until(t, time.Minute, fmt.Sprintf("%s decided %s", a2.name, want), func() (bool, string) {
+		poll.Until(t, time.Minute, fmt.Sprintf("%s decided %s (annotation refused: %q)", a2.name, want, refused), func() (bool, string) {
 			dec, _, err := d.DecideNode(a2.name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return dec.Reason == want, string(dec.Reason)
+			return dec.Reason == want && dec.Refused == refused, fmt.Sprintf("%+v", dec)
 		})
 	}
 
@@ -159,13 +180,14 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 	if err := writeLease(a1, a1.name, clk.Now(), a1); err != nil {
 		t.Fatalf("the leader's agent writing its zone Lease: %v", err)
 	}
-	writeVerdict(a1, a1, term)
-	decide(admission.ReasonZoneLeaseFresh)
+	writeVerdict(a1, a1, term, zone.Healthy)
+	decide(admission.ReasonZoneLeaseFresh, "")
 
 	// Another zone's agent may write an edgequorum.io annotation, but its
-	// verdict is not honoured, even under term 2^64-1.
-	writeVerdict(b1, b1, ^uint64(0))
-	decide(admission.ReasonSignerNotMember)
+	// verdict is not honoured, even under term 2^64-1: a2 is judged by the
+	// leader's.
+	writeVerdict(b1, b1, ^uint64(0), zone.Healthy)
+	decide(admission.ReasonZoneLeaseFresh, admission.ReasonSignerNotMember)
 	// Nor its Lease: it may hold site-a's Lease in its own name...
 	if err := writeLease(b1, b1.name, clk.Now(), b1); err != nil {
 		t.Fatalf("%s's agent writing a Lease in its own name: %v", b1.name, err)
@@ -175,8 +197,41 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		t.Fatalf("%s's agent writing the Lease in %s's name: %v, want refused by %s", b1.name, a1.name, err, leaseWritesPolicy)
 	}
 	// ...and the webhook keeps the leader's last renewal.
-	writeVerdict(a1, a1, term)
-	decide(admission.ReasonZoneLeaseFresh)
+	writeVerdict(a1, a1, term, zone.Healthy)
+	decide(admission.ReasonZoneLeaseFresh, "")
+
+	// Site-a is cut off: its kubelets and its leader go silent after one
+	// last renewal, made after every kubelet renewal the webhook saw.
+	for _, k := range siteA {
+		k.Cut()
+	}
+	if now := time.Now(); now.After(clk.Now()) {
+		clk.SetTime(now)
+	}
+	if err := writeLease(a1, a1.name, clk.Now(), a1); err != nil {
+		t.Fatal(err)
+	}
+	decide(admission.ReasonZoneLeaseFresh, "")
+	clk.Step(15 * time.Second)
+	decide(admission.ReasonZoneCutOff, "")
+	// The leader cannot write back now. Another zone's agent writes an
+	// unsigned "unhealthy" verdict on a2, then removes the verdict: a2 stays
+	// protected by the last verdict its zone signed.
+	writeVerdict(b1, nil, term+1, zone.Unhealthy)
+	decide(admission.ReasonZoneCutOff, admission.ReasonUnsigned)
+	removeVerdict(b1)
+	decide(admission.ReasonZoneCutOff, admission.ReasonNoVerdict)
+	// The link comes back; the leader renews and writes the verdict back.
+	for _, k := range siteA {
+		if err := k.Reconnect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeLease(a1, a1.name, clk.Now(), a1); err != nil {
+		t.Fatal(err)
+	}
+	writeVerdict(a1, a1, term, zone.Healthy)
+	decide(admission.ReasonZoneLeaseFresh, "")
 
 	// The leader renews "in 2099". It counts from when it was seen: fresh for
 	// the Lease's 15 s, then the zone's kubelets are asked.
@@ -187,7 +242,7 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		l, err := zoneLeases.Coordination().V1().Leases().Lister().Leases(ns).Get(leaseName)
 		return err == nil && l.Spec.RenewTime.Year() == 2099
 	})
-	decide(admission.ReasonZoneLeaseFresh)
+	decide(admission.ReasonZoneLeaseFresh, "")
 	clk.Step(15 * time.Second)
 	if dec, _, _ := d.DecideNode(a2.name); dec.Reason == admission.ReasonZoneLeaseFresh {
 		t.Fatalf("a zone Lease renewed in 2099 is still fresh 15 s after it was seen: %+v", dec)
