@@ -74,6 +74,13 @@ type Config struct {
 	// [--repair-qps, --repair-burst].
 	RepairQPS   float64
 	RepairBurst int
+	// DeadNodeAction is what the repair loop does to a node its zone confirms
+	// dead: DeadNodeActionNone, or DeadNodeActionOutOfService to apply the
+	// out-of-service taint (see failover) [--dead-node-action].
+	DeadNodeAction string
+	// DeadNodeDwell is how long a node must stay confirmed dead, by the
+	// webhook's clock, before DeadNodeAction acts [--dead-node-dwell].
+	DeadNodeDwell time.Duration
 	// LeaderElectionID is the name of the repair loop's election Lease in
 	// ElectionNamespace [--leader-election-id].
 	LeaderElectionID string
@@ -112,6 +119,12 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 }
 
+// Values of DeadNodeAction.
+const (
+	DeadNodeActionNone         = "none"
+	DeadNodeActionOutOfService = "out-of-service"
+)
+
 // DefaultConfig returns the defaults. How long a zone Lease counts as fresh is
 // the Lease's own leaseDurationSeconds, set by the agents that renew it
 // (capped by MaxZoneLeaseDuration), and whether a zone is cut off follows from
@@ -130,6 +143,8 @@ func DefaultConfig() Config {
 		RepairPeriod:         30 * time.Second,
 		RepairQPS:            5,
 		RepairBurst:          10,
+		DeadNodeAction:       DeadNodeActionNone,
+		DeadNodeDwell:        20 * time.Second,
 		LeaderElectionID:     "edgequorum-webhook-repair",
 		LeaseDuration:        15 * time.Second,
 		RenewDeadline:        10 * time.Second,
@@ -188,6 +203,16 @@ func (c *Config) Validate() error {
 	positive("http-write-timeout", c.WriteTimeout)
 	positive("http-idle-timeout", c.IdleTimeout)
 	positive("shutdown-timeout", c.ShutdownTimeout)
+	switch c.DeadNodeAction {
+	case DeadNodeActionNone:
+	case DeadNodeActionOutOfService:
+		if !c.Repair {
+			bad("--dead-node-action=%s needs the repair loop: --repair must be on", c.DeadNodeAction)
+		}
+		positive("dead-node-dwell", c.DeadNodeDwell)
+	default:
+		bad("--dead-node-action must be %q or %q, got %q", DeadNodeActionNone, DeadNodeActionOutOfService, c.DeadNodeAction)
+	}
 	if c.Repair {
 		positive("repair-period", c.RepairPeriod)
 		if c.RepairQPS <= 0 {

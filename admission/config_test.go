@@ -41,6 +41,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Identity = "" }, "--leader-election-identity"},
 		{func(c *Config) { c.RenewDeadline = c.RetryPeriod }, "--leader-elect-renew-deadline"},
 		{func(c *Config) { c.LeaseDuration = c.RenewDeadline }, "--leader-elect-lease-duration"},
+		{func(c *Config) { c.DeadNodeAction = "evict" }, "--dead-node-action"},
+		{func(c *Config) { c.DeadNodeAction, c.Repair = DeadNodeActionOutOfService, false }, "--dead-node-action"},
+		{func(c *Config) { c.DeadNodeAction, c.DeadNodeDwell = DeadNodeActionOutOfService, 0 }, "--dead-node-dwell"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {

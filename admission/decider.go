@@ -324,6 +324,48 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 	return d.fresh(dec, by)
 }
 
+// staleAt is when the zone Lease renewal valid stops vouching for its zone's
+// nodes by itself, by the webhook's clock.
+func (d *Decider) staleAt(valid *claim) time.Time {
+	return valid.at().Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
+}
+
+// Judgement is what a node's zone says of it now, for acting on a node the
+// zone confirms dead.
+type Judgement struct {
+	// State is what the node's own annotation says, if the zone signed it
+	// and it stands (not superseded); empty otherwise.
+	State zone.State
+	// LeaderReachesCloud: the zone Lease that vouches for that verdict is
+	// fresh by the webhook's clock, so the zone's leader reaches the cloud.
+	LeaderReachesCloud bool
+}
+
+// Judge returns the zone's judgement of node. A node judged by its last
+// signed verdict because its annotation was refused has none: acting on a
+// node is for what its zone says now, not for what it said before a forgery.
+func (d *Decider) Judge(node *corev1.Node) (Judgement, error) {
+	dec, err := d.Decide(node)
+	if err != nil || dec.Refused != "" {
+		return Judgement{}, err
+	}
+	switch dec.Reason {
+	case ReasonNotHealthy, ReasonZoneLeaseFresh, ReasonZoneNotCutOff, ReasonZoneCutOff, ReasonCutOffExpired:
+	default:
+		return Judgement{}, nil // the annotation is not honoured
+	}
+	raw := node.Annotations[zone.AnnotationKey]
+	a, err := zone.ParseAnnotation(raw)
+	if err != nil {
+		return Judgement{}, nil
+	}
+	valid, why, err := d.honours(node, &keptVerdict{raw: raw, verdict: a})
+	if err != nil || why != "" {
+		return Judgement{}, err
+	}
+	return Judgement{State: a.State, LeaderReachesCloud: d.clock.Now().Before(d.staleAt(valid))}, nil
+}
+
 // honours checks that v, found on node, is a verdict of node's zone that the
 // zone signed, and returns the zone Lease claim that vouches for its signer,
 // or why there is none.
@@ -341,8 +383,7 @@ func (d *Decider) honours(node *corev1.Node, v *keptVerdict) (*claim, Reason, er
 // lately, or the whole zone was cut off from the cloud not too long ago.
 func (d *Decider) fresh(dec Decision, valid *claim) (Decision, error) {
 	now := d.clock.Now()
-	renewed := valid.at()
-	staleAt := renewed.Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
+	renewed, staleAt := valid.at(), d.staleAt(valid)
 	if now.Before(staleAt) {
 		dec.Vouched, dec.Reason = true, ReasonZoneLeaseFresh
 		return dec, nil

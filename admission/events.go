@@ -28,6 +28,10 @@ type nodeEvent struct {
 	uid    types.UID
 	reason string
 	note   string
+	// typ is Normal when empty.
+	typ string
+	// action is the Event's action, "Admit" when empty.
+	action string
 }
 
 // eventer records what the webhook did on the Nodes it did it for, through
@@ -73,5 +77,12 @@ func (e *eventer) record(ev nodeEvent) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: ev.node, UID: ev.uid},
 	}
-	e.recorder.Eventf(node, nil, corev1.EventTypeNormal, ev.reason, "Admit", "%s", ev.note)
+	typ, action := ev.typ, ev.action
+	if typ == "" {
+		typ = corev1.EventTypeNormal
+	}
+	if action == "" {
+		action = "Admit"
+	}
+	e.recorder.Eventf(node, nil, typ, ev.reason, action, "%s", ev.note)
 }

@@ -14,6 +14,9 @@ const (
 	resEndpointSlice = "endpointslice"
 	resEndpoints     = "endpoints"
 	resPodStatus     = "podstatus"
+	// resOutOfService is the failover's writes in repairs_total: the
+	// out-of-service taint applied or removed.
+	resOutOfService = "outofservice"
 )
 
 // Values of the decision label of edgequorum_admission_requests_total.
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"resource"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repairs_total",
-			Help: "Repair loop writes, by resource and result: re-sends of nodes, EndpointSlices and Endpoints whose admission was missed (mutated: the webhook changed it on the way; unchanged: it came back as sent), and pods handed back to not ready once their node is no longer vouched (resource podstatus, mutated); dry_run: not sent; conflict; error.",
+			Help: "Repair loop writes, by resource and result: re-sends of nodes, EndpointSlices and Endpoints whose admission was missed (mutated: the webhook changed it on the way; unchanged: it came back as sent), pods handed back to not ready once their node is no longer vouched (resource podstatus, mutated), and the out-of-service taint applied to or removed from a node its zone confirms dead (resource outofservice, mutated); dry_run: not sent; conflict; error.",
 		}, []string{"resource", "result"}),
 		repairLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repair_leader",
@@ -142,6 +145,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Zero series up front, so a dashboard shows "no errors" rather than
 	// "no data".
+	m.repairs.WithLabelValues(resOutOfService, repairMutated)
 	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
 		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {

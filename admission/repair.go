@@ -106,6 +106,9 @@ type repairer struct {
 	// events records each hand-back on the pod's Node; nil records
 	// nothing.
 	events *eventer
+	// failover taints nodes their zone confirms dead; nil when
+	// --dead-node-action is none.
+	failover *failover
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -256,6 +259,11 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return
+	}
+	if r.failover != nil {
+		if step, _, err := r.failover.step(n); err == nil && step != failoverNone {
+			q.AddRateLimited(repairKey{resource: resOutOfService, name: n.Name})
+		}
 	}
 	if c := readyCondition(n.Status.Conditions); c == nil || c.Status != corev1.ConditionUnknown {
 		return
@@ -456,7 +464,7 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 		return false
 	}
 	defer q.Done(key)
-	result, err := r.sync(ctx, key)
+	result, err := r.sync(ctx, q, key)
 	if result != "" {
 		r.metrics.repairs.WithLabelValues(key.resource, result).Inc()
 	}
@@ -468,6 +476,8 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 		q.AddRateLimited(key)
 	default:
 		switch {
+		case result == repairMutated && key.resource == resOutOfService:
+			// failover.write logged it.
 		case result == repairMutated && key.resource == resPodStatus:
 			r.log.Info("handed a kept pod back to not ready: its node is no longer vouched", "namespace", key.namespace, "name", key.name)
 		case result == repairMutated:
@@ -481,7 +491,10 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 // sync re-judges the cached object and, if the webhook would change it,
 // re-sends it unchanged. It returns the result label, or "" when there was
 // nothing to do.
-func (r *repairer) sync(ctx context.Context, key repairKey) (string, error) {
+func (r *repairer) sync(ctx context.Context, q workqueue.TypedRateLimitingInterface[repairKey], key repairKey) (string, error) {
+	if key.resource == resOutOfService {
+		return r.syncFailover(ctx, q, key)
+	}
 	obj, err := r.get(key)
 	if apierrors.IsNotFound(err) {
 		return "", nil
@@ -511,6 +524,45 @@ func (r *repairer) sync(ctx context.Context, key repairKey) (string, error) {
 		// The apiserver stored nothing: the webhook was not called or left
 		// the object alone.
 		return repairUnchanged, nil
+	}
+	return repairMutated, nil
+}
+
+// syncFailover judges the cached node again and applies or removes the
+// out-of-service taint if the failover says so; a node confirmed dead for
+// less than the dwell time comes back when it is up.
+func (r *repairer) syncFailover(ctx context.Context, q workqueue.TypedRateLimitingInterface[repairKey], key repairKey) (string, error) {
+	if r.failover == nil {
+		return "", nil
+	}
+	n, err := r.nodes.Get(key.name)
+	if apierrors.IsNotFound(err) {
+		r.failover.forget(key.name)
+		return "", nil
+	}
+	if err != nil {
+		return repairError, err
+	}
+	step, wait, err := r.failover.step(n)
+	switch {
+	case err != nil:
+		return repairError, err
+	case step == failoverWait:
+		q.AddAfter(key, wait)
+		return "", nil
+	case step == failoverNone:
+		return "", nil
+	case r.dryRun:
+		return repairDryRun, nil
+	}
+	err = r.failover.write(ctx, n, step == failoverTaint)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case apierrors.IsConflict(err):
+		return repairConflict, err
+	case err != nil:
+		return repairError, err
 	}
 	return repairMutated, nil
 }

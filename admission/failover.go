@@ -1,0 +1,174 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// outOfServiceAnnotation marks a node the failover tainted, with when: only
+// such a node's out-of-service taint is ever removed, never one an admin set.
+// It lies outside edgequorum.io/, so the agents' tokens cannot write it.
+const outOfServiceAnnotation = "failover.edgequorum.io/out-of-service"
+
+// outOfServiceValue is the taint's value, the one the Kubernetes
+// documentation of non-graceful node shutdown uses.
+const outOfServiceValue = "nodeshutdown"
+
+// Events the failover records on the node.
+const (
+	EventOutOfServiceApplied = "OutOfServiceTaintApplied"
+	EventOutOfServiceRemoved = "OutOfServiceTaintRemoved"
+)
+
+// failover applies the out-of-service taint to nodes their zone confirms
+// dead, and removes it once the zone judges them healthy again. The taint is
+// Kubernetes' non-graceful node shutdown: the pod garbage collector deletes
+// the node's pods at once, and the attach-detach controller detaches their
+// volumes, so a StatefulSet's pods start elsewhere without waiting for a
+// human. It runs in the repair loop's leader.
+//
+// The taint is applied when the node's own verdict annotation is one its zone
+// signed (not a refused one the node is judged by the last signed verdict in
+// spite of) and says unhealthy, a majority of its peers having failed to reach
+// it; the zone Lease vouching for that verdict is fresh, so the zone's leader
+// reaches the cloud and the verdict is the zone's current word (never for a
+// cut-off zone); both have held for the dwell time by the webhook's clock, so
+// a verdict that flaps does not act; and the cloud sees the node's Ready
+// condition Unknown, its kubelet silent too. The dwell runs from the zone's
+// judgement, not from Unknown: the zone knows within seconds, the controller
+// manager only after its grace period, so failover takes the longer of the
+// two rather than their sum.
+//
+// A node cut off from both its peers and the cloud is treated as dead: that is
+// the operator's trade when turning this on.
+type failover struct {
+	client  kubernetes.Interface
+	decider *Decider
+	clock   clock.PassiveClock
+	dwell   time.Duration
+	dryRun  bool
+	log     *slog.Logger
+	events  *eventer
+
+	mu sync.Mutex
+	// deadSince is when each node was first seen judged unhealthy by its
+	// zone's leader reaching the cloud, in the current stretch.
+	deadSince map[string]time.Time
+}
+
+func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *eventer) *failover {
+	if cfg.DeadNodeAction != DeadNodeActionOutOfService {
+		return nil
+	}
+	return &failover{client: client, decider: d, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
+		log: cfg.Logger.With("component", "failover"), events: events, deadSince: map[string]time.Time{}}
+}
+
+// failoverStep is what the failover would do to a node now.
+type failoverStep int
+
+const (
+	failoverNone failoverStep = iota
+	// failoverWait: judged unhealthy, not yet for the dwell time.
+	failoverWait
+	failoverTaint
+	failoverUntaint
+)
+
+// step judges n and says what to do, and for failoverWait how long until the
+// dwell time is up.
+func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
+	j, err := f.decider.Judge(n)
+	if err != nil {
+		return failoverNone, 0, err
+	}
+	dead := j.State == zone.Unhealthy && j.LeaderReachesCloud
+	now := f.clock.Now()
+	f.mu.Lock()
+	since, seen := f.deadSince[n.Name]
+	switch {
+	case !dead:
+		delete(f.deadSince, n.Name)
+	case !seen:
+		since = now
+		f.deadSince[n.Name] = now
+	}
+	f.mu.Unlock()
+	ready := readyCondition(n.Status.Conditions)
+	unknown := ready != nil && ready.Status == corev1.ConditionUnknown
+	_, ours := n.Annotations[outOfServiceAnnotation]
+	switch {
+	case dead && hasOutOfService(n):
+		return failoverNone, 0, nil
+	case dead && now.Sub(since) < f.dwell:
+		return failoverWait, since.Add(f.dwell).Sub(now), nil
+	case dead && unknown:
+		return failoverTaint, 0, nil
+	case !dead && ours && j.State == zone.Healthy:
+		return failoverUntaint, 0, nil
+	}
+	// Dead long enough but not yet Unknown: the controller manager's write
+	// brings the node back here.
+	return failoverNone, 0, nil
+}
+
+// forget drops what the failover knows of a node that is gone.
+func (f *failover) forget(node string) {
+	f.mu.Lock()
+	delete(f.deadSince, node)
+	f.mu.Unlock()
+}
+
+// hasOutOfService reports whether n carries the out-of-service taint, whoever
+// set it.
+func hasOutOfService(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, isOutOfService)
+}
+
+func isOutOfService(t corev1.Taint) bool {
+	return t.Key == corev1.TaintNodeOutOfService && t.Effect == corev1.TaintEffectNoExecute
+}
+
+// write applies (taint) or removes the taint on n as the cache holds it,
+// guarded by its resourceVersion: a node changed since is judged again.
+func (f *failover) write(ctx context.Context, n *corev1.Node, taint bool) error {
+	n = n.DeepCopy()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	reason, note := EventOutOfServiceRemoved, "removed node.kubernetes.io/out-of-service: its zone judges it healthy again"
+	if taint {
+		now := metav1.NewTime(f.clock.Now())
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: outOfServiceValue,
+			Effect: corev1.TaintEffectNoExecute, TimeAdded: &now})
+		n.Annotations[outOfServiceAnnotation] = now.UTC().Format(time.RFC3339)
+		reason = EventOutOfServiceApplied
+		note = fmt.Sprintf("applied node.kubernetes.io/out-of-service: its zone, reaching the cloud, has judged it unhealthy for %s and the cloud sees it Unknown; its pods are deleted and their volumes detached", f.dwell)
+	} else {
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, isOutOfService)
+		delete(n.Annotations, outOfServiceAnnotation)
+	}
+	if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("update node %s: %w", n.Name, err)
+	}
+	f.log.Info(note, "node", n.Name)
+	if f.events != nil {
+		typ := corev1.EventTypeNormal
+		if taint {
+			typ = corev1.EventTypeWarning
+		}
+		f.events.record(nodeEvent{node: n.Name, uid: n.UID, reason: reason, typ: typ, action: "Failover", note: note})
+	}
+	return nil
+}
