@@ -513,6 +513,17 @@ func (r *repairer) sync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		return repairDryRun, nil
 	}
 	stored, err := r.update(ctx, key, obj)
+	if err == nil && !stored {
+		// The apiserver stored nothing: the webhook was not called or left
+		// the object alone.
+		return repairUnchanged, nil
+	}
+	return writeResult(err)
+}
+
+// writeResult is the result label of a write that failed with err, or
+// succeeded: a write to an object gone since is nothing to count.
+func writeResult(err error) (string, error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", nil
@@ -520,10 +531,6 @@ func (r *repairer) sync(ctx context.Context, q workqueue.TypedRateLimitingInterf
 		return repairConflict, err
 	case err != nil:
 		return repairError, err
-	case !stored:
-		// The apiserver stored nothing: the webhook was not called or left
-		// the object alone.
-		return repairUnchanged, nil
 	}
 	return repairMutated, nil
 }
@@ -555,16 +562,7 @@ func (r *repairer) syncFailover(ctx context.Context, q workqueue.TypedRateLimiti
 	case r.dryRun:
 		return repairDryRun, nil
 	}
-	err = r.failover.write(ctx, n, step == failoverTaint)
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case apierrors.IsConflict(err):
-		return repairConflict, err
-	case err != nil:
-		return repairError, err
-	}
-	return repairMutated, nil
+	return writeResult(r.failover.write(ctx, n, step == failoverTaint))
 }
 
 func (r *repairer) get(key repairKey) (any, error) {
