@@ -36,7 +36,7 @@ type Cluster struct {
 	kubeconfig string
 	auditLog   string
 
-	etcd, apiserver, kcm *proc.Group
+	etcd, apiserver, kcm, scheduler *proc.Group
 
 	ips *ipAllocator
 
@@ -150,7 +150,7 @@ func (c *Cluster) Stop() error {
 
 func (c *Cluster) stopComponents() []error {
 	var errs []error
-	for _, p := range []**proc.Group{&c.kcm, &c.apiserver, &c.etcd} {
+	for _, p := range []**proc.Group{&c.scheduler, &c.kcm, &c.apiserver, &c.etcd} {
 		if *p == nil {
 			continue
 		}
@@ -199,10 +199,11 @@ func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "logs") }
 func (c *Cluster) AuditLogPath() string { return c.auditLog }
 
 // PIDs maps each running component (etcd, kube-apiserver,
-// kube-controller-manager) to its process ID, which is also its process-group ID.
+// kube-controller-manager, kube-scheduler) to its process ID, which is also its
+// process-group ID.
 func (c *Cluster) PIDs() map[string]int {
 	m := map[string]int{}
-	for _, p := range []*proc.Group{c.etcd, c.apiserver, c.kcm} {
+	for _, p := range []*proc.Group{c.etcd, c.apiserver, c.kcm, c.scheduler} {
 		if p != nil {
 			m[p.Name()] = p.Pid()
 		}

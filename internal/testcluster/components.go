@@ -145,7 +145,56 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	if err := c.startAPIServer(ctx, apiPort, etcdClient); err != nil {
 		return err
 	}
-	return c.startKCM(ctx, kcmPort)
+	if err := c.startKCM(ctx, kcmPort); err != nil {
+		return err
+	}
+	if !c.opts.Scheduler {
+		return nil
+	}
+	return c.startScheduler(ctx)
+}
+
+// startScheduler runs kube-scheduler as system:kube-scheduler, which the
+// bootstrap RBAC policy binds, with a client certificate from the cluster CA.
+func (c *Cluster) startScheduler(ctx context.Context) error {
+	const name = "kube-scheduler"
+	if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
+		return fmt.Errorf("testcluster: Options.Scheduler needs %s (run `make noderuntime`): %w", filepath.Join(c.binDir, name), err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return fmt.Errorf("testcluster: %w", err)
+	}
+	cfg, err := c.UserConfig("system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	kc := c.path("kube-scheduler.kubeconfig")
+	if err := writeKubeconfigAuth(kc, cfg.Host, cfg.CAData, "system:kube-scheduler",
+		&clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}); err != nil {
+		return err
+	}
+	p, err := c.startProcess(name, []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", ports[0]),
+		"--cert-dir=" + c.path("kube-scheduler-certs"),
+		"--leader-elect=false",
+	})
+	if err != nil {
+		return err
+	}
+	c.scheduler = p
+	// It serves a self-signed certificate; only liveness is asked of it.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer hc.CloseIdleConnections()
+	healthURL := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])
+	return c.waitReady(ctx, p, func(ctx context.Context) error {
+		_, err := httpGet(ctx, hc, healthURL)
+		return err
+	})
 }
 
 func (c *Cluster) startEtcd(ctx context.Context, clientPort, peerPort int) error {
@@ -402,9 +451,14 @@ func httpGet(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
 // writeKubeconfig writes a single-context kubeconfig that authenticates with a
 // bearer token and trusts the cluster CA.
 func writeKubeconfig(path, server string, caPEM []byte, user, token string) error {
+	return writeKubeconfigAuth(path, server, caPEM, user, &clientcmdapi.AuthInfo{Token: token})
+}
+
+// writeKubeconfigAuth writes a kubeconfig for user authenticating with auth.
+func writeKubeconfigAuth(path, server string, caPEM []byte, user string, auth *clientcmdapi.AuthInfo) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.AuthInfos[user] = auth
 	cfg.Contexts["testcluster"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: user}
 	cfg.CurrentContext = "testcluster"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {

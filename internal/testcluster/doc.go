@@ -1,7 +1,8 @@
 // Package testcluster runs a real Kubernetes control plane for tests, benchmarks and
 // `edgequorum demo`: etcd, kube-apiserver and kube-controller-manager as child
-// processes on loopback ports, plus fake kubelets that register Nodes, renew their
-// Leases and "run" the pods bound to them.
+// processes on loopback ports (and kube-scheduler with Options.Scheduler), plus
+// fake kubelets that register Nodes, renew their Leases and "run" the pods bound
+// to them.
 //
 // It exists so that integration tests see the decisions of the real node lifecycle,
 // taint-eviction and EndpointSlice controllers instead of a fake's guess at them:

@@ -61,6 +61,12 @@ type Options struct {
 	// taint-eviction-controller, endpointslice-controller and endpoints-controller.
 	Controllers []string
 
+	// Scheduler runs kube-scheduler (bin/kube-scheduler, which `make
+	// noderuntime` builds) as system:kube-scheduler, so the pods that
+	// controllers create are bound to the fake nodes. Without it a test binds
+	// its pods itself.
+	Scheduler bool
+
 	// AuditPolicy, when set, is an audit.k8s.io/v1 Policy (YAML) the apiserver
 	// logs with; the JSON lines land in AuditLogPath. WriteAuditPolicy records
 	// every write.
