@@ -252,7 +252,18 @@ func waitAllUnknown(t *testing.T, client kubernetes.Interface, nodes []string, t
 // unreachable:NoExecute taint ever stored on nodes.
 func holdZoneProtected(t *testing.T, client kubernetes.Interface, web *app, taints *taintWatch, nodes []string, d time.Duration, also ...func() (bool, string)) {
 	t.Helper()
-	protected := func() (bool, string) {
+	protected := zoneProtected(t, client, web, nodes, also...)
+	settleProtection(t, protected)
+	holdFor(t, d, "zone protection", protected)
+	if seen := taints.seen(); len(seen) > 0 {
+		t.Errorf("unreachable:NoExecute was stored on %v", seen)
+	}
+}
+
+// zoneProtected checks that no pod of web was deleted, its pods and endpoints
+// on nodes are all Ready, and also holds.
+func zoneProtected(t *testing.T, client kubernetes.Interface, web *app, nodes []string, also ...func() (bool, string)) func() (bool, string) {
+	return func() (bool, string) {
 		if del := web.deletedPods(t, client); len(del) > 0 {
 			return false, fmt.Sprintf("pods deleted: %v", del)
 		}
@@ -268,11 +279,6 @@ func holdZoneProtected(t *testing.T, client kubernetes.Interface, web *app, tain
 			}
 		}
 		return true, ""
-	}
-	settleProtection(t, protected)
-	holdFor(t, d, "zone protection", protected)
-	if seen := taints.seen(); len(seen) > 0 {
-		t.Errorf("unreachable:NoExecute was stored on %v", seen)
 	}
 }
 
@@ -323,15 +329,16 @@ func TestWebhookEndToEnd(t *testing.T) {
 		cutAt := time.Now()
 		z.CutCloud()
 		waitAllUnknown(t, client, all, 2*time.Minute)
-		// Three toleration periods: without edgequorum every pod would be
-		// evicted and every endpoint not ready by now, the Deployment
-		// unavailable and its budget exhausted.
-		holdZoneProtected(t, client, web, taints, all, 3*tolerationSeconds*time.Second, func() (bool, string) {
+		availablePods := func() (bool, string) {
 			if ok, detail := podsReady(t, client, avail.name); !ok {
 				return false, detail
 			}
 			return avail.available(t, client)
-		})
+		}
+		// Three toleration periods: without edgequorum every pod would be
+		// evicted and every endpoint not ready by now, the Deployment
+		// unavailable and its budget exhausted.
+		holdZoneProtected(t, client, web, taints, all, 3*tolerationSeconds*time.Second, availablePods)
 		logKCMRetries(t, c, all, cutAt)
 		// The apiserver called the pods/status webhook for the node
 		// lifecycle controller's writes and for nothing else: the
@@ -350,6 +357,38 @@ func TestWebhookEndToEnd(t *testing.T) {
 		// kubectl describe node shows what the webhook did, once per
 		// kind of change however often the controller retried.
 		requireNodeEvents(t, client, all, []string{admission.EventPodsKeptReady}, []string{admission.EventTaintKeptOff})
+		// A leader handover in the middle of the cut: the new leader can
+		// neither renew the zone Lease nor write a verdict, and the cloud
+		// sees no change, checked while the leadership moves and for a
+		// toleration period after. Its old leader stops (handing over) and
+		// comes back.
+		protected := zoneProtected(t, client, web, all, availablePods)
+		lapsed := ""
+		old, err := z.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Stop()
+		poll.Until(t, time.Minute, "a new leader during the cut", func() (bool, string) {
+			if ok, detail := protected(); !ok && lapsed == "" {
+				lapsed = detail
+			}
+			l, err := z.Leader(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			return l != old, l.Name + " leads"
+		})
+		if err := old.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if lapsed != "" {
+			t.Errorf("protection lapsed during the handover: %s", lapsed)
+		}
+		if l, err := z.Leader(ctx); err == nil {
+			t.Logf("leadership moved from %s to %s during the cut", old.Name, l.Name)
+		}
+		holdFor(t, tolerationSeconds*time.Second, "zone protection after the handover", protected)
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
