@@ -258,6 +258,14 @@ func (d *Decider) DecideNode(name string) (Decision, *corev1.Node, error) {
 // Otherwise a stolen token of one zone could end the protection of another
 // zone's nodes while that zone is cut off and its leader cannot write back.
 func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
+	dec, _, _, err := d.decide(node)
+	return dec, err
+}
+
+// decide is Decide that also returns the verdict the node was judged by and
+// the zone Lease claim that vouches for it; both nil when no verdict was
+// honoured.
+func (d *Decider) decide(node *corev1.Node) (Decision, *keptVerdict, *claim, error) {
 	raw, present := node.Annotations[zone.AnnotationKey]
 	var (
 		cur     *keptVerdict
@@ -271,7 +279,7 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 		} else {
 			cur = &keptVerdict{raw: raw, verdict: a}
 			if valid, refused, err = d.honours(node, cur); err != nil {
-				return Decision{Zone: a.Zone}, err
+				return Decision{Zone: a.Zone}, nil, nil, err
 			}
 		}
 	}
@@ -290,7 +298,7 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 			var why Reason
 			var err error
 			if prevClaim, why, err = d.honours(node, prev); err != nil {
-				return Decision{Zone: prev.verdict.Zone}, err
+				return Decision{Zone: prev.verdict.Zone}, nil, nil, err
 			}
 			if why != "" {
 				prev = nil // it no longer stands either
@@ -307,7 +315,7 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 			if present {
 				d.evidence.refuse(node.Name, raw, refused)
 			}
-			return dec, nil
+			return dec, nil, nil, nil
 		default:
 			d.evidence.refuse(node.Name, raw, refused)
 			judge, by = prev, prevClaim
@@ -319,9 +327,10 @@ func (d *Decider) Decide(node *corev1.Node) (Decision, error) {
 	dec := Decision{Zone: judge.verdict.Zone, Refused: refused}
 	if judge.verdict.State != zone.Healthy {
 		dec.Reason = ReasonNotHealthy
-		return dec, nil
+		return dec, judge, by, nil
 	}
-	return d.fresh(dec, by)
+	dec, err := d.fresh(dec, by)
+	return dec, judge, by, err
 }
 
 // staleAt is when the zone Lease renewal valid stops vouching for its zone's
@@ -330,40 +339,26 @@ func (d *Decider) staleAt(valid *claim) time.Time {
 	return valid.at().Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
 }
 
-// Judgement is what a node's zone says of it now, for acting on a node the
+// judgement is what a node's zone says of it now, for acting on a node the
 // zone confirms dead.
-type Judgement struct {
-	// State is what the node's own annotation says, if the zone signed it
-	// and it stands (not superseded); empty otherwise.
-	State zone.State
-	// LeaderReachesCloud: the zone Lease that vouches for that verdict is
+type judgement struct {
+	// state is what the verdict the node is judged by says: its own
+	// annotation if the zone signed it and it stands, else the last one the
+	// zone signed, as for protection (a forgery or replay changes nothing,
+	// neither way); empty when there is none.
+	state zone.State
+	// leaderReachesCloud: the zone Lease that vouches for that verdict is
 	// fresh by the webhook's clock, so the zone's leader reaches the cloud.
-	LeaderReachesCloud bool
+	leaderReachesCloud bool
 }
 
-// Judge returns the zone's judgement of node. A node judged by its last
-// signed verdict because its annotation was refused has none: acting on a
-// node is for what its zone says now, not for what it said before a forgery.
-func (d *Decider) Judge(node *corev1.Node) (Judgement, error) {
-	dec, err := d.Decide(node)
-	if err != nil || dec.Refused != "" {
-		return Judgement{}, err
+// judgement returns the zone's judgement of node.
+func (d *Decider) judgement(node *corev1.Node) (judgement, error) {
+	_, v, valid, err := d.decide(node)
+	if err != nil || v == nil {
+		return judgement{}, err
 	}
-	switch dec.Reason {
-	case ReasonNotHealthy, ReasonZoneLeaseFresh, ReasonZoneNotCutOff, ReasonZoneCutOff, ReasonCutOffExpired:
-	default:
-		return Judgement{}, nil // the annotation is not honoured
-	}
-	raw := node.Annotations[zone.AnnotationKey]
-	a, err := zone.ParseAnnotation(raw)
-	if err != nil {
-		return Judgement{}, nil
-	}
-	valid, why, err := d.honours(node, &keptVerdict{raw: raw, verdict: a})
-	if err != nil || why != "" {
-		return Judgement{}, err
-	}
-	return Judgement{State: a.State, LeaderReachesCloud: d.clock.Now().Before(d.staleAt(valid))}, nil
+	return judgement{state: v.verdict.State, leaderReachesCloud: d.clock.Now().Before(d.staleAt(valid))}, nil
 }
 
 // honours checks that v, found on node, is a verdict of node's zone that the

@@ -33,14 +33,15 @@ const (
 
 // failover applies the out-of-service taint to nodes their zone confirms
 // dead, and removes it once the zone judges them healthy again. The taint is
-// Kubernetes' non-graceful node shutdown: the pod garbage collector deletes
-// the node's pods at once, and the attach-detach controller detaches their
-// volumes, so a StatefulSet's pods start elsewhere without waiting for a
+// Kubernetes' non-graceful node shutdown: the taint evicts the node's pods at
+// once, the pod garbage collector force-deletes them on its 20 s cycle, and
+// the attach-detach controller detaches their volumes, so a StatefulSet's pods start elsewhere without waiting for a
 // human. It runs in the repair loop's leader.
 //
-// The taint is applied when the node's own verdict annotation is one its zone
-// signed (not a refused one the node is judged by the last signed verdict in
-// spite of) and says unhealthy, a majority of its peers having failed to reach
+// The taint is applied when the verdict the node is judged by (its own
+// annotation if the zone signed it, else the last one the zone signed, so a
+// forged or replayed annotation neither starts nor stalls a failover) says
+// unhealthy, a majority of its peers having failed to reach
 // it; the zone Lease vouching for that verdict is fresh, so the zone's leader
 // reaches the cloud and the verdict is the zone's current word (never for a
 // cut-off zone); both have held for the dwell time by the webhook's clock, so
@@ -89,11 +90,11 @@ const (
 // step judges n and says what to do, and for failoverWait how long until the
 // dwell time is up.
 func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
-	j, err := f.decider.Judge(n)
+	j, err := f.decider.judgement(n)
 	if err != nil {
 		return failoverNone, 0, err
 	}
-	dead := j.State == zone.Unhealthy && j.LeaderReachesCloud
+	dead := j.state == zone.Unhealthy && j.leaderReachesCloud
 	now := f.clock.Now()
 	f.mu.Lock()
 	since, seen := f.deadSince[n.Name]
@@ -115,7 +116,7 @@ func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
 		return failoverWait, since.Add(f.dwell).Sub(now), nil
 	case dead && unknown:
 		return failoverTaint, 0, nil
-	case !dead && ours && j.State == zone.Healthy:
+	case !dead && ours && j.state == zone.Healthy:
 		return failoverUntaint, 0, nil
 	}
 	// Dead long enough but not yet Unknown: the controller manager's write

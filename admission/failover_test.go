@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -15,9 +16,11 @@ import (
 // signed it unhealthy while the cloud sees it Unknown gets the out-of-service
 // taint once the zone's judgement held for the dwell time, by the webhook's
 // clock, and the node is Unknown; it loses
-// it when its zone signs it healthy again. Never tainted: a node of a cut-off
-// zone, a node whose "unhealthy" verdict the zone did not sign, a node whose
-// kubelet still reports, a healthy node. An admin's taint is never removed.
+// it when its zone signs it healthy again; a forged verdict written over it
+// does not stall that. Never tainted: a node of a cut-off
+// zone, a node whose "unhealthy" verdict the zone did not sign or signed
+// before its current one (a replay), a node whose kubelet still reports, a
+// healthy node. An admin's taint is never removed.
 func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	const dwell = 20 * time.Second
 	forged := testNode("edge-a5", "zone-a", "", corev1.ConditionUnknown)
@@ -66,6 +69,25 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	writes := func() float64 {
 		return counter(t, env.w.metrics.repairs.WithLabelValues(resOutOfService, repairMutated))
 	}
+	// setVerdict writes raw as the node's verdict and waits until the
+	// webhook's cache holds it.
+	setVerdict := func(name, raw, rv string) {
+		t.Helper()
+		n := get(name).DeepCopy()
+		n.Annotations[zone.AnnotationKey] = raw
+		n.ResourceVersion = rv
+		if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
+			t.Fatal(err)
+		}
+		poll.UntilTrue(t, waitTimeout, name+"'s new verdict in the webhook's cache", func() bool {
+			c, err := env.w.decider.caches.Nodes.Get(name)
+			return err == nil && c.Annotations[zone.AnnotationKey] == raw
+		})
+	}
+
+	// A stolen token writes an unsigned "healthy" over edge-a3's verdict:
+	// refused, it does not stall the failover.
+	setVerdict("edge-a3", `{"state":"healthy","zone":"zone-a","term":7,"leader":"edge-a2","at":"2026-03-01T12:00:00Z"}`, "898")
 
 	stepUntil(t, env, "edge-a3 tainted out of service", func() bool { return outOfService("edge-a3") != nil })
 	taint := outOfService("edge-a3")
@@ -75,6 +97,11 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	if _, ok := get("edge-a3").Annotations[outOfServiceAnnotation]; !ok {
 		t.Errorf("edge-a3 tainted without %s", outOfServiceAnnotation)
 	}
+	// A stolen token replays an older "unhealthy" verdict the leader once
+	// signed for edge-a1 (Unknown, in a zone reaching the cloud): refused
+	// as superseded, it never counts as the zone's word.
+	setVerdict("edge-a1", signedVerdict("edge-a1", zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: testTerm,
+		Leader: "edge-a2", At: nodeLost.Add(-time.Minute), Pros: 0, Cons: 2, Members: 3}), "899")
 	// Everything else is judged by now (the first scan), and long past the
 	// dwell time.
 	env.clock.Step(2 * dwell)
@@ -92,13 +119,8 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	}
 
 	// edge-a3 comes back and its zone signs it healthy: the taint goes.
-	n := get("edge-a3").DeepCopy()
-	n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a3", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: testTerm,
-		Leader: "edge-a2", At: env.clock.Now(), Pros: 2, Members: 3})
-	n.ResourceVersion = "900"
-	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
-		t.Fatal(err)
-	}
+	setVerdict("edge-a3", signedVerdict("edge-a3", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: testTerm,
+		Leader: "edge-a2", At: env.clock.Now(), Pros: 2, Members: 3}), "900")
 	stepUntil(t, env, "edge-a3's taint removed", func() bool { return outOfService("edge-a3") == nil })
 	if _, ok := get("edge-a3").Annotations[outOfServiceAnnotation]; ok {
 		t.Errorf("edge-a3 keeps %s after its taint was removed", outOfServiceAnnotation)
@@ -110,7 +132,7 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	// edge-a7, judged unhealthy all along, goes Unknown only now, after its
 	// controller manager's grace period: the dwell ran from the zone's
 	// judgement, so it is tainted at once.
-	n = get("edge-a7").DeepCopy()
+	n := get("edge-a7").DeepCopy()
 	n.Status.Conditions[0].Status = corev1.ConditionUnknown
 	n.ResourceVersion = "901"
 	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
