@@ -221,7 +221,8 @@ func (w *workloads) runningElsewhere(t *testing.T, c kubernetes.Interface, app s
 	return time.Since(dead)
 }
 
-// remove deletes the workloads and waits until their pods are gone.
+// remove deletes the workloads; their pods go with them, and the next
+// workloads select other labels.
 func (w *workloads) remove(t *testing.T, c kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()

@@ -79,8 +79,8 @@ type Options struct {
 	// Snapshotter is containerd's snapshotter; empty means overlayfs if an
 	// overlay mount works in Dir, else native.
 	Snapshotter string
-	// NoScheduler skips kube-scheduler. testcluster runs none (fake nodes get
-	// pods bound by the test), but DaemonSet and Deployment pods need one.
+	// NoScheduler skips kube-scheduler, for a cluster that runs its own
+	// (testcluster.Options.Scheduler). DaemonSet and Deployment pods need one.
 	NoScheduler bool
 	// StartTimeout bounds Start; StopTimeout is how long Stop waits for a
 	// component after SIGTERM before SIGKILL.
