@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -25,10 +27,16 @@ const outOfServiceAnnotation = "failover.edgequorum.io/out-of-service"
 // documentation of non-graceful node shutdown uses.
 const outOfServiceValue = "nodeshutdown"
 
-// Events the failover records on the node.
+// Events the failover records on the node. The values are stable: operators
+// filter on them.
 const (
 	EventOutOfServiceApplied = "OutOfServiceTaintApplied"
 	EventOutOfServiceRemoved = "OutOfServiceTaintRemoved"
+	// EventForceDeletedPods says how many terminating pods the failover
+	// force-deleted from a node it tainted: the one write that lets a
+	// StatefulSet start its pod elsewhere, so the one worth seeing in
+	// `kubectl describe node`.
+	EventForceDeletedPods = "ForceDeletedPods"
 )
 
 // failover applies the out-of-service taint to nodes their zone confirms
@@ -51,6 +59,14 @@ const (
 // manager only after its grace period, so failover takes the longer of the
 // two rather than their sum.
 //
+// Once the taint evicted a node's pods (the taint manager sets their
+// deletionTimestamp at once), the failover also force-deletes them, as the pod
+// garbage collector would on its next 20 s cycle: a StatefulSet creates its
+// pod again only once the old pod object is gone, and those seconds are most
+// of what a StatefulSet pod waits otherwise. It does so only on a node it
+// tainted itself (see forceDeleteDue), and only for pods that are already
+// terminating: a pod that tolerates the taint stays.
+//
 // A node cut off from both its peers and the cloud is treated as dead: that is
 // the operator's trade when turning this on.
 type failover struct {
@@ -61,6 +77,9 @@ type failover struct {
 	dryRun  bool
 	log     *slog.Logger
 	events  *eventer
+
+	// forbiddenLogged: the missing `delete pods` right was logged once.
+	forbiddenLogged atomic.Bool
 
 	mu sync.Mutex
 	// deadSince is when each node was first seen judged unhealthy by its
@@ -122,6 +141,73 @@ func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
 	// Dead long enough but not yet Unknown: the controller manager's write
 	// brings the node back here.
 	return failoverNone, 0, nil
+}
+
+// forceDeleteDue reports whether the terminating pods on n are the failover's
+// to force-delete now: n carries the out-of-service taint the failover applied
+// itself (its annotation and the taint: never a node an admin tainted), its
+// zone, reaching the cloud, still judges it unhealthy, and the cloud still sees
+// it Unknown. The pod garbage collector deletes the same pods on its cycle;
+// this only takes its wait out of the failover.
+func (f *failover) forceDeleteDue(n *corev1.Node) (bool, error) {
+	if _, ours := n.Annotations[outOfServiceAnnotation]; !ours || !hasOutOfService(n) {
+		return false, nil
+	}
+	if c := readyCondition(n.Status.Conditions); c == nil || c.Status != corev1.ConditionUnknown {
+		return false, nil
+	}
+	j, err := f.decider.judgement(n)
+	if err != nil {
+		return false, fmt.Errorf("judge node %s: %w", n.Name, err)
+	}
+	return j.state == zone.Unhealthy && j.leaderReachesCloud, nil
+}
+
+// podTerminating reports whether p is being deleted: on a node tainted out of
+// service, a pod the taint evicted and that no kubelet will ever finish.
+func podTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+
+// forceDelete deletes p at once (grace period 0), as the pod garbage collector
+// does for terminating pods on out-of-service nodes, but only the pod judged:
+// the UID precondition fails with a conflict if a pod of the same name
+// replaced it since (a StatefulSet reuses names).
+func (f *failover) forceDelete(ctx context.Context, p *corev1.Pod) error {
+	uid := p.UID
+	err := f.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil {
+		return fmt.Errorf("force-delete pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// forceDeleted logs and records on node n that the failover force-deleted
+// count of its pods.
+func (f *failover) forceDeleted(n *corev1.Node, count int) {
+	note := fmt.Sprintf("force-deleted %d terminating pod(s): the node is tainted out of service and its zone, reaching the cloud, judges it dead, so their controllers may start them elsewhere now", count)
+	f.log.Info(note, "node", n.Name)
+	if f.events != nil {
+		f.events.record(nodeEvent{node: n.Name, uid: n.UID, reason: EventForceDeletedPods, typ: corev1.EventTypeWarning,
+			action: "Failover", note: note})
+	}
+}
+
+// logForbidden logs, once per process and as an error naming the missing
+// right and what grants it, that the apiserver refused a force-delete; later
+// refusals are logged at debug level, so a misconfiguration is loud once
+// rather than on every pod.
+func (f *failover) logForbidden(node string, err error) {
+	if f.forbiddenLogged.CompareAndSwap(false, true) {
+		f.log.Error("cannot force-delete terminating pods on a node tainted out of service: the webhook's ServiceAccount lacks `delete pods`, "+
+			"which --dead-node-action=out-of-service needs; apply the kustomize component deploy/webhook/components/failover "+
+			"(ClusterRole edgequorum-webhook-failover) or deploy/install/webhook-failover.yaml. Until then the pod garbage collector "+
+			"deletes them on its 20 s cycle, so StatefulSet pods start elsewhere up to 20 s later; the taint itself still works",
+			"node", node, "err", err)
+		return
+	}
+	f.log.Debug("force-delete refused: no `delete pods` right", "node", node, "err", err)
 }
 
 // forget drops what the failover knows of a node that is gone.

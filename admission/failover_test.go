@@ -1,11 +1,22 @@
 package admission
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
@@ -142,5 +153,266 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	stepUntil(t, env, "edge-a7 tainted out of service", func() bool { return outOfService("edge-a7") != nil })
 	if waited := outOfService("edge-a7").TimeAdded.Sub(unknownAt); waited >= dwell {
 		t.Errorf("edge-a7 tainted %s after it went Unknown, want less than the dwell time: it was judged unhealthy long before", waited)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the webhook's goroutines to log to
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// forceDeleteEnv is a webhook with the failover on over a cluster in which:
+//
+//	edge-a3 (testCluster): zone-a fresh, unhealthy, Unknown, and tainted out
+//	        of service by the failover (annotated): its terminating pod sts-a3
+//	        and its replaced pod sts-replaced are due; web-a3-1 is not
+//	        terminating (it tolerates the taint) and stays.
+//	edge-a6: the same, but an admin's taint (no annotation).
+//	edge-a7: tainted by the failover, unhealthy, but its kubelet is back (Ready True).
+//	edge-a8: tainted by the failover, Unknown, but zone-a signed it healthy again.
+//	edge-b2: tainted by the failover, unhealthy, Unknown, but zone-b is cut off.
+//
+// Pod deletes honour a UID precondition, as the apiserver does; sts-replaced
+// is replaced by a new pod of that name just before its delete lands.
+// forbid makes every pod delete Forbidden, as without the failover's
+// ClusterRole.
+func forceDeleteEnv(t *testing.T, dryRun, forbid bool) (*testEnv, *lockedBuffer) {
+	t.Helper()
+	ours := func(n *corev1.Node) *corev1.Node {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: outOfServiceValue, Effect: corev1.TaintEffectNoExecute})
+		n.Annotations[outOfServiceAnnotation] = testNow.Add(-time.Minute).Format(time.RFC3339)
+		return n
+	}
+	terminating := func(name, node string) *corev1.Pod {
+		p := testPod(name, node, corev1.ConditionFalse, nodeLost)
+		p.DeletionTimestamp = &metav1.Time{Time: nodeLost.Add(time.Minute)}
+		p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		return p
+	}
+	objs := testCluster()
+	for i, o := range objs {
+		if n, ok := o.(*corev1.Node); ok && n.Name == "edge-a3" {
+			objs[i] = ours(n)
+		}
+	}
+	objs = append(objs,
+		testNode("edge-a6", "zone-a", zone.Unhealthy, corev1.ConditionUnknown,
+			corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}),
+		ours(testNode("edge-a7", "zone-a", zone.Unhealthy, corev1.ConditionTrue)),
+		ours(testNode("edge-a8", "zone-a", zone.Healthy, corev1.ConditionUnknown)),
+		ours(testNode("edge-b2", "zone-b", zone.Unhealthy, corev1.ConditionUnknown)),
+		terminating("sts-a3", "edge-a3"), terminating("sts-replaced", "edge-a3"),
+		terminating("sts-a6", "edge-a6"), terminating("sts-a7", "edge-a7"),
+		terminating("sts-a8", "edge-a8"), terminating("sts-b2", "edge-b2"),
+	)
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-a") && l.Namespace == zone.DefaultLeaseNamespace {
+			withZoneLeaseDuration(24*time.Hour, l)
+		}
+	}
+	logs := &lockedBuffer{}
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.RepairPeriod = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
+		c.DeadNodeAction = DeadNodeActionOutOfService
+		c.DryRun = dryRun
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}, objs...)
+	routeAdmission(t, env)
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	env.client.PrependReactor("delete", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		da := a.(clienttesting.DeleteAction)
+		gr := pods.GroupResource()
+		if forbid {
+			return true, nil, apierrors.NewForbidden(gr, da.GetName(),
+				fmt.Errorf(`User %q cannot delete resource "pods"`, "system:serviceaccount:edgequorum-webhook:edgequorum-webhook"))
+		}
+		cur, err := env.client.Tracker().Get(pods, da.GetNamespace(), da.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		p := cur.(*corev1.Pod)
+		if da.GetName() == "sts-replaced" && p.UID == "uid-sts-replaced" {
+			// Its StatefulSet created it again since the webhook read it.
+			p = testPod("sts-replaced", "edge-a3", corev1.ConditionFalse, testNow)
+			p.UID = "uid-sts-replaced-2"
+			if err := env.client.Tracker().Update(pods, p, p.Namespace); err != nil {
+				return true, nil, err
+			}
+		}
+		if pre := da.GetDeleteOptions().Preconditions; pre != nil && pre.UID != nil && *pre.UID != p.UID {
+			return true, nil, apierrors.NewConflict(gr, da.GetName(),
+				fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s)", *pre.UID, p.UID))
+		}
+		return false, nil, nil // the tracker deletes it
+	})
+	env.start(t)
+	return env, logs
+}
+
+// podExists reports whether the fake apiserver still holds the pod.
+func podExists(t *testing.T, env *testEnv, name string) bool {
+	t.Helper()
+	_, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "default", name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// podDeletes are the pod deletes the webhook sent, by pod name.
+func podDeletes(env *testEnv) map[string][]metav1.DeleteOptions {
+	out := map[string][]metav1.DeleteOptions{}
+	for _, a := range env.client.Actions() {
+		if da, ok := a.(clienttesting.DeleteAction); ok && da.GetResource().Resource == "pods" {
+			out[da.GetName()] = append(out[da.GetName()], da.GetDeleteOptions())
+		}
+	}
+	return out
+}
+
+// TestFailoverForceDeletesTerminatingPods: on a node the failover tainted out
+// of service, still judged dead by its zone reaching the cloud and still
+// Unknown, the pods the taint evicted (terminating) are force-deleted at
+// once, with grace period 0 and a UID precondition, as the pod garbage
+// collector would on its next cycle; a pod that turns terminating later is
+// deleted on its own event, without a rescan or the clock moving. Never
+// deleted: a pod that is not terminating, a pod replaced since it was read,
+// pods on a node an admin tainted, on a node whose kubelet is back, on a node
+// its zone judges healthy again, on a node of a cut-off zone.
+func TestFailoverForceDeletesTerminatingPods(t *testing.T) {
+	env, _ := forceDeleteEnv(t, false, false)
+	forced := func() float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resForceDelete, repairMutated))
+	}
+
+	stepUntil(t, env, "sts-a3 force-deleted", func() bool { return !podExists(t, env, "sts-a3") })
+	poll.UntilTrue(t, waitTimeout, "the replaced sts-replaced judged", func() bool {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resForceDelete, repairConflict)) == 1
+	})
+	deletes := podDeletes(env)
+	for _, name := range []string{"sts-a3", "sts-replaced"} {
+		if len(deletes[name]) != 1 {
+			t.Fatalf("%s deleted %d times, want once", name, len(deletes[name]))
+		}
+		o := deletes[name][0]
+		if o.GracePeriodSeconds == nil || *o.GracePeriodSeconds != 0 {
+			t.Errorf("%s deleted with grace period %v, want 0", name, o.GracePeriodSeconds)
+		}
+		if o.Preconditions == nil || o.Preconditions.UID == nil || *o.Preconditions.UID != types.UID("uid-"+name) {
+			t.Errorf("%s deleted with preconditions %+v, want UID uid-%s", name, o.Preconditions, name)
+		}
+	}
+	obj, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "default", "sts-replaced")
+	if err != nil || obj.(*corev1.Pod).UID != "uid-sts-replaced-2" {
+		t.Errorf("the pod that replaced sts-replaced: %v, %v; want it kept", obj, err)
+	}
+
+	// The taint evicts a pod that was running on edge-a3: its update alone
+	// brings the node's force-delete, with the clock standing still (no
+	// rescan, no rate-limited retry).
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	obj, err = env.client.Tracker().Get(pods, "default", "web-a3-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := obj.(*corev1.Pod).DeepCopy()
+	p.DeletionTimestamp = &metav1.Time{Time: env.clock.Now()}
+	p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	p.ResourceVersion = "500"
+	if err := env.client.Tracker().Update(pods, p, "default"); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, "web-a3-1 force-deleted on its eviction's event", func() bool { return !podExists(t, env, "web-a3-1") })
+
+	// Everything else is judged by now and long after; nothing else goes.
+	env.clock.Step(time.Minute)
+	stepUntil(t, env, "two minutes more", func() bool { return env.clock.Since(testNow) > 2*time.Minute })
+	for _, name := range []string{"sts-a6", "sts-a7", "sts-a8", "sts-b2", "web-a1-1", "web-a4-1"} {
+		if !podExists(t, env, name) {
+			t.Errorf("%s was deleted", name)
+		}
+	}
+	if d := podDeletes(env); len(d) != 3 {
+		t.Errorf("pods deleted: %v, want sts-a3, sts-replaced, web-a3-1", d)
+	}
+	if n := forced(); n != 2 {
+		t.Errorf("repairs_total{%s,%s} = %v, want 2", resForceDelete, repairMutated, n)
+	}
+	if n := counter(t, env.w.metrics.events.WithLabelValues(EventForceDeletedPods, "recorded")); n != 2 {
+		t.Errorf("events_total{%s,recorded} = %v, want 2 (one per sync that deleted)", EventForceDeletedPods, n)
+	}
+}
+
+// TestFailoverForceDeleteForbidden: without the failover's `delete pods`
+// right, the refusal is counted, logged once as an error naming the right and
+// the component that grants it, and not retried in a loop; the taint logic
+// goes on: the node's taint is removed once its zone signs it healthy.
+func TestFailoverForceDeleteForbidden(t *testing.T) {
+	env, logs := forceDeleteEnv(t, false, true)
+	forbidden := func() float64 {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resForceDelete, repairForbidden))
+	}
+	stepUntil(t, env, "a forbidden force-delete", func() bool { return forbidden() >= 1 })
+	env.clock.Step(time.Minute)
+	stepUntil(t, env, "a minute more", func() bool { return env.clock.Since(testNow) > 2*time.Minute })
+	if n := forbidden(); n != 1 {
+		t.Errorf("repairs_total{%s,%s} = %v, want 1: a refusal is not retried until something changes", resForceDelete, repairForbidden, n)
+	}
+	if !podExists(t, env, "sts-a3") {
+		t.Error("sts-a3 deleted although every delete is forbidden")
+	}
+	var errs []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], "`delete pods`") || !strings.Contains(errs[0], "deploy/webhook/components/failover") {
+		t.Errorf("error log lines %q, want one naming `delete pods` and deploy/webhook/components/failover", errs)
+	}
+
+	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
+	obj, err := env.client.Tracker().Get(nodes, "", "edge-a3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := obj.(*corev1.Node).DeepCopy()
+	n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a3", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: testTerm,
+		Leader: "edge-a2", At: env.clock.Now(), Pros: 2, Members: 3})
+	n.ResourceVersion = "900"
+	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil(t, env, "edge-a3's taint removed", func() bool {
+		obj, err := env.client.Tracker().Get(nodes, "", "edge-a3")
+		return err == nil && !hasOutOfService(obj.(*corev1.Node))
+	})
+}
+
+// TestFailoverForceDeleteDryRun: --dry-run counts what it would delete and
+// deletes nothing.
+func TestFailoverForceDeleteDryRun(t *testing.T) {
+	env, _ := forceDeleteEnv(t, true, false)
+	stepUntil(t, env, "force-deletes counted as dry run", func() bool {
+		return counter(t, env.w.metrics.repairs.WithLabelValues(resForceDelete, repairDryRun)) == 2
+	})
+	if d := podDeletes(env); len(d) != 0 {
+		t.Errorf("pods deleted in dry run: %v", d)
 	}
 }

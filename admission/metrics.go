@@ -17,6 +17,9 @@ const (
 	// resOutOfService is the failover's writes in repairs_total: the
 	// out-of-service taint applied or removed.
 	resOutOfService = "outofservice"
+	// resForceDelete is the failover's force-deletes of terminating pods on
+	// a node it tainted, one per pod.
+	resForceDelete = "forcedelete"
 )
 
 // Values of the decision label of edgequorum_admission_requests_total.
@@ -80,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"resource"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repairs_total",
-			Help: "Repair loop writes, by resource and result: re-sends of nodes, EndpointSlices and Endpoints whose admission was missed (mutated: the webhook changed it on the way; unchanged: it came back as sent), pods handed back to not ready once their node is no longer vouched (resource podstatus, mutated), and the out-of-service taint applied to or removed from a node its zone confirms dead (resource outofservice, mutated); dry_run: not sent; conflict; error.",
+			Help: "Repair loop writes, by resource and result: re-sends of nodes, EndpointSlices and Endpoints whose admission was missed (mutated: the webhook changed it on the way; unchanged: it came back as sent), pods handed back to not ready once their node is no longer vouched (resource podstatus, mutated), the out-of-service taint applied to or removed from a node its zone confirms dead (resource outofservice, mutated), and terminating pods force-deleted from a node so tainted (resource forcedelete, one per pod; conflict: the pod was replaced); dry_run: not sent; conflict; forbidden: the webhook lacks the right (forcedelete: `delete pods`, from deploy/webhook/components/failover); error.",
 		}, []string{"resource", "result"}),
 		repairLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "repair_leader",
@@ -146,6 +149,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Zero series up front, so a dashboard shows "no errors" rather than
 	// "no data".
 	m.repairs.WithLabelValues(resOutOfService, repairMutated)
+	m.repairs.WithLabelValues(resForceDelete, repairMutated)
+	m.repairs.WithLabelValues(resForceDelete, repairForbidden)
 	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
 		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {

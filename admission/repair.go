@@ -42,6 +42,10 @@ const (
 	repairDryRun    = "dry_run"
 	repairConflict  = "conflict"
 	repairError     = "error"
+	// repairForbidden: the apiserver refused the write for want of a right
+	// (the failover's `delete pods`, which deploy/webhook/components/failover
+	// grants); not retried until something about the object changes.
+	repairForbidden = "forbidden"
 )
 
 // repairKey names one object the repair loop may re-send.
@@ -109,6 +113,10 @@ type repairer struct {
 	// failover taints nodes their zone confirms dead; nil when
 	// --dead-node-action is none.
 	failover *failover
+	// podInformer is the pod cache's informer: with the failover on, a pod
+	// that turns terminating on a node the failover tainted brings that
+	// node's force-delete key (see podChanged). Nil follows no pod events.
+	podInformer cache.SharedIndexInformer
 }
 
 // runElected campaigns for the election lock until ctx is done, leading the
@@ -196,6 +204,24 @@ func (r *repairer) lead(ctx context.Context) {
 			r.log.Error("repair loop cannot follow zone Lease events; relying on rescans", "err", err)
 		}
 	}
+	var podReg cache.ResourceEventHandlerRegistration
+	if r.failover != nil && r.podInformer != nil {
+		var err error
+		podReg, err = r.podInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			// The replay of the cached pods is skipped: the node
+			// handler's replay considers every node and its
+			// terminating pods.
+			AddFunc: func(obj any, isInInitialList bool) {
+				if !isInInitialList {
+					r.podChanged(q, obj)
+				}
+			},
+			UpdateFunc: func(_, obj any) { r.podChanged(q, obj) },
+		})
+		if err != nil {
+			r.log.Error("repair loop cannot follow pod events; force-deletes wait for rescans", "err", err)
+		}
+	}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -223,6 +249,9 @@ func (r *repairer) lead(ctx context.Context) {
 	}
 	if leaseReg != nil {
 		_ = r.zoneLeases.RemoveEventHandler(leaseReg)
+	}
+	if podReg != nil {
+		_ = r.podInformer.RemoveEventHandler(podReg)
 	}
 	q.ShutDown()
 	wg.Wait()
@@ -264,6 +293,9 @@ func (r *repairer) consider(q workqueue.TypedRateLimitingInterface[repairKey], o
 		if step, _, err := r.failover.step(n); err == nil && step != failoverNone {
 			q.AddRateLimited(repairKey{resource: resOutOfService, name: n.Name})
 		}
+		if due, err := r.failover.forceDeleteDue(n); err == nil && due && r.terminatingPods(n.Name) > 0 {
+			q.AddRateLimited(repairKey{resource: resForceDelete, name: n.Name})
+		}
 	}
 	if c := readyCondition(n.Status.Conditions); c == nil || c.Status != corev1.ConditionUnknown {
 		return
@@ -303,6 +335,47 @@ func (r *repairer) considerPods(q workqueue.TypedRateLimitingInterface[repairKey
 			q.AddRateLimited(repairKey{resource: resPodStatus, namespace: p.Namespace, name: p.Name})
 		}
 	}
+}
+
+// podChanged queues the force-delete key of the node of obj, a pod just added
+// or updated, if the pod is terminating and the failover is due to
+// force-delete there: the taint manager evicts a node's pods the moment the
+// failover's taint lands, and each eviction is an update here. Plain Add, not
+// rate-limited: the queue folds a node's many evictions into one sync, and
+// the backoff of one key must not grow with the number of its pods. The node's
+// own events cover the other order (pod cache first, node cache second): see
+// consider.
+func (r *repairer) podChanged(q workqueue.TypedRateLimitingInterface[repairKey], obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || !podTerminating(p) || p.Spec.NodeName == "" {
+		return
+	}
+	n, err := r.nodes.Get(p.Spec.NodeName)
+	if err != nil {
+		return
+	}
+	if due, err := r.failover.forceDeleteDue(n); err == nil && due {
+		q.Add(repairKey{resource: resForceDelete, name: n.Name})
+	}
+}
+
+// terminatingPods counts the cached pods on node that are being deleted.
+func (r *repairer) terminatingPods(node string) int {
+	if r.podsByNode == nil {
+		return 0
+	}
+	pods, err := r.podsByNode.ByIndex(podNodeIndex, node)
+	if err != nil {
+		r.log.Error("read the pod index", "node", node, "err", err)
+		return 0
+	}
+	count := 0
+	for _, o := range pods {
+		if p, ok := o.(*corev1.Pod); ok && podTerminating(p) {
+			count++
+		}
+	}
+	return count
 }
 
 // podKeptReady reports whether p is Ready and not being deleted: on a node that
@@ -465,7 +538,8 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 	}
 	defer q.Done(key)
 	result, err := r.sync(ctx, q, key)
-	if result != "" {
+	// A force-delete sync writes per pod and counts each write itself.
+	if result != "" && key.resource != resForceDelete {
 		r.metrics.repairs.WithLabelValues(key.resource, result).Inc()
 	}
 	switch result {
@@ -492,8 +566,11 @@ func (r *repairer) processNext(ctx context.Context, q workqueue.TypedRateLimitin
 // re-sends it unchanged. It returns the result label, or "" when there was
 // nothing to do.
 func (r *repairer) sync(ctx context.Context, q workqueue.TypedRateLimitingInterface[repairKey], key repairKey) (string, error) {
-	if key.resource == resOutOfService {
+	switch key.resource {
+	case resOutOfService:
 		return r.syncFailover(ctx, q, key)
+	case resForceDelete:
+		return r.syncForceDelete(ctx, key)
 	}
 	obj, err := r.get(key)
 	if apierrors.IsNotFound(err) {
@@ -563,6 +640,80 @@ func (r *repairer) syncFailover(ctx context.Context, q workqueue.TypedRateLimiti
 		return repairDryRun, nil
 	}
 	return writeResult(r.failover.write(ctx, n, step == failoverTaint))
+}
+
+// syncForceDelete force-deletes the terminating pods on the node named by key
+// if the failover is due to (see failover.forceDeleteDue), counting each
+// pod's write in repairs_total{resource="forcedelete"}. It returns
+// repairError (retried, with backoff) if a delete failed for a reason that
+// may pass, and repairForbidden, not retried, if the webhook may not delete
+// pods: the pod garbage collector still deletes them on its cycle, and the
+// next pod or node event tries again.
+func (r *repairer) syncForceDelete(ctx context.Context, key repairKey) (string, error) {
+	if r.failover == nil || r.podsByNode == nil {
+		return "", nil
+	}
+	n, err := r.nodes.Get(key.name)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return repairError, fmt.Errorf("read node %s from the cache: %w", key.name, err)
+	}
+	due, err := r.failover.forceDeleteDue(n)
+	if err != nil {
+		return repairError, err
+	}
+	if !due {
+		return "", nil
+	}
+	objs, err := r.podsByNode.ByIndex(podNodeIndex, n.Name)
+	if err != nil {
+		return repairError, fmt.Errorf("read the pod index for node %s: %w", n.Name, err)
+	}
+	count := func(result string) { r.metrics.repairs.WithLabelValues(resForceDelete, result).Inc() }
+	deleted := 0
+	var failed error
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok || !podTerminating(p) {
+			continue
+		}
+		if r.dryRun {
+			count(repairDryRun)
+			continue
+		}
+		err := r.failover.forceDelete(ctx, p)
+		switch {
+		case err == nil:
+			count(repairMutated)
+			deleted++
+		case apierrors.IsNotFound(err):
+			// Gone already: the pod garbage collector, or a kubelet
+			// that came back, was first.
+		case apierrors.IsConflict(err):
+			// The UID precondition: a new pod of that name replaced
+			// the one judged; it is judged when the cache has it.
+			count(repairConflict)
+		case apierrors.IsForbidden(err):
+			count(repairForbidden)
+			r.failover.logForbidden(n.Name, err)
+			if deleted > 0 {
+				r.failover.forceDeleted(n, deleted)
+			}
+			return repairForbidden, err
+		default:
+			count(repairError)
+			failed = err
+		}
+	}
+	if deleted > 0 {
+		r.failover.forceDeleted(n, deleted)
+	}
+	if failed != nil {
+		return repairError, failed
+	}
+	return "", nil
 }
 
 func (r *repairer) get(key repairKey) (any, error) {
