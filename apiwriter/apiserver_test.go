@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -23,11 +25,12 @@ import (
 )
 
 // TestVerdictPatchOnRealAPIServer checks verdictPatch against the semantics
-// only a real apiserver has: a stale resourceVersion in a merge patch is a
-// conflict, a failed JSON-patch test rejects the whole patch. The case it
-// exists for is a dying node, which the node lifecycle controller taints at
-// about the moment the zone judges it: that write must not cost the verdict
-// a conflict and a second write.
+// only a real apiserver has: the nodes/status subresource stores the
+// annotation and the condition together, a failed JSON-patch test rejects the
+// whole patch. The case it exists for is a dying node, which the node
+// lifecycle controller taints and its kubelet (or the controller) updates
+// at about the moment the zone judges it: those writes must not cost the
+// verdict a conflict and a second write.
 func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx := t.Context()
@@ -35,53 +38,105 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	patch := func(rv, cur string, had bool, value string) error {
-		pt, p, err := verdictPatch(rv, cur, had, value)
+	at := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+	verdict := func(s zone.State, term uint64) (string, zone.Annotation) {
+		a := zone.Annotation{State: s, Zone: "zone-a", Term: term, Leader: "node-1", At: at.Add(time.Duration(term) * time.Second), Pros: 2, Members: 3}
+		b, err := json.Marshal(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = nodes.Patch(ctx, "n1", pt, p, metav1.PatchOptions{FieldManager: "edgequorum"})
+		return string(b), a
+	}
+	patch := func(read *corev1.Node, value string, a zone.Annotation) error {
+		cur, had := read.Annotations[zone.AnnotationKey]
+		p, err := verdictPatch(read, cur, had, value, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = nodes.Patch(ctx, "n1", types.JSONPatchType, p, metav1.PatchOptions{FieldManager: "edgequorum"}, "status")
 		return err
+	}
+	shows := func(want zone.Annotation, wantValue string) {
+		t.Helper()
+		got := getNode(ctx, t, c.Client())
+		cond, _ := zone.FindCondition(got.Status.Conditions)
+		if got.Annotations[zone.AnnotationKey] != wantValue || cond == nil || !zone.SameCondition(*cond, zone.Condition(want, nil)) {
+			t.Fatalf("node shows annotation %q, condition %+v; want %q and the condition for it", got.Annotations[zone.AnnotationKey], cond, wantValue)
+		}
 	}
 
 	// First verdict: read, the controller taints the node, then we write.
+	healthy, h := verdict(zone.Healthy, 1)
 	read := getNode(ctx, t, c.Client())
 	taintNode(ctx, t, c.Client(), "test.edgequorum.io/first")
-	if err := patch(read.ResourceVersion, "", false, `{"state":"healthy"}`); !apierrors.IsConflict(err) {
-		t.Fatalf("first verdict over a stale resourceVersion: err = %v, want a conflict (a JSON patch cannot test absence)", err)
+	if err := patch(read, healthy, h); err == nil {
+		t.Fatal("first verdict over a stale resourceVersion was written (a JSON patch cannot test absence, so it must test the resourceVersion)")
 	}
 	// Read again and write, as the writer's retry does; the controller in the
 	// cluster may write the node meanwhile too.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		return patch(getNode(ctx, t, c.Client()).ResourceVersion, "", false, `{"state":"healthy"}`)
+	poll.Until(t, time.Minute, "the first verdict written", func() (bool, string) {
+		err := patch(getNode(ctx, t, c.Client()), healthy, h)
+		return err == nil, fmt.Sprint(err)
 	})
-	if err != nil {
-		t.Fatalf("first verdict: %v", err)
-	}
+	shows(h, healthy)
 
-	// A later verdict: the node changes elsewhere between our read and our write.
+	// A later verdict: the node's spec and its other conditions change
+	// between our read and our write.
+	unhealthy, u := verdict(zone.Unhealthy, 2)
 	read = getNode(ctx, t, c.Client())
 	taintNode(ctx, t, c.Client(), "test.edgequorum.io/second")
-	if err := patch(read.ResourceVersion, read.Annotations[zone.AnnotationKey], true, `{"state":"unhealthy"}`); err != nil {
-		t.Fatalf("verdict after an unrelated node write: %v (want it written at once)", err)
+	addCondition(ctx, t, c.Client(), "TestCondition")
+	if err := patch(read, unhealthy, u); err != nil {
+		t.Fatalf("verdict after unrelated node writes: %v (want it written at once)", err)
 	}
+	shows(u, unhealthy)
 	got := getNode(ctx, t, c.Client())
-	if got.Annotations[zone.AnnotationKey] != `{"state":"unhealthy"}` || !hasTaint(got, "test.edgequorum.io/first") || !hasTaint(got, "test.edgequorum.io/second") {
-		t.Fatalf("after the write: annotation %q, taints %v; want the new verdict and both taints kept", got.Annotations[zone.AnnotationKey], got.Spec.Taints)
+	if !hasTaint(got, "test.edgequorum.io/first") || !hasTaint(got, "test.edgequorum.io/second") || !hasCondition(got, "TestCondition") {
+		t.Fatalf("after the write: taints %v, conditions %v; want both taints and the other condition kept", got.Spec.Taints, got.Status.Conditions)
 	}
+
+	// The annotation stands but the condition was edited: the condition
+	// alone is written back.
+	read = getNode(ctx, t, c.Client())
+	if err := patch(read, "", u); err != nil {
+		t.Fatalf("condition alone: %v", err)
+	}
+	shows(u, unhealthy)
 
 	// Someone else writes the annotation between our read and our write.
 	read = getNode(ctx, t, c.Client())
-	if err := patch("", `{"state":"unhealthy"}`, true, `{"state":"theirs"}`); err != nil {
+	theirs, th := verdict(zone.Healthy, 7)
+	if err := patch(read, theirs, th); err != nil {
 		t.Fatal(err)
 	}
-	err = patch(read.ResourceVersion, read.Annotations[zone.AnnotationKey], true, `{"state":"healthy"}`)
-	if err == nil {
+	if err := patch(read, healthy, h); err == nil {
 		t.Fatal("a verdict judged against a stale annotation was written")
 	}
-	if got := getNode(ctx, t, c.Client()).Annotations[zone.AnnotationKey]; got != `{"state":"theirs"}` {
-		t.Errorf("rejected write changed the annotation to %q", got)
+	shows(th, theirs)
+}
+
+// addCondition stands in for a kubelet or node-problem-detector writing a
+// condition of its own: a status update of the whole object.
+func addCondition(ctx context.Context, t *testing.T, client kubernetes.Interface, typ corev1.NodeConditionType) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := getNode(ctx, t, client)
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: typ, Status: corev1.ConditionTrue})
+		_, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+}
+
+func hasCondition(n *corev1.Node, typ corev1.NodeConditionType) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 func getNode(ctx context.Context, t *testing.T, client kubernetes.Interface) *corev1.Node {

@@ -220,8 +220,10 @@ func (w *Writer) dropPending() {
 
 var errNotLeader = errors.New("not the zone leader")
 
-// writeVerdict patches the node's annotation if it differs, fenced by term and
-// guarded against a concurrent change of the annotation itself (verdictPatch).
+// writeVerdict writes the node's verdict annotation and its EdgeQuorum
+// condition where either differs, in one nodes/status write, fenced by term
+// and guarded against a concurrent change of the annotation itself
+// (verdictPatch).
 func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
@@ -242,37 +244,45 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	}
 	want := w.signed(v)
 	raw, had := node.Annotations[zone.AnnotationKey]
+	value := ""
 	switch skip := holds(node.Annotations, want, term, w.predecessorSigned(v.Node)); skip {
 	case skipFenced:
 		w.metrics.skipped.WithLabelValues(skip).Inc()
 		w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "ours", want.Term)
 		return nil
 	case skipUnchanged:
-		w.metrics.skipped.WithLabelValues(skip).Inc()
-		return nil
+		if showsVerdict(node, want) {
+			w.metrics.skipped.WithLabelValues(skip).Inc()
+			return nil
+		}
+		// The annotation stands; only the condition is written.
 	case forgedTerm:
 		if err := w.confirmForged(ctx, "node", v.Node, node.Annotations[zone.AnnotationKey]); err != nil {
 			return err
 		}
+		fallthrough
+	default:
+		b, err := json.Marshal(want)
+		if err != nil {
+			return err
+		}
+		value = string(b)
 	}
-	value, err := json.Marshal(want)
+	patch, err := verdictPatch(node, raw, had, value, want)
 	if err != nil {
 		return err
 	}
-	pt, patch, err := verdictPatch(node.ResourceVersion, raw, had, string(value))
-	if err != nil {
-		return err
-	}
-	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, pt, patch, metav1.PatchOptions{FieldManager: "edgequorum"})
+	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: "edgequorum"}, "status")
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("node", "error").Inc()
-		return fmt.Errorf("patch verdict on node %s: %w", v.Node, err)
+		return fmt.Errorf("write verdict on node %s: %w", v.Node, err)
 	}
 	w.metrics.writes.WithLabelValues("node", "ok").Inc()
 	w.mu.Lock()
 	w.lastWrite = w.clock.Now()
 	w.mu.Unlock()
-	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term)
+	w.log.Info("wrote verdict", "peer", v.Node, "state", v.State, "term", v.Term, "annotation", value != "")
 	// A verdict written again (re-signed, or restored over an edit) with
 	// the state the Node showed is no news.
 	if prev, err := zone.ParseAnnotation(raw); !had || err != nil || prev.State != v.State {
@@ -281,6 +291,12 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 			reason, typ, "Judge", note)
 	}
 	return nil
+}
+
+// showsVerdict reports whether node's EdgeQuorum condition shows verdict a.
+func showsVerdict(node *corev1.Node, a zone.Annotation) bool {
+	prev, _ := zone.FindCondition(node.Status.Conditions)
+	return prev != nil && zone.SameCondition(*prev, zone.Condition(a, prev))
 }
 
 // Why holds leaves a node's annotation alone; values of the reason label of
@@ -417,7 +433,9 @@ func (w *Writer) signed(v zone.Verdict) zone.Annotation {
 // Restore queues committed verdict v again if node, as an informer last saw
 // it, does not hold it: the Node was deleted and registered anew, or its
 // annotation was removed or edited, or it is signed neither by this leader nor
-// by the earlier leader that decided it (the webhook honours nothing else).
+// by the earlier leader that decided it (the webhook honours nothing else), or
+// its EdgeQuorum condition does not show it (a Node written before the
+// condition existed, or one whose condition was edited).
 // Verdicts are written only when they
 // change, so without this a lost annotation stays lost, and the node
 // unprotected, until its next change or the next leader. Only a leader
@@ -427,8 +445,14 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node {
 		return false
 	}
-	if h := holds(node.Annotations, w.signed(v), term, w.predecessorSigned(node.Name)); h != "" && h != forgedTerm {
+	want := w.signed(v)
+	switch holds(node.Annotations, want, term, w.predecessorSigned(node.Name)) {
+	case skipFenced:
 		return false
+	case skipUnchanged:
+		if showsVerdict(node, want) {
+			return false
+		}
 	}
 	// Check and queue under one lock: v may be older than a verdict the
 	// vote loop queues meanwhile, and must not replace it.
@@ -450,32 +474,60 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 // annotationPath is the verdict annotation as a JSON pointer (RFC 6901).
 var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(zone.AnnotationKey)
 
-// verdictPatch builds the verdict write so that only a change to the
-// annotation itself makes it fail. When the node carries the annotation, a
-// JSON patch tests for exactly the value the writer judged against and
-// replaces it: the kubelet's status posts and the node lifecycle controller's
-// taints, which land on a node just as it dies, no longer cost a conflict and
-// a second write, yet a verdict written meanwhile by anyone else still fails
-// the test and is read again. A JSON patch cannot test that a key is absent,
-// so the first verdict on a node is a merge patch guarded by the node's
-// resourceVersion.
-func verdictPatch(resourceVersion, current string, had bool, value string) (types.PatchType, []byte, error) {
-	if !had {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": resourceVersion,
-			"annotations":     map[string]string{zone.AnnotationKey: value},
-		}})
-		if err != nil {
-			return "", nil, fmt.Errorf("encode verdict patch: %w", err)
+// patchOp is one operation of a JSON patch (RFC 6902).
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// verdictPatch builds the nodes/status write of verdict a on node as read:
+// the annotation (value, or left as it is when value is empty) and the
+// EdgeQuorum condition that shows a, so that the two never disagree and a
+// verdict change costs one write. Only a change to the annotation itself
+// makes it fail: a JSON patch tests for exactly the annotation the writer
+// judged against, so the kubelet's status posts and the node lifecycle
+// controller's taints, which land on a node just as it dies, cost no
+// conflict and second write, yet a verdict written meanwhile by anyone else
+// fails the test and is read again. A JSON patch cannot test that a key is
+// absent, so the first verdict on a node tests the resourceVersion instead.
+// The condition is replaced where the Node holds it, tested by its type, so a
+// list that changed order meanwhile fails rather than loses a condition.
+func verdictPatch(node *corev1.Node, current string, had bool, value string, a zone.Annotation) ([]byte, error) {
+	var ops []patchOp
+	switch {
+	case had:
+		ops = append(ops, patchOp{"test", annotationPath, current})
+		if value != "" {
+			ops = append(ops, patchOp{"replace", annotationPath, value})
 		}
-		return types.MergePatchType, patch, nil
+	case len(node.Annotations) == 0:
+		// An empty map is stored as none: add the map, not a key of it.
+		ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion},
+			patchOp{"add", "/metadata/annotations", map[string]string{zone.AnnotationKey: value}})
+	default:
+		ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion},
+			patchOp{"add", annotationPath, value})
 	}
-	patch, err := json.Marshal([]map[string]string{
-		{"op": "test", "path": annotationPath, "value": current},
-		{"op": "replace", "path": annotationPath, "value": value},
-	})
+	prev, i := zone.FindCondition(node.Status.Conditions)
+	cond := zone.Condition(a, prev)
+	switch {
+	case prev != nil:
+		at := fmt.Sprintf("/status/conditions/%d", i)
+		ops = append(ops, patchOp{"test", at + "/type", string(zone.ConditionType)}, patchOp{"replace", at, cond})
+	case len(node.Status.Conditions) == 0:
+		// Add cannot append to a list that is absent; a list added
+		// meanwhile fails the resourceVersion test.
+		if had {
+			ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion})
+		}
+		ops = append(ops, patchOp{"add", "/status/conditions", []corev1.NodeCondition{cond}})
+	default:
+		ops = append(ops, patchOp{"add", "/status/conditions/-", cond})
+	}
+	patch, err := json.Marshal(ops)
 	if err != nil {
-		return "", nil, fmt.Errorf("encode verdict patch: %w", err)
+		return nil, fmt.Errorf("encode verdict patch: %w", err)
 	}
-	return types.JSONPatchType, patch, nil
+	return patch, nil
 }

@@ -178,8 +178,8 @@ func (h *harness) nodeWrites() []string {
 	return out
 }
 
-// setAnnotation puts a on node as someone else than the writer would, and
-// forgets that write.
+// setAnnotation puts a on node, with the EdgeQuorum condition that shows it,
+// as someone else than the writer would, and forgets that write.
 func (h *harness) setAnnotation(node string, a zone.Annotation) {
 	h.t.Helper()
 	raw, err := json.Marshal(a)
@@ -191,6 +191,7 @@ func (h *harness) setAnnotation(node string, a zone.Annotation) {
 		h.t.Fatal(err)
 	}
 	n.Annotations = map[string]string{zone.AnnotationKey: string(raw)}
+	n.Status.Conditions = []corev1.NodeCondition{zone.Condition(a, nil)}
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
@@ -276,7 +277,11 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if !h.w.Restore(get("node-2"), v) {
 		t.Fatal("a node without its verdict was not restored")
 	}
-	poll.UntilTrue(t, waitTimeout, "verdict restored", func() bool { a, ok := h.annotation("node-2"); return ok && a.Term == 4 && a.At.Equal(at) })
+	// Written, and done with: a verdict still pending is not restored again.
+	poll.UntilTrue(t, waitTimeout, "verdict restored", func() bool {
+		a, ok := h.annotation("node-2")
+		return ok && a.Term == 4 && a.At.Equal(at) && h.w.Pending() == 0
+	})
 	if h.w.Restore(get("node-2"), v) {
 		t.Error("a node that holds its verdict was restored again")
 	}
@@ -681,3 +686,75 @@ func TestVerdictEventsOnChange(t *testing.T) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 }
+
+// TestConditionShowsTheVerdict: every verdict write carries the EdgeQuorum
+// condition that shows it, in the same single write; a Node whose verdict
+// stands but whose condition does not show it (written before the condition
+// existed, or edited) gets the condition back alone, and a Node that shows
+// its verdict costs nothing.
+func TestConditionShowsTheVerdict(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "node-2")
+	h.fence.term.Store(4)
+	h.run()
+	get := func() *corev1.Node {
+		n, err := h.client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	condition := func() *corev1.NodeCondition {
+		c, _ := zone.FindCondition(get().Status.Conditions)
+		return c
+	}
+	at := h.clock.Now()
+	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, false)
+	poll.UntilTrue(t, waitTimeout, "healthy condition", func() bool {
+		c := condition()
+		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == zone.ConditionReasonPeersReach
+	})
+	if c := condition(); c.Message != "zone zone-a: 2 of 2 peers reach it, 0 do not (leader node-1, term 4)" {
+		t.Errorf("message %q", c.Message)
+	}
+	later := at.Add(5 * time.Second)
+	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Unhealthy, 4, later)}, false)
+	poll.UntilTrue(t, waitTimeout, "unhealthy condition", func() bool {
+		c := condition()
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == zone.ConditionReasonPeersCannotReach && h.w.Pending() == 0
+	})
+	if c := condition(); !c.LastTransitionTime.Equal(ptrTime(metav1.NewTime(later).Rfc3339Copy())) {
+		t.Errorf("transition time %v, want the unhealthy verdict's %v", c.LastTransitionTime, later)
+	}
+	if w := h.nodeWrites(); len(w) != 2 {
+		t.Fatalf("node writes %v, want one per verdict change, each with its condition", w)
+	}
+
+	// Someone marks the condition True; the annotation still stands.
+	n := get()
+	raw := n.Annotations[zone.AnnotationKey]
+	_, i := zone.FindCondition(n.Status.Conditions)
+	n.Status.Conditions[i].Status = corev1.ConditionTrue
+	if _, err := h.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v := verdict("node-2", zone.Unhealthy, 4, later)
+	if !h.w.Restore(get(), v) {
+		t.Fatal("a condition that does not show the verdict was not restored")
+	}
+	poll.UntilTrue(t, waitTimeout, "condition restored", func() bool {
+		c := condition()
+		return c != nil && c.Status == corev1.ConditionFalse
+	})
+	if got := get().Annotations[zone.AnnotationKey]; got != raw {
+		t.Errorf("restoring the condition rewrote the annotation:\n%s\nwas\n%s", got, raw)
+	}
+	if h.w.Restore(get(), v) {
+		t.Error("a node that shows its verdict was restored again")
+	}
+	if w := h.nodeWrites(); len(w) != 4 {
+		t.Fatalf("node writes %v, want the two verdicts, the edit and the one restore", w)
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
