@@ -149,25 +149,54 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 			t.Errorf("%s changed by refused writes: annotations %v, labels %v", nodeA, n.Annotations, n.Labels)
 		}
 
-		// The status subresource: RBAC grants the agent none, nor creating or
-		// deleting Nodes. Should a wider role be bound to it, the policy still
-		// refuses them.
-		condition := `{"status":{"conditions":[{"type":"EdgequorumProbe","status":"True","reason":"Probe"}]}}`
-		requireDeniedByRBAC(t, "the agent changing a condition through nodes/status",
-			patchNode(ctx, agentA, nodeA, types.StrategicMergePatchType, condition, "status"))
-		bindClusterRole(ctx, t, admin, "edgequorum-agent-wider", ns, sa, []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}},
-		})
-		poll.Until(t, time.Minute, "RBAC to let the agent patch nodes/status", func() (bool, string) {
-			err := patchAnnotation(ctx, agentA, nodeA, "edgequorum.io/probe", `"status"`, "status")
-			return err == nil, fmt.Sprint(err)
-		})
-		err = patchNode(ctx, agentA, nodeA, types.StrategicMergePatchType, condition, "status")
-		if requireDeniedBy(t, nodeWritesPolicy, "the agent changing a condition through nodes/status", err) &&
+		// The status subresource: the leader writes a verdict and the
+		// EdgeQuorum condition that shows it in one write. Nothing else in
+		// status, and no condition the verdict does not say.
+		verdictWithCondition := func(state, status string) string {
+			return fmt.Sprintf(`{"metadata":{"annotations":{"edgequorum.io/verdict":"{\"state\":\"%s\",\"zone\":\"edge-p\"}"}},`+
+				`"status":{"conditions":[{"type":"EdgeQuorum","status":"%s","reason":"Probe"}]}}`, state, status)
+		}
+		if err := patchNode(ctx, agentA, nodeB, types.StrategicMergePatchType, verdictWithCondition("healthy", "True"), "status"); err != nil {
+			t.Errorf("the agent writing the verdict of %s with its condition through nodes/status: %v", nodeB, err)
+		}
+		if err := patchNode(ctx, agentA, nodeB, types.StrategicMergePatchType, verdictWithCondition("unhealthy", "False"), "status"); err != nil {
+			t.Errorf("the agent changing the verdict of %s and its condition through nodes/status: %v", nodeB, err)
+		}
+		for _, tc := range []struct {
+			what, node, patch, want string
+		}{
+			{"changing another condition", nodeA, `{"status":{"conditions":[{"type":"EdgequorumProbe","status":"True","reason":"Probe"}]}}`,
+				"changes status.conditions other than EdgeQuorum"},
+			{"marking another node Ready", nodeB, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Probe"}]}}`,
+				"changes status.conditions other than EdgeQuorum"},
+			{"changing an address", nodeB, `{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.9"}]}}`, "changes status"},
+			{"a condition along with another address", nodeB,
+				`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.9"}],"conditions":[{"type":"EdgeQuorum","status":"False","reason":"Probe"}]}}`,
+				"changes status"},
+			{"a condition the verdict does not say", nodeB, verdictWithCondition("healthy", "False"), "whose status its edgequorum.io/verdict annotation says"},
+			{"a condition without a verdict", nodeA, `{"status":{"conditions":[{"type":"EdgeQuorum","status":"True","reason":"Probe"}]}}`,
+				"whose status its edgequorum.io/verdict annotation says"},
+		} {
+			err := patchNode(ctx, agentA, tc.node, types.StrategicMergePatchType, tc.patch, "status")
+			if requireDeniedBy(t, nodeWritesPolicy, "the agent through nodes/status "+tc.what, err) && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the refusal of the agent %s does not say %q: %v", tc.what, tc.want, err)
+			}
+		}
+		err = patchNode(ctx, agentA, nodeA, types.StrategicMergePatchType, `{"status":{"phase":"Terminated"}}`, "status")
+		if requireDeniedBy(t, nodeWritesPolicy, "the agent changing the phase through nodes/status", err) &&
 			!strings.Contains(err.Error(), "node "+nodeA+"/status, which changes status") {
 			t.Errorf("the refusal does not name the node, the subresource and status: %v", err)
 		}
+
+		// RBAC grants the agent no creating or deleting Nodes. Should a
+		// wider role be bound to it, the policy still refuses them.
+		bindClusterRole(ctx, t, admin, "edgequorum-agent-wider", ns, sa, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create", "delete"}},
+		})
+		poll.Until(t, time.Minute, "RBAC to let the agent create nodes", func() (bool, string) {
+			_, err := agentA.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-p-new"}}, metav1.CreateOptions{})
+			return err != nil && !deniedByRBAC(err), fmt.Sprint(err)
+		})
 		_, err = agentA.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-p-new"}}, metav1.CreateOptions{})
 		requireDeniedBy(t, nodeWritesPolicy, "the agent creating a node", err)
 		_, err = agentA.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "edge-p-"}}, metav1.CreateOptions{})
@@ -382,7 +411,7 @@ func requireAgentRules(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		}
 		slices.Sort(got)
 		got = slices.Compact(got)
-		want := []string{"/nodes get []", "/nodes list []", "/nodes patch []", "/nodes watch []"}
+		want := []string{"/nodes get []", "/nodes list []", "/nodes patch []", "/nodes watch []", "/nodes/status patch []"}
 		if ns == agentNS {
 			want = append(want, "coordination.k8s.io/leases create []", "coordination.k8s.io/leases get []", "coordination.k8s.io/leases update []")
 		}

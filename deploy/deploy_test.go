@@ -71,9 +71,9 @@ func TestAgentManifestRenders(t *testing.T) {
 		r := r.(map[string]any)
 		got = append(got, fmt.Sprint(r["apiGroups"], r["resources"], r["verbs"]))
 	}
-	want := []string{"[] [nodes] [get list watch patch]", "[authentication.k8s.io] [selfsubjectreviews] [create]", "[events.k8s.io] [events] [create]"}
+	want := []string{"[] [nodes] [get list watch patch]", "[] [nodes/status] [patch]", "[authentication.k8s.io] [selfsubjectreviews] [create]", "[events.k8s.io] [events] [create]"}
 	if !slices.Equal(got, want) {
-		t.Errorf("agent ClusterRole rules %v, want %v (nodes, the health check, Events)", got, want)
+		t.Errorf("agent ClusterRole rules %v, want %v (nodes, their status, the health check, Events)", got, want)
 	}
 }
 
