@@ -47,6 +47,11 @@ type Config struct {
 	// ZoneLabel is the Node label whose value names a node's zone
 	// [--zone-label].
 	ZoneLabel string
+	// AgentUser is the username the agents write under (their
+	// ServiceAccount's): their nodes/status writes carry verdicts and the
+	// EdgeQuorum condition, which the webhook checks [--agent-user]. Keep it
+	// in step with the matchConditions of the nodestatus webhook.
+	AgentUser string
 	// MaxZoneLeaseDuration caps the leaseDurationSeconds the webhook
 	// believes of a zone Lease: the agents write about 15 s; a Lease that
 	// claims more is trusted this long [--max-zone-lease-duration].
@@ -136,6 +141,7 @@ func DefaultConfig() Config {
 		LeaseNamespace:       zone.DefaultLeaseNamespace,
 		ElectionNamespace:    DefaultNamespace,
 		ZoneLabel:            zone.DefaultZoneLabel,
+		AgentUser:            DefaultAgentUser,
 		MaxZoneLeaseDuration: time.Minute,
 		MaxCutoffProtection:  24 * time.Hour,
 		PodReadySlack:        5 * time.Second,
@@ -159,6 +165,9 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
+
+// DefaultAgentUser is the agents' ServiceAccount as deploy/agent installs it.
+const DefaultAgentUser = "system:serviceaccount:" + zone.DefaultLeaseNamespace + ":edgequorum-agent"
 
 // Validate checks the configuration and names the flag of every problem.
 func (c *Config) Validate() error {

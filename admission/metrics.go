@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "requests_total",
-			Help: "AdmissionReviews answered, by resource and decision (mutated, unchanged, dry_run: would have mutated, error: allowed unchanged after an internal error). Malformed bodies are not reviews; see errors_total.",
+			Help: "AdmissionReviews answered, by resource and decision (mutated, unchanged, dry_run: would have mutated, error: allowed unchanged after an internal error, or refused on the guarded nodestatus route; denied: refused, a write the webhook checks and found wrong). Malformed bodies are not reviews; see errors_total.",
 		}, []string{"resource", "decision"}),
 		taintsStripped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "taints_stripped_total",
@@ -151,7 +151,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.repairs.WithLabelValues(resOutOfService, repairMutated)
 	m.repairs.WithLabelValues(resForceDelete, repairMutated)
 	m.repairs.WithLabelValues(resForceDelete, repairForbidden)
-	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus} {
+	m.requests.WithLabelValues(resNodeStatus, decisionDenied)
+	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus, resNodeStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
 		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {
 			m.requests.WithLabelValues(r, d)

@@ -24,6 +24,9 @@ type mutator struct {
 	decider *Decider
 	pods    corelisters.PodLister
 	slack   time.Duration
+	// agentUser is the agents' username: only its nodes/status writes are
+	// judged on that route.
+	agentUser string
 }
 
 // node strips node.kubernetes.io/unreachable:NoExecute from a vouched node whose

@@ -56,6 +56,10 @@ type reviewKind struct {
 	kind     metav1.GroupVersionKind
 	ops      []admissionv1.Operation
 	mutate   func(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error)
+	// guard: the route checks what an edge credential writes, under
+	// failurePolicy Fail. When it cannot judge it refuses rather than
+	// allows, and it may deny.
+	guard bool
 }
 
 // mutation is the outcome of mutating one object: its JSON before and after
@@ -67,6 +71,8 @@ type mutation struct {
 	attrs             []any
 	// events are recorded on Nodes once the change is returned.
 	events []nodeEvent
+	// deny, if set, refuses the write (guarded routes), saying why.
+	deny string
 }
 
 var (
@@ -99,6 +105,14 @@ var (
 		// status subresource; the route is registered for nothing else.
 		ops:    []admissionv1.Operation{admissionv1.Update},
 		mutate: mutatePodStatus,
+	}
+	nodeStatusReview = reviewKind{
+		resource: resNodeStatus,
+		kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Node"},
+		// The zone leader's verdict writes update the status subresource.
+		ops:    []admissionv1.Operation{admissionv1.Update},
+		mutate: mutateNodeStatus,
+		guard:  true,
 	}
 )
 
@@ -181,6 +195,10 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 		a.metrics.requests.WithLabelValues(k.resource, decisionError).Inc()
 		a.log.Warn("allowed unchanged after an error", "resource", k.resource, "reason", reason,
 			"name", req.Name, "namespace", req.Namespace, "uid", req.UID, "err", err)
+		if k.guard {
+			// Checking is the point of the route: the writer tries again.
+			return a.deny(k, resp, fmt.Sprintf("edgequorum webhook could not check this write (%s): %v", reason, err), false)
+		}
 		resp.Warnings = []string{"edgequorum webhook allowed this unchanged: " + reason}
 		return resp
 	}
@@ -207,6 +225,11 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 	m, err := k.mutate(a.mut, req)
 	if err != nil {
 		return fail(reasonOf(err), err)
+	}
+	if m.deny != "" {
+		a.log.Warn("denied", append([]any{"resource", k.resource, "name", req.Name, "user", req.UserInfo.Username,
+			"why", m.deny, "dryRun", a.dryRun}, m.attrs...)...)
+		return a.deny(k, resp, m.deny, true)
 	}
 	if m.changed == 0 {
 		return unchanged()
@@ -236,6 +259,8 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 		a.metrics.taintsStripped.Add(float64(m.changed))
 	case resPodStatus:
 		a.metrics.podsKeptReady.Add(float64(m.changed))
+	case resNodeStatus:
+		// Counted in requests_total{decision="mutated"} alone.
 	default:
 		a.metrics.endpoints.WithLabelValues(k.resource).Add(float64(m.changed))
 	}
@@ -245,6 +270,26 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 			a.events.record(ev)
 		}
 	}
+	return resp
+}
+
+// deny refuses the write on a guarded route; counted (when counted is false
+// the caller counted an error already). In dry-run it is logged above and
+// allowed.
+func (a *admitter) deny(k reviewKind, resp *admissionv1.AdmissionResponse, why string, counted bool) *admissionv1.AdmissionResponse {
+	if counted {
+		decision := decisionDenied
+		if a.dryRun {
+			decision = decisionDryRun
+		}
+		a.metrics.requests.WithLabelValues(k.resource, decision).Inc()
+	}
+	if a.dryRun {
+		return resp
+	}
+	resp.Allowed = false
+	resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden,
+		Reason: metav1.StatusReasonForbidden, Message: why}
 	return resp
 }
 

@@ -88,7 +88,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		return nil, err
 	}
 	w.hasSynced = append(w.hasSynced, w.decider.HasSynced)
-	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack}
+	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack, agentUser: cfg.AgentUser}
 	w.admitter = &admitter{
 		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,
 		dryRun: cfg.DryRun, maxBytes: cfg.MaxRequestBytes, synced: w.synced.Load,
@@ -150,6 +150,7 @@ func (w *Webhook) routes() http.Handler {
 	r.Handle("/mutate/endpointslice", w.admitter.serve(endpointSliceReview))
 	r.Handle("/mutate/endpoints", w.admitter.serve(endpointsReview))
 	r.Handle("/mutate/podstatus", w.admitter.serve(podStatusReview))
+	r.Handle("/mutate/nodestatus", w.admitter.serve(nodeStatusReview))
 	r.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		_, _ = rw.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet, http.MethodHead)

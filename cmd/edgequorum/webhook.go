@@ -43,6 +43,7 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
 	fs.IntVar(&cfg.RepairBurst, "repair-burst", cfg.RepairBurst, "repair writes allowed in a burst")
 	fs.StringVar(&cfg.DeadNodeAction, "dead-node-action", cfg.DeadNodeAction, "what the repair loop does to a node its zone, reaching the cloud, judged unhealthy while the cloud sees it Unknown: none, or out-of-service (the node.kubernetes.io/out-of-service taint: its pods are evicted and their volumes detached without waiting for their toleration; the node must really be down)")
+	fs.StringVar(&cfg.AgentUser, "agent-user", cfg.AgentUser, "username the agents write under; their nodes/status writes (verdicts and the EdgeQuorum condition) are checked")
 	fs.DurationVar(&cfg.DeadNodeDwell, "dead-node-dwell", cfg.DeadNodeDwell, "how long a node must stay confirmed dead before --dead-node-action acts")
 	fs.StringVar(&cfg.ElectionNamespace, "leader-election-namespace", cfg.ElectionNamespace, "namespace of the repair loop's election Lease: the webhook's own, where agents cannot write (Deployment: the pod's namespace)")
 	fs.StringVar(&cfg.LeaderElectionID, "leader-election-id", cfg.LeaderElectionID, "name of the repair loop's election Lease in --leader-election-namespace")
