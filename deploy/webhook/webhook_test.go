@@ -57,13 +57,15 @@ func TestWebhookConfiguration(t *testing.T) {
 	mwc := get(t, objs, "MutatingWebhookConfiguration//edgequorum-webhook")
 	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
 	want := map[string]struct {
-		path, resource string
-		ops            []any
+		path, resource, failurePolicy string
+		ops                           []any
 	}{
-		"nodes.webhook.edgequorum.io":          {"/mutate/node", "nodes", []any{"UPDATE"}},
-		"endpointslices.webhook.edgequorum.io": {"/mutate/endpointslice", "endpointslices", []any{"CREATE", "UPDATE"}},
-		"endpoints.webhook.edgequorum.io":      {"/mutate/endpoints", "endpoints", []any{"UPDATE"}},
-		"podstatus.webhook.edgequorum.io":      {"/mutate/podstatus", "pods/status", []any{"UPDATE"}},
+		"nodes.webhook.edgequorum.io":          {"/mutate/node", "nodes", "Ignore", []any{"UPDATE"}},
+		"endpointslices.webhook.edgequorum.io": {"/mutate/endpointslice", "endpointslices", "Ignore", []any{"CREATE", "UPDATE"}},
+		"endpoints.webhook.edgequorum.io":      {"/mutate/endpoints", "endpoints", "Ignore", []any{"UPDATE"}},
+		"podstatus.webhook.edgequorum.io":      {"/mutate/podstatus", "pods/status", "Ignore", []any{"UPDATE"}},
+		// The agents' verdict writes: checked, or not written.
+		"nodestatus.webhook.edgequorum.io": {"/mutate/nodestatus", "nodes/status", "Fail", []any{"UPDATE"}},
 	}
 	if len(hooks) != len(want) {
 		t.Fatalf("%d webhooks, want %d", len(hooks), len(want))
@@ -76,9 +78,9 @@ func TestWebhookConfiguration(t *testing.T) {
 			t.Errorf("unexpected webhook %q", name)
 			continue
 		}
-		if h["failurePolicy"] != "Ignore" || h["sideEffects"] != "None" || h["timeoutSeconds"] != int64(5) {
-			t.Errorf("%s: failurePolicy %v, sideEffects %v, timeoutSeconds %v; want Ignore, None, 5",
-				name, h["failurePolicy"], h["sideEffects"], h["timeoutSeconds"])
+		if h["failurePolicy"] != w.failurePolicy || h["sideEffects"] != "None" || h["timeoutSeconds"] != int64(5) {
+			t.Errorf("%s: failurePolicy %v, sideEffects %v, timeoutSeconds %v; want %s, None, 5",
+				name, h["failurePolicy"], h["sideEffects"], h["timeoutSeconds"], w.failurePolicy)
 		}
 		if v, _, _ := unstructured.NestedStringSlice(h, "admissionReviewVersions"); !slices.Equal(v, []string{"v1"}) {
 			t.Errorf("%s: admissionReviewVersions %v, want [v1]", name, v)
