@@ -106,22 +106,29 @@ func TestAgentZone(t *testing.T) {
 	// unhealthy), and nothing else on nodes: the new leader leaves its
 	// predecessor's signed verdicts standing and vouches for them in the
 	// zone Lease. Leases only the zone's.
+	// Each verdict change is one nodes/status write carrying the verdict and
+	// the EdgeQuorum condition that shows it.
 	writes := agentWrites(t, c)
-	perNode := map[string]int{}
+	perNode, verdictWrites := map[string]int{}, map[string]int{}
 	for _, e := range writes["nodes"] {
 		if e.Verb != "patch" {
 			t.Errorf("agent %s node %s", e.Verb, e.ObjectRef.Name)
 		}
 		perNode[e.ObjectRef.Name]++
+		if e.ObjectRef.Subresource == "status" {
+			verdictWrites[e.ObjectRef.Name]++
+		}
 	}
 	for _, n := range all {
-		want := 1 + 1
+		want := 1
 		if n == victim.Name || n == leader.Name {
-			want = 1 + 2
+			want = 2
 		}
-		if perNode[n] != want {
-			t.Errorf("node %s: %d writes, want %d (its key registration and one per verdict change)", n, perNode[n], want)
+		if perNode[n] != 1+want || verdictWrites[n] != want {
+			t.Errorf("node %s: %d writes, %d of them verdicts; want %d (its key registration and one per verdict change), %d",
+				n, perNode[n], verdictWrites[n], 1+want, want)
 		}
+		requireConditionShowsVerdict(t, client, n)
 	}
 	for _, n := range all {
 		if n == victim.Name || n == leader.Name {

@@ -119,3 +119,38 @@ func names(z *zonerun.Zone) []string {
 	}
 	return out
 }
+
+// requireConditionShowsVerdict checks that node's EdgeQuorum condition, what
+// `kubectl describe node` shows, says what its verdict annotation says.
+func requireConditionShowsVerdict(t *testing.T, client kubernetes.Interface, node string) {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
+	if err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	c, _ := zone.FindCondition(n.Status.Conditions)
+	if c == nil || !zone.SameCondition(*c, zone.Condition(a, c)) {
+		t.Errorf("node %s: EdgeQuorum condition %+v does not show its verdict %+v", node, c, a)
+	}
+}
+
+// requireLeaderEvent waits for the zone leader's Event of reason on node.
+func requireLeaderEvent(t *testing.T, client kubernetes.Interface, node, reason string) {
+	t.Helper()
+	poll.Until(t, time.Minute, "the leader's "+reason+" Event on "+node, func() (bool, string) {
+		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.ReportingController == "edgequorum.io/agent" && e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Events, none", len(list.Items))
+	})
+}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -447,6 +448,10 @@ func TestWebhookEndToEnd(t *testing.T) {
 		victim.Kill()
 		victim.Kubelet.Kill()
 		waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
+		// kubectl describe node shows the zone's word: the EdgeQuorum
+		// condition False, written with the verdict, and the leader's Event.
+		requireConditionShowsVerdict(t, client, victim.Name)
+		requireLeaderEvent(t, client, victim.Name, apiwriter.EventJudgedUnhealthy)
 		poll.Until(t, 2*time.Minute, victim.Name+" tainted unreachable:NoExecute", func() (bool, string) {
 			_, noExecute := nodeCondition(t, client, victim.Name)
 			return noExecute, "no taint"
