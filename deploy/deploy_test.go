@@ -84,7 +84,7 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 	testcluster.RequireBinaries(t)
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx := context.Background()
-	for _, dir := range []string{"agent", "webhook"} {
+	for _, dir := range []string{"agent", "webhook", "webhook/overlays/failover"} {
 		objs, err := kustomize.Render(kustomize.Dir(dir))
 		if err != nil {
 			t.Fatal(err)
@@ -109,10 +109,13 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 }
 
 // TestInstallFilesUpToDate keeps install/*.yaml, which the demo and the test
-// harness embed and operators may apply, equal to what kustomize renders now.
+// harness embed and operators may apply, equal to what kustomize renders now:
+// every one of kustomize.Installs (webhook-failover.yaml from
+// webhook/overlays/failover included), and no other file.
 func TestInstallFilesUpToDate(t *testing.T) {
-	for _, name := range kustomize.Installs {
-		rendered, err := kustomize.YAML(kustomize.Dir(name))
+	for _, in := range kustomize.Installs {
+		name := in.Name
+		rendered, err := kustomize.YAML(kustomize.Dir(in.Dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +124,7 @@ func TestInstallFilesUpToDate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, kustomize.InstallFile(name, rendered)) {
+		if !bytes.Equal(got, kustomize.InstallFile(in, rendered)) {
 			t.Errorf("%s is stale: run `go generate ./deploy` and commit it", path)
 			continue
 		}
@@ -129,7 +132,7 @@ func TestInstallFilesUpToDate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := kustomize.Render(kustomize.Dir(name))
+		want, err := kustomize.Render(kustomize.Dir(in.Dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,6 +143,16 @@ func TestInstallFilesUpToDate(t *testing.T) {
 			if !reflect.DeepEqual(objs[i].Object, want[i].Object) {
 				t.Errorf("Objects(%q)[%d] %s/%s differs from kustomize's", name, i, want[i].GetKind(), want[i].GetName())
 			}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(kustomize.Dir("install"), "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if !slices.ContainsFunc(kustomize.Installs, func(in kustomize.Install) bool { return in.Name == name }) {
+			t.Errorf("%s is rendered from no kustomization in kustomize.Installs: remove it or add it there", f)
 		}
 	}
 }
@@ -153,7 +166,8 @@ func TestManifestsNameTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "ghcr.io/edgequorum/edgequorum:" + strings.TrimSpace(string(raw))
-	for _, name := range kustomize.Installs {
+	for _, in := range kustomize.Installs {
+		name := in.Name
 		objs, err := Objects(name)
 		if err != nil {
 			t.Fatal(err)

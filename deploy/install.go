@@ -17,10 +17,12 @@ import (
 //go:embed install/*.yaml
 var installs embed.FS
 
-// Objects returns the objects of install/<name>.yaml ("agent" or "webhook"):
-// deploy/<name> as `kubectl kustomize` renders it, embedded in the binary so
-// the demo and the test harness install the same RBAC an operator does without
-// linking kustomize.
+// Objects returns the objects of install/<name>.yaml ("agent", "webhook", or
+// "webhook-failover": the webhook with --dead-node-action=out-of-service and
+// the `delete pods` right it needs): the kustomization under deploy/ as
+// `kubectl kustomize` renders it, embedded in the binary so the demo and the
+// test harness install the same RBAC an operator does without linking
+// kustomize.
 func Objects(name string) ([]*unstructured.Unstructured, error) {
 	b, err := installs.ReadFile("install/" + name + ".yaml")
 	if err != nil {

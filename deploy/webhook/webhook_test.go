@@ -8,9 +8,13 @@ package webhook_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +25,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/deploy"
 	"github.com/edgequorum/edgequorum/deploy/internal/kustomize"
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
@@ -171,14 +176,58 @@ func TestDeployment(t *testing.T) {
 	get(t, objs, "ServiceAccount/"+ns+"/edgequorum-webhook")
 }
 
+// rule is one right: a verb on a resource (of a name, if any) in a namespace
+// ("" for a ClusterRole's rules).
+type rule struct{ namespace, group, resource, verb, name string }
+
+// failoverDir is the overlay that turns the failover on, rendered into
+// deploy/install/webhook-failover.yaml.
+const failoverDir = "webhook/overlays/failover"
+
 // TestRBAC pins down every right the webhook's service account gets, and
 // where: reads for the admission path, updates for the repair loop only, Lease
 // reads in kube-node-lease and edgequorum-system, and the election lock in the
-// webhook's own namespace alone.
+// webhook's own namespace alone. Deleting pods comes only with the failover
+// (components/failover), which needs it to force-delete the pods its taint
+// evicted: never from the base or the cert-manager overlay.
 func TestRBAC(t *testing.T) {
-	objs := render(t, "webhook")
-	// namespace is "" for a ClusterRole's rules.
-	type rule struct{ namespace, group, resource, verb, name string }
+	failover := []rule{{"", "", "pods", "delete", ""}}
+	for _, tt := range []struct {
+		dir   string
+		extra []rule
+		// bindings are the (Cluster)RoleBindings beyond the base's.
+		bindings []string
+	}{
+		{"webhook", nil, nil},
+		{"webhook/overlays/cert-manager", nil, nil},
+		{failoverDir, failover, []string{"ClusterRoleBinding//edgequorum-webhook-failover"}},
+	} {
+		t.Run(tt.dir, func(t *testing.T) { checkRBAC(t, render(t, tt.dir), tt.extra, tt.bindings) })
+	}
+	// What the test harness installs for the failover, and operators
+	// without kustomize apply.
+	t.Run("install/webhook-failover.yaml", func(t *testing.T) {
+		objs, err := deploy.Objects("webhook-failover")
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey := map[string]*unstructured.Unstructured{}
+		for _, o := range objs {
+			byKey[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+		}
+		checkRBAC(t, byKey, failover, []string{"ClusterRoleBinding//edgequorum-webhook-failover"})
+		role := get(t, byKey, "ClusterRole//edgequorum-webhook-failover")
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		if len(rules) != 1 {
+			t.Errorf("ClusterRole edgequorum-webhook-failover has rules %v, want pods delete alone", rules)
+		}
+	})
+}
+
+// checkRBAC checks that objs grant the webhook's ServiceAccount exactly the
+// base's rights plus extra, through the base's bindings plus bindings.
+func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra []rule, moreBindings []string) {
+	t.Helper()
 	granted := map[rule]bool{}
 	collect := func(key string) {
 		o := get(t, objs, key)
@@ -233,6 +282,9 @@ func TestRBAC(t *testing.T) {
 	} {
 		want[r] = true
 	}
+	for _, r := range extra {
+		want[r] = true
+	}
 	for r := range granted {
 		if !want[r] {
 			t.Errorf("granted %+v, which the webhook does not need", r)
@@ -259,13 +311,69 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("%s binds %v, want the ServiceAccount edgequorum-webhook in %s", key, subjects, ns)
 		}
 	}
-	for _, b := range []string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
+	wantBindings := append([]string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
 		"RoleBinding/kube-node-lease/edgequorum-webhook", "RoleBinding/" + agentNS + "/edgequorum-webhook",
-		"RoleBinding/" + ns + "/edgequorum-webhook", "RoleBinding/default/edgequorum-webhook-events"} {
+		"RoleBinding/" + ns + "/edgequorum-webhook", "RoleBinding/default/edgequorum-webhook-events"}, moreBindings...)
+	for _, b := range wantBindings {
 		get(t, objs, b)
 	}
-	if bindings != 6 {
-		t.Errorf("%d bindings, want 6", bindings)
+	if bindings != len(wantBindings) {
+		t.Errorf("%d bindings, want %d", bindings, len(wantBindings))
+	}
+}
+
+// deadNodeAction is the failover's flag as the component sets it.
+const deadNodeAction = "--dead-node-action=out-of-service"
+
+// TestFailoverComponent: components/failover is a kustomize Component that
+// turns the failover on in the webhook's one container, once, and nothing else
+// about the Deployment changes; the base and the cert-manager overlay leave it
+// off (the webhook's default, none).
+func TestFailoverComponent(t *testing.T) {
+	comp, err := os.ReadFile(filepath.Join(kustomize.Dir("webhook/components/failover"), "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(comp), "\nkind: Component\n") {
+		t.Error("webhook/components/failover is not a kustomize Component")
+	}
+	args := func(dir string) []string {
+		d := get(t, render(t, dir), "Deployment/"+ns+"/edgequorum-webhook")
+		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		if len(cs) != 1 {
+			t.Fatalf("deploy/%s: %d containers, want 1", dir, len(cs))
+		}
+		a, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+		return a
+	}
+	base := args("webhook")
+	for _, dir := range []string{"webhook", "webhook/overlays/cert-manager"} {
+		for _, a := range args(dir) {
+			if strings.HasPrefix(a, "--dead-node-action") {
+				t.Errorf("deploy/%s sets %s: the failover must stay opt-in", dir, a)
+			}
+		}
+	}
+	if got, want := args(failoverDir), append(slices.Clone(base), deadNodeAction); !slices.Equal(got, want) {
+		t.Errorf("deploy/%s args %v, want the base's with %s", failoverDir, got, deadNodeAction)
+	}
+	// Nothing else differs from the base but the component's RBAC.
+	baseObjs, withFailover := render(t, "webhook"), render(t, failoverDir)
+	for key, o := range withFailover {
+		b, ok := baseObjs[key]
+		switch {
+		case key == "ClusterRole//edgequorum-webhook-failover" || key == "ClusterRoleBinding//edgequorum-webhook-failover":
+			if o.GetLabels()["app.kubernetes.io/name"] != "edgequorum" || o.GetLabels()["app.kubernetes.io/component"] != "webhook" {
+				t.Errorf("%s labels %v, want the base's app.kubernetes.io labels", key, o.GetLabels())
+			}
+		case !ok:
+			t.Errorf("deploy/%s adds %s", failoverDir, key)
+		case o.GetKind() != "Deployment" && !reflect.DeepEqual(o.Object, b.Object):
+			t.Errorf("deploy/%s changes %s", failoverDir, key)
+		}
+	}
+	if len(withFailover) != len(baseObjs)+2 {
+		t.Errorf("deploy/%s renders %d objects, want the base's %d and the failover's ClusterRole and binding", failoverDir, len(withFailover), len(baseObjs))
 	}
 }
 
@@ -288,7 +396,7 @@ func TestNamespaces(t *testing.T) {
 		"Role/default/edgequorum-webhook-events":         true,
 		"RoleBinding/default/edgequorum-webhook-events":  true,
 	}
-	for _, dir := range []string{"webhook", "webhook/overlays/cert-manager"} {
+	for _, dir := range []string{"webhook", "webhook/overlays/cert-manager", failoverDir} {
 		t.Run(dir, func(t *testing.T) {
 			objs := render(t, dir)
 			for key, o := range objs {
@@ -407,6 +515,41 @@ func TestOnRealAPIServer(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
 			t.Errorf("a host-network pod in %s: %v, want forbidden by PodSecurity", ns, err)
 		}
+	})
+
+	// Deleting pods is the failover's alone: not granted by the base, granted
+	// once components/failover is applied on top.
+	t.Run("failover", func(t *testing.T) {
+		deletePods := func() bool {
+			t.Helper()
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               "system:serviceaccount:" + ns + ":edgequorum-webhook",
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "delete", Resource: "pods", Name: "web-0"},
+			}}
+			got, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Status.Allowed
+		}
+		if deletePods() {
+			t.Fatal("deploy/webhook lets the webhook delete pods; only components/failover may")
+		}
+		var rbac []*unstructured.Unstructured
+		for _, o := range render(t, failoverDir) {
+			if o.GetName() == "edgequorum-webhook-failover" {
+				rbac = append(rbac, o)
+			}
+		}
+		if len(rbac) != 2 {
+			t.Fatalf("deploy/%s renders %d objects named edgequorum-webhook-failover, want its ClusterRole and binding", failoverDir, len(rbac))
+		}
+		if err := deploy.Apply(ctx, c.RESTConfig(), rbac, false); err != nil {
+			t.Fatal(err)
+		}
+		// The authorizer's RBAC cache follows the apiserver's watch.
+		poll.UntilTrue(t, 30*time.Second, "delete pods granted by components/failover", deletePods)
 	})
 
 	t.Run("leases", func(t *testing.T) {

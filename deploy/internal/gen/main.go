@@ -1,6 +1,6 @@
-// Command gen writes deploy/install/<name>.yaml, the rendered kustomizations
-// that operators without kustomize apply and that edgequorum's demo and test
-// harness embed. Run it with `go generate ./deploy`; deploy's tests fail while
+// Command gen writes deploy/install/<name>.yaml for each of
+// kustomize.Installs, the rendered kustomizations that operators without
+// kustomize apply and that edgequorum's demo and test harness embed. Run it with `go generate ./deploy`; deploy's tests fail while
 // a file is stale.
 package main
 
@@ -13,14 +13,14 @@ import (
 )
 
 func main() {
-	for _, name := range kustomize.Installs {
-		b, err := kustomize.YAML(kustomize.Dir(name))
+	for _, in := range kustomize.Installs {
+		b, err := kustomize.YAML(kustomize.Dir(in.Dir))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gen:", err)
 			os.Exit(1)
 		}
-		path := filepath.Join(kustomize.Dir("install"), name+".yaml")
-		if err := os.WriteFile(path, kustomize.InstallFile(name, b), 0o644); err != nil {
+		path := filepath.Join(kustomize.Dir("install"), in.Name+".yaml")
+		if err := os.WriteFile(path, kustomize.InstallFile(in, b), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "gen:", err)
 			os.Exit(1)
 		}
