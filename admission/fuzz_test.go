@@ -15,9 +15,15 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // The fuzz targets feed arbitrary bodies to one route each, the way anyone who
@@ -108,6 +114,12 @@ func addSeeds(f *testing.F, prefix string) {
 }
 
 func fuzzRoute(f *testing.F, path, prefix string) {
+	fuzzGuardedRoute(f, path, prefix, false)
+}
+
+// fuzzGuardedRoute is fuzzRoute for a route that may deny (mayDeny): a
+// denial must be a 403 that says why.
+func fuzzGuardedRoute(f *testing.F, path, prefix string, mayDeny bool) {
 	addSeeds(f, prefix)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		env := fuzzWebhook(t)
@@ -127,8 +139,15 @@ func fuzzRoute(f *testing.F, path, prefix string) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
 			t.Fatalf("answer is no review: %v %s", err, rec.Body)
 		}
-		if !out.Response.Allowed || out.Response.UID != in.Request.UID {
+		if out.Response.UID != in.Request.UID {
 			t.Fatalf("answer %+v for uid %q", out.Response, in.Request.UID)
+		}
+		if !out.Response.Allowed {
+			if !mayDeny || out.Response.Patch != nil || out.Response.Result == nil ||
+				out.Response.Result.Code != http.StatusForbidden || out.Response.Result.Message == "" {
+				t.Fatalf("denied %+v for uid %q", out.Response, in.Request.UID)
+			}
+			return
 		}
 		if out.Response.Patch == nil {
 			return
@@ -147,3 +166,36 @@ func FuzzNodeReview(f *testing.F)          { fuzzRoute(f, "/mutate/node", "node_
 func FuzzEndpointSliceReview(f *testing.F) { fuzzRoute(f, "/mutate/endpointslice", "endpointslice_") }
 func FuzzEndpointsReview(f *testing.F)     { fuzzRoute(f, "/mutate/endpoints", "endpoints_") }
 func FuzzPodStatusReview(f *testing.F)     { fuzzRoute(f, "/mutate/podstatus", "podstatus_") }
+
+// FuzzNodeStatusReview: the agents' verdict writes, the one route that
+// denies. Seeds: the leader's write of a signed verdict with its condition,
+// and one that also changes an address.
+func FuzzNodeStatusReview(f *testing.F) {
+	old := testNode("edge-a4", "zone-a", zone.Healthy, corev1.ConditionTrue)
+	a := zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: testTerm, Leader: testLeaders["zone-a"], At: testNow, Cons: 2, Members: 3}
+	n := old.DeepCopy()
+	n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a4", a)
+	n.Status.Conditions = append(n.Status.Conditions, zone.Condition(a, nil))
+	moved := n.DeepCopy()
+	moved.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.9"}}
+	raw := func(o *corev1.Node) runtime.RawExtension {
+		b, err := json.Marshal(o)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	for _, obj := range []*corev1.Node{n, moved} {
+		b, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "u", Kind: nodeStatusReview.kind, Operation: admissionv1.Update,
+				Name: "edge-a4", SubResource: "status", UserInfo: authenticationv1.UserInfo{Username: DefaultAgentUser},
+				Object: raw(obj), OldObject: raw(old)},
+		})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	fuzzGuardedRoute(f, "/mutate/nodestatus", "nodestatus_", true)
+}
