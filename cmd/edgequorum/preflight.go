@@ -285,8 +285,9 @@ func checkWebhookTLS(ctx context.Context, client kubernetes.Interface) []check {
 
 // verifyCABundles checks that every webhook of the configuration trusts the
 // serving certificate for the Service DNS name the apiserver dials; without it
-// the apiserver cannot call the webhook and, failurePolicy Ignore, protects
-// nothing.
+// the apiserver cannot call the webhook: the hooks with failurePolicy Ignore
+// protect nothing, and the nodestatus hook (failurePolicy Fail) refuses every
+// verdict the zone leaders write.
 func verifyCABundles(hooks []admissionregistrationv1.MutatingWebhook, leaf *x509.Certificate) (checkLevel, string) {
 	for _, h := range hooks {
 		if len(h.ClientConfig.CABundle) == 0 {
