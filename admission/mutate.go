@@ -60,7 +60,14 @@ func isUnreachableNoExecute(t corev1.Taint) bool {
 // endpoints that qualify (see qualifies) and returns how many it changed. A nil
 // ready condition already means ready, so only an explicit false is touched.
 func (m *mutator) endpointSlice(s *discoveryv1.EndpointSlice, q *qualifier) (int, error) {
-	n := 0
+	revived, err := m.reviveEndpoints(s, q)
+	return len(revived), err
+}
+
+// reviveEndpoints is endpointSlice that returns the indices of the endpoints
+// it marked ready.
+func (m *mutator) reviveEndpoints(s *discoveryv1.EndpointSlice, q *qualifier) ([]int, error) {
+	var revived []int
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
 		c := ep.Conditions
@@ -69,15 +76,15 @@ func (m *mutator) endpointSlice(s *discoveryv1.EndpointSlice, q *qualifier) (int
 		}
 		ok, err := q.qualifies(ep.NodeName, ep.TargetRef, s.Namespace)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		if ok {
 			ep.Conditions.Ready = ptr.To(true)
 			ep.Conditions.Serving = ptr.To(true)
-			n++
+			revived = append(revived, i)
 		}
 	}
-	return n, nil
+	return revived, nil
 }
 
 // endpoints moves the qualifying notReadyAddresses of each subset into the same

@@ -71,6 +71,9 @@ type mutation struct {
 	attrs             []any
 	// events are recorded on Nodes once the change is returned.
 	events []nodeEvent
+	// ops, when set, is the patch itself, built by the route instead of
+	// diffing original and mutated.
+	ops []jsonpatch.Operation
 	// deny, if set, refuses the write (guarded routes), saying why.
 	deny string
 }
@@ -234,9 +237,11 @@ func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *
 	if m.changed == 0 {
 		return unchanged()
 	}
-	ops, err := jsonpatch.CreatePatch(m.original, m.mutated)
-	if err != nil {
-		return fail(reasonOf(errPatch), fmt.Errorf("%w: %w", errPatch, err))
+	ops := m.ops
+	if ops == nil {
+		if ops, err = jsonpatch.CreatePatch(m.original, m.mutated); err != nil {
+			return fail(reasonOf(errPatch), fmt.Errorf("%w: %w", errPatch, err))
+		}
 	}
 	if len(ops) == 0 {
 		return unchanged()
@@ -357,14 +362,20 @@ func mutateEndpointSlice(m *mutator, req *admissionv1.AdmissionRequest) (mutatio
 	if err := decodeObject(req.Object.Raw, &s); err != nil {
 		return mutation{}, err
 	}
-	return encodePair(&s, func(s *discoveryv1.EndpointSlice) (int, []any, []nodeEvent, error) {
-		q := m.newQualifier()
-		n, err := m.endpointSlice(s, q)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
-		}
-		return n, []any{"namespace", s.Namespace, "name", s.Name}, q.events(), nil
-	})
+	// The busiest route (a slice per Service per change), and its change is
+	// simple: the patch is built from the endpoints marked ready rather than
+	// by encoding the slice twice and diffing.
+	q := m.newQualifier()
+	revived, err := m.reviveEndpoints(&s, q)
+	if err != nil {
+		return mutation{}, fmt.Errorf("%w: %w", errCache, err)
+	}
+	mut := mutation{changed: len(revived), attrs: []any{"namespace", s.Namespace, "name", s.Name}, events: q.events()}
+	for _, i := range revived {
+		at := fmt.Sprintf("/endpoints/%d/conditions/", i)
+		mut.ops = append(mut.ops, jsonpatch.NewOperation("add", at+"ready", true), jsonpatch.NewOperation("add", at+"serving", true))
+	}
+	return mut, nil
 }
 
 func mutateEndpoints(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
