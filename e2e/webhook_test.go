@@ -358,6 +358,11 @@ func TestWebhookEndToEnd(t *testing.T) {
 		// kubectl describe node shows what the webhook did, once per
 		// kind of change however often the controller retried.
 		requireNodeEvents(t, client, all, []string{admission.EventPodsKeptReady}, []string{admission.EventTaintKeptOff})
+		// And the zone's last word on each node, the EdgeQuorum condition
+		// True, as the leader wrote it before the cut.
+		for _, n := range all {
+			requireConditionShowsVerdict(t, client, n)
+		}
 		// A leader handover in the middle of the cut: the new leader can
 		// neither renew the zone Lease nor write a verdict, and the cloud
 		// sees no change, checked while the leadership moves and for a
