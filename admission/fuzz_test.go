@@ -15,10 +15,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	sigsjson "sigs.k8s.io/json"
@@ -178,24 +175,8 @@ func FuzzNodeStatusReview(f *testing.F) {
 	n.Status.Conditions = append(n.Status.Conditions, zone.Condition(a, nil))
 	moved := n.DeepCopy()
 	moved.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.9"}}
-	raw := func(o *corev1.Node) runtime.RawExtension {
-		b, err := json.Marshal(o)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: b}
-	}
 	for _, obj := range []*corev1.Node{n, moved} {
-		b, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{UID: "u", Kind: nodeStatusReview.kind, Operation: admissionv1.Update,
-				Name: "edge-a4", SubResource: "status", UserInfo: authenticationv1.UserInfo{Username: DefaultAgentUser},
-				Object: raw(obj), OldObject: raw(old)},
-		})
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		f.Add(nodeStatusReviewBody(f, DefaultAgentUser, obj, old))
 	}
 	fuzzGuardedRoute(f, "/mutate/nodestatus", "nodestatus_", true)
 }

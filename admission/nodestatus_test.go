@@ -148,23 +148,7 @@ func TestNodeStatusRoute(t *testing.T) {
 		old := testNode("edge-a4", "zone-a", zone.Healthy, corev1.ConditionTrue)
 		n := old.DeepCopy()
 		change(n)
-		raw := func(o runtime.Object) runtime.RawExtension {
-			b, err := json.Marshal(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return runtime.RawExtension{Raw: b}
-		}
-		b, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{UID: "uid-nodestatus", Kind: nodeStatusReview.kind, Operation: admissionv1.Update,
-				Name: "edge-a4", SubResource: "status", UserInfo: authenticationv1.UserInfo{Username: user},
-				Object: raw(n), OldObject: raw(old)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return nodeStatusReviewBody(t, user, n, old)
 	}
 	ready := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
 	respond := func(env *testEnv, body []byte) *admissionv1.AdmissionResponse {
@@ -205,4 +189,27 @@ func TestNodeStatusRoute(t *testing.T) {
 	if got := counter(t, dry.w.metrics.requests.WithLabelValues(resNodeStatus, decisionDryRun)); got != 1 {
 		t.Errorf("dry-run: requests_total{nodestatus,dry_run} = %v, want 1", got)
 	}
+}
+
+// nodeStatusReviewBody is the AdmissionReview the apiserver sends for user's
+// nodes/status write of n over old.
+func nodeStatusReviewBody(tb testing.TB, user string, n, old *corev1.Node) []byte {
+	tb.Helper()
+	raw := func(o *corev1.Node) runtime.RawExtension {
+		b, err := json.Marshal(o)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	b, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "uid-nodestatus", Kind: nodeStatusReview.kind, Operation: admissionv1.Update,
+			Name: n.Name, SubResource: "status", UserInfo: authenticationv1.UserInfo{Username: user},
+			Object: raw(n), OldObject: raw(old)},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
