@@ -16,7 +16,11 @@ import (
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/edgequorum/edgequorum/deploy"
 	"github.com/edgequorum/edgequorum/internal/proc"
@@ -45,16 +49,39 @@ type Webhook struct {
 	proc *proc.Process
 }
 
+// Installs of the webhook StartWebhookFrom takes: the names of
+// deploy/install files (deploy.Objects).
+const (
+	// WebhookInstall is deploy/webhook as shipped.
+	WebhookInstall = "webhook"
+	// WebhookFailoverInstall is deploy/webhook with components/failover:
+	// the base's RBAC plus `delete pods`, which the failover
+	// (--dead-node-action=out-of-service) needs to force-delete the pods its
+	// taint evicted.
+	WebhookFailoverInstall = "webhook-failover"
+)
+
 // StartWebhook installs deploy/webhook's namespace and RBAC, makes
 // certificates with `edgequorum certs`, starts the webhook, waits until it is
 // ready and registers it. extraArgs are added to its flags.
 func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir string, extraArgs ...string) (*Webhook, error) {
+	return StartWebhookFrom(ctx, c, WebhookInstall, binary, dir, extraArgs...)
+}
+
+// StartWebhookFrom is StartWebhook with the namespace, RBAC and webhook
+// configuration of deploy/install/<install>.yaml (WebhookInstall,
+// WebhookFailoverInstall), so a test runs the webhook with exactly the rights
+// that install grants. Objects already on the cluster stay as they are, so an
+// install after another adds what it grants beyond it. The flags the install's
+// Deployment adds (such as --dead-node-action) are the caller's to pass in
+// extraArgs.
+func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, binary, dir string, extraArgs ...string) (*Webhook, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	objs, err := deploy.Objects("webhook")
+	objs, err := deploy.Objects(install)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("zonerun: webhook install %q: %w", install, err)
 	}
 	// The webhook's own namespace first, then RBAC.
 	var namespace *unstructured.Unstructured
@@ -73,10 +100,10 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 		}
 	}
 	if mwc == nil {
-		return nil, errors.New("deploy/webhook renders no MutatingWebhookConfiguration")
+		return nil, fmt.Errorf("deploy/install/%s.yaml has no MutatingWebhookConfiguration", install)
 	}
 	if namespace == nil {
-		return nil, fmt.Errorf("deploy/webhook renders no Namespace %s", webhookNamespace)
+		return nil, fmt.Errorf("deploy/install/%s.yaml has no Namespace %s", install, webhookNamespace)
 	}
 	// edgequorum-system, which holds the zone Leases and the webhook's Role
 	// to read them, comes with deploy/agent.
@@ -84,7 +111,7 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 		return nil, fmt.Errorf("install deploy/agent for the webhook: %w", err)
 	}
 	if err := deploy.Apply(ctx, c.RESTConfig(), append([]*unstructured.Unstructured{namespace}, rbac...), false); err != nil {
-		return nil, fmt.Errorf("install deploy/webhook: %w", err)
+		return nil, fmt.Errorf("install deploy/install/%s.yaml: %w", install, err)
 	}
 	userCfg, err := c.UserConfig(WebhookUser, "system:serviceaccounts", "system:serviceaccounts:"+webhookNamespace, "system:authenticated")
 	if err != nil {
@@ -146,11 +173,35 @@ func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir strin
 		cc["caBundle"] = caBundle
 	}
 	unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
-	if err := deploy.Apply(ctx, c.RESTConfig(), []*unstructured.Unstructured{mwc}, false); err != nil {
+	if err := register(ctx, c, mwc); err != nil {
 		w.Stop()
 		return nil, err
 	}
 	return w, nil
+}
+
+// register creates the webhook configuration mwc, or replaces the one an
+// earlier webhook of the same cluster registered: that one names the earlier
+// process's address and CA, and a webhook with failurePolicy Fail (the agents'
+// nodes/status writes) would refuse every write while it points there.
+func register(ctx context.Context, c *testcluster.Cluster, mwc *unstructured.Unstructured) error {
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mwc.Object, &cfg); err != nil {
+		return fmt.Errorf("zonerun: webhook configuration %s: %w", mwc.GetName(), err)
+	}
+	api := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations()
+	cur, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(ctx, &cfg, metav1.CreateOptions{})
+	case err == nil:
+		cfg.ResourceVersion = cur.ResourceVersion
+		_, err = api.Update(ctx, &cfg, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("zonerun: register webhook configuration %s: %w", cfg.Name, err)
+	}
+	return nil
 }
 
 func freePort() (int, error) {
