@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -64,16 +65,18 @@ func mutatePodStatus(m *mutator, req *admissionv1.AdmissionRequest) (mutation, e
 	if err := decodeObject(req.OldObject.Raw, &old); err != nil {
 		return mutation{}, fmt.Errorf("old object: %w", err)
 	}
-	return encodePair(&pod, func(p *corev1.Pod) (int, []any, []nodeEvent, error) {
-		kept, dec, node, err := m.podStatus(p, &old)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
-		}
-		var evs []nodeEvent
-		if kept > 0 {
-			evs = []nodeEvent{{node: node.Name, uid: node.UID, reason: EventPodsKeptReady,
-				note: fmt.Sprintf("kept the pods on this node Ready: zone %s vouches for it (%s)", dec.Zone, dec.because())}}
-		}
-		return kept, []any{"namespace", p.Namespace, "pod", p.Name, "node", p.Spec.NodeName, "zone", dec.Zone, "because", dec.because()}, evs, nil
-	})
+	kept, dec, node, err := m.podStatus(&pod, &old)
+	if err != nil {
+		return mutation{}, fmt.Errorf("%w: %w", errCache, err)
+	}
+	mut := mutation{changed: kept, attrs: []any{"namespace", pod.Namespace, "pod", pod.Name, "node", pod.Spec.NodeName, "zone", dec.Zone, "because", dec.because()}}
+	if kept == 0 {
+		return mut, nil
+	}
+	mut.events = []nodeEvent{{node: node.Name, uid: node.UID, reason: EventPodsKeptReady,
+		note: fmt.Sprintf("kept the pods on this node Ready: zone %s vouches for it (%s)", dec.Zone, dec.because())}}
+	// The Ready condition, replaced where the request has it.
+	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+	mut.ops = []jsonpatch.Operation{jsonpatch.NewOperation("replace", fmt.Sprintf("/status/conditions/%d", i), pod.Status.Conditions[i])}
+	return mut, nil
 }

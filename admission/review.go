@@ -346,15 +346,29 @@ func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error)
 	if err := decodeObject(req.Object.Raw, &n); err != nil {
 		return mutation{}, err
 	}
-	return encodePair(&n, func(n *corev1.Node) (int, []any, []nodeEvent, error) {
-		stripped, dec, err := m.node(n)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("%w: %w", errCache, err)
+	taints := slices.Clone(n.Spec.Taints)
+	stripped, dec, err := m.node(&n)
+	if err != nil {
+		return mutation{}, fmt.Errorf("%w: %w", errCache, err)
+	}
+	mut := mutation{changed: stripped, attrs: []any{"node", n.Name, "zone", dec.Zone, "because", dec.because()}}
+	if stripped == 0 {
+		return mut, nil
+	}
+	mut.events = []nodeEvent{{node: n.Name, uid: n.UID, reason: EventTaintKeptOff,
+		note: fmt.Sprintf("kept node.kubernetes.io/unreachable:NoExecute off: zone %s vouches for this node (%s)", dec.Zone, dec.because())}}
+	// Removed by index in the request, from the last, so that each index
+	// still points where it did; no taint left, no list.
+	if len(n.Spec.Taints) == 0 {
+		mut.ops = []jsonpatch.Operation{jsonpatch.NewOperation("remove", "/spec/taints", nil)}
+		return mut, nil
+	}
+	for i := len(taints) - 1; i >= 0; i-- {
+		if isUnreachableNoExecute(taints[i]) {
+			mut.ops = append(mut.ops, jsonpatch.NewOperation("remove", fmt.Sprintf("/spec/taints/%d", i), nil))
 		}
-		ev := nodeEvent{node: n.Name, uid: n.UID, reason: EventTaintKeptOff,
-			note: fmt.Sprintf("kept node.kubernetes.io/unreachable:NoExecute off: zone %s vouches for this node (%s)", dec.Zone, dec.because())}
-		return stripped, []any{"node", n.Name, "zone", dec.Zone, "because", dec.because()}, []nodeEvent{ev}, nil
-	})
+	}
+	return mut, nil
 }
 
 func mutateEndpointSlice(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
