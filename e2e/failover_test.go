@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -172,18 +171,7 @@ func startFailoverWebhook(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone,
 	if !slices.Equal(flags, []string{"--dead-node-action=out-of-service"}) {
 		t.Fatalf("deploy/install/%s.yaml's Deployment sets %v, want --dead-node-action=out-of-service once", zonerun.WebhookFailoverInstall, flags)
 	}
-	wh, err := zonerun.StartWebhookFrom(context.Background(), c, zonerun.WebhookFailoverInstall, z.Binary(),
-		filepath.Join(t.TempDir(), "webhook"), append(args, flags...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		wh.Stop()
-		if t.Failed() {
-			t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
-		}
-	})
-	return wh
+	return startWebhookFrom(t, c, z, zonerun.WebhookFailoverInstall, append(args, flags...)...)
 }
 
 // Who force-deleted a pod, as podDeleter names them.

@@ -526,7 +526,15 @@ func startWebhook(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone) *zoneru
 // startWebhookWith is startWebhook with exactly the flags args.
 func startWebhookWith(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, args ...string) *zonerun.Webhook {
 	t.Helper()
-	wh, err := zonerun.StartWebhook(context.Background(), c, z.Binary(), filepath.Join(t.TempDir(), "webhook"), args...)
+	return startWebhookFrom(t, c, z, zonerun.WebhookInstall, args...)
+}
+
+// startWebhookFrom runs the webhook with the rights and configuration of
+// deploy/install/<install>.yaml and exactly the flags args, stopped at the
+// end of the test.
+func startWebhookFrom(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, install string, args ...string) *zonerun.Webhook {
+	t.Helper()
+	wh, err := zonerun.StartWebhookFrom(context.Background(), c, install, z.Binary(), filepath.Join(t.TempDir(), "webhook"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
