@@ -256,8 +256,9 @@ func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
 func (w *Webhook) LogTail(n int64) string { return logTail(w.LogPath, n) }
 
 // Stop stops the webhook (SIGTERM, then SIGKILL after 10 s). Its registration
-// stays: with failurePolicy Ignore the apiserver then admits everything
-// unchanged.
+// stays, as when a real webhook is down: the hooks with failurePolicy Ignore
+// admit everything unchanged, and the nodestatus hook (failurePolicy Fail)
+// refuses the agents' verdict writes until a webhook answers again.
 func (w *Webhook) Stop() {
 	w.mu.Lock()
 	p := w.proc
