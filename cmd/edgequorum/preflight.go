@@ -13,12 +13,15 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -330,16 +333,58 @@ func checkWorkloads(ctx context.Context, client kubernetes.Interface) []check {
 		}
 	}
 	dep := check{what: "webhook Deployment", fix: "kubectl -n " + webhookNamespace + " describe deployment " + webhookName}
-	if d, err := client.AppsV1().Deployments(webhookNamespace).Get(ctx, webhookName, metav1.GetOptions{}); err != nil {
+	d, err := client.AppsV1().Deployments(webhookNamespace).Get(ctx, webhookName, metav1.GetOptions{})
+	if err != nil {
 		dep.level, dep.detail, dep.fix = checkFail, describeErr(err), "kubectl apply -f deploy/install/webhook.yaml"
-	} else {
-		dep.detail = fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, d.Status.Replicas)
-		if d.Status.ReadyReplicas == 0 {
-			dep.level = checkWarn
-			dep.detail += ": nothing answers the apiserver yet"
+		return []check{ds, dep}
+	}
+	dep.detail = fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, d.Status.Replicas)
+	if d.Status.ReadyReplicas == 0 {
+		dep.level = checkWarn
+		dep.detail += ": nothing answers the apiserver yet"
+	}
+	out := []check{ds, dep}
+	if failsOver(d) {
+		out = append(out, checkFailoverRBAC(ctx, client))
+	}
+	return out
+}
+
+// failsOver reports whether the webhook Deployment runs the failover
+// (--dead-node-action=out-of-service).
+func failsOver(d *appsv1.Deployment) bool {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for i, a := range c.Args {
+			if a == "--dead-node-action="+admission.DeadNodeActionOutOfService ||
+				(a == "--dead-node-action" && i+1 < len(c.Args) && c.Args[i+1] == admission.DeadNodeActionOutOfService) {
+				return true
+			}
 		}
 	}
-	return []check{ds, dep}
+	return false
+}
+
+// checkFailoverRBAC asks the apiserver whether the webhook's ServiceAccount may
+// delete pods, which the failover needs to force-delete the pods its taint
+// evicted; without it StatefulSet pods wait up to 20 s more for the pod
+// garbage collector.
+func checkFailoverRBAC(ctx context.Context, client kubernetes.Interface) check {
+	c := check{what: "failover RBAC (--dead-node-action=out-of-service)", detail: "the webhook may delete pods",
+		fix: "edgequorum certs --install deploy/install/webhook-failover.yaml | kubectl apply -f -  (or add deploy/webhook/components/failover to your overlay)"}
+	sar, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + webhookNamespace + ":" + webhookName,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + webhookNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods"},
+		},
+	}, metav1.CreateOptions{})
+	switch {
+	case err != nil:
+		c.level, c.detail = checkWarn, "cannot ask the apiserver: "+describeErr(err)
+	case !sar.Status.Allowed:
+		c.level, c.detail = checkFail, "the webhook's ServiceAccount may not delete pods, so the failover cannot force-delete the pods its taint evicted (StatefulSet pods wait up to 20 s more)"
+	}
+	return c
 }
 
 func describeErr(err error) string {

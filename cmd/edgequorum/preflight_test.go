@@ -9,12 +9,14 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/raftzone"
@@ -109,5 +111,53 @@ func TestPreflightPassesAnInstalledCluster(t *testing.T) {
 	out, _ = report(preflight(context.Background(), fakeCluster(t, "36", objs...), zone.DefaultZoneLabel))
 	if !strings.Contains(out, "[FAIL] webhook caBundle: slices: the caBundle does not verify") {
 		t.Fatalf("foreign caBundle not caught:\n%s", out)
+	}
+}
+
+// TestPreflightChecksTheFailoverRBAC: a webhook that runs the failover needs
+// `delete pods`, which only components/failover grants; preflight asks the
+// apiserver for it, and only when the flag is set.
+func TestPreflightChecksTheFailoverRBAC(t *testing.T) {
+	deployment := func(args ...string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNamespace, Name: webhookName},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "webhook", Args: append([]string{"webhook"}, args...)}}}}},
+			Status: appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2}}
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		allowed bool
+		want    string
+	}{
+		{"failover off", nil, false, ""},
+		{"failover on, right granted", []string{"--dead-node-action=out-of-service"}, true, "[ok  ] failover RBAC"},
+		{"failover on, right missing", []string{"--dead-node-action=out-of-service"}, false, "[FAIL] failover RBAC"},
+		{"failover on in two args, right missing", []string{"--dead-node-action", "out-of-service"}, false, "[FAIL] failover RBAC"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fakeCluster(t, "36", deployment(tt.args...))
+			var asked *authorizationv1.SubjectAccessReview
+			c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				asked = a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+				out := asked.DeepCopy()
+				out.Status.Allowed = tt.allowed
+				return true, out, nil
+			})
+			out, _ := report(checkWorkloads(context.Background(), c))
+			if tt.want == "" {
+				if strings.Contains(out, "failover") || asked != nil {
+					t.Fatalf("without the flag preflight checked the failover:\n%s", out)
+				}
+				return
+			}
+			if !strings.Contains(out, tt.want) {
+				t.Fatalf("report lacks %q:\n%s", tt.want, out)
+			}
+			if ra := asked.Spec.ResourceAttributes; asked.Spec.User != "system:serviceaccount:edgequorum-webhook:edgequorum-webhook" ||
+				ra == nil || ra.Verb != "delete" || ra.Resource != "pods" {
+				t.Errorf("asked %+v, want whether the webhook's ServiceAccount may delete pods", asked.Spec)
+			}
+		})
 	}
 }
