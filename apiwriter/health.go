@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -100,6 +102,20 @@ func (w *Writer) setReachable(ok bool) {
 	}
 }
 
+// webhookCallErr reports whether err is the apiserver refusing a write
+// because an admission webhook with failurePolicy Fail did not answer (the
+// webhook's nodestatus hook, for verdict writes). The apiserver answered, so
+// the path to it works: counted as unreachable, a webhook outage would make
+// every zone leader hand its leadership on, round after round.
+func webhookCallErr(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	return s.Code == http.StatusInternalServerError && strings.Contains(s.Message, "failed calling webhook")
+}
+
 // requeuePending flushes coalesced verdicts at once when the apiserver is back,
 // instead of waiting out their backoff.
 func (w *Writer) requeuePending() {
@@ -121,6 +137,8 @@ func unreachableErr(err error) bool {
 	}
 	var netErr net.Error
 	switch {
+	case webhookCallErr(err):
+		return false
 	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
 		return true
 	case apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err),

@@ -634,6 +634,10 @@ func TestUnreachableErr(t *testing.T) {
 		{apierrors.NewConflict(gr, "x", errors.New("rv")), false},
 		{apierrors.NewForbidden(gr, "x", errors.New("rbac")), false},
 		{errors.New("some transport failure"), true},
+		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		// The apiserver answered: the webhook it had to call did not.
+		{apierrors.NewInternalError(errors.New(`failed calling webhook "nodestatus.webhook.edgequorum.io": failed to call webhook: ` +
+			`Post "https://edgequorum-webhook.edgequorum-webhook.svc:443/mutate/nodestatus?timeout=5s": dial tcp 10.96.0.9:443: connect: connection refused`)), false},
 	} {
 		if got := unreachableErr(tc.err); got != tc.want {
 			t.Errorf("unreachableErr(%v) = %v, want %v", tc.err, got, tc.want)
