@@ -538,8 +538,13 @@ func startWebhookFrom(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, ins
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Gone with the test, registration and all: a later test in the same
+	// cluster must not find the agents' verdict writes refused by a
+	// nodestatus hook that points at this stopped process.
 	t.Cleanup(func() {
-		wh.Stop()
+		if err := wh.Uninstall(context.Background()); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("---- webhook (last 16 KiB) ----\n%s", wh.LogTail(16<<10))
 		}

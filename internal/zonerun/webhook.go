@@ -45,6 +45,11 @@ type Webhook struct {
 	args    []string
 	caPool  *x509.CertPool
 
+	// cluster and registration are where Uninstall removes the webhook
+	// configuration from.
+	cluster      *testcluster.Cluster
+	registration string
+
 	mu   sync.Mutex
 	proc *proc.Process
 }
@@ -177,7 +182,21 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		w.Stop()
 		return nil, err
 	}
+	w.cluster, w.registration = c, mwc.GetName()
 	return w, nil
+}
+
+// Uninstall stops the webhook and removes its configuration, as an operator
+// uninstalling it would: the cluster then behaves as upstream does, and the
+// agents' verdict writes go through again. A test that only stops the
+// webhook (Stop) sees a webhook that is down instead.
+func (w *Webhook) Uninstall(ctx context.Context) error {
+	w.Stop()
+	err := w.cluster.Client().AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, w.registration, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("zonerun: remove webhook configuration %s: %w", w.registration, err)
+	}
+	return nil
 }
 
 // register creates the webhook configuration mwc, or replaces the one an
