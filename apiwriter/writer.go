@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -474,13 +475,6 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 // annotationPath is the verdict annotation as a JSON pointer (RFC 6901).
 var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(zone.AnnotationKey)
 
-// patchOp is one operation of a JSON patch (RFC 6902).
-type patchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value"`
-}
-
 // verdictPatch builds the nodes/status write of verdict a on node as read:
 // the annotation (value, or left as it is when value is empty) and the
 // EdgeQuorum condition that shows a, so that the two never disagree and a
@@ -494,36 +488,36 @@ type patchOp struct {
 // The condition is replaced where the Node holds it, tested by its type, so a
 // list that changed order meanwhile fails rather than loses a condition.
 func verdictPatch(node *corev1.Node, current string, had bool, value string, a zone.Annotation) ([]byte, error) {
-	var ops []patchOp
+	var ops []jsonpatch.Operation
 	switch {
 	case had:
-		ops = append(ops, patchOp{"test", annotationPath, current})
+		ops = append(ops, jsonpatch.NewOperation("test", annotationPath, current))
 		if value != "" {
-			ops = append(ops, patchOp{"replace", annotationPath, value})
+			ops = append(ops, jsonpatch.NewOperation("replace", annotationPath, value))
 		}
 	case len(node.Annotations) == 0:
 		// An empty map is stored as none: add the map, not a key of it.
-		ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion},
-			patchOp{"add", "/metadata/annotations", map[string]string{zone.AnnotationKey: value}})
+		ops = append(ops, jsonpatch.NewOperation("test", "/metadata/resourceVersion", node.ResourceVersion),
+			jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{zone.AnnotationKey: value}))
 	default:
-		ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion},
-			patchOp{"add", annotationPath, value})
+		ops = append(ops, jsonpatch.NewOperation("test", "/metadata/resourceVersion", node.ResourceVersion),
+			jsonpatch.NewOperation("add", annotationPath, value))
 	}
 	prev, i := zone.FindCondition(node.Status.Conditions)
 	cond := zone.Condition(a, prev)
 	switch {
 	case prev != nil:
 		at := fmt.Sprintf("/status/conditions/%d", i)
-		ops = append(ops, patchOp{"test", at + "/type", string(zone.ConditionType)}, patchOp{"replace", at, cond})
+		ops = append(ops, jsonpatch.NewOperation("test", at+"/type", string(zone.ConditionType)), jsonpatch.NewOperation("replace", at, cond))
 	case len(node.Status.Conditions) == 0:
 		// Add cannot append to a list that is absent; a list added
 		// meanwhile fails the resourceVersion test.
 		if had {
-			ops = append(ops, patchOp{"test", "/metadata/resourceVersion", node.ResourceVersion})
+			ops = append(ops, jsonpatch.NewOperation("test", "/metadata/resourceVersion", node.ResourceVersion))
 		}
-		ops = append(ops, patchOp{"add", "/status/conditions", []corev1.NodeCondition{cond}})
+		ops = append(ops, jsonpatch.NewOperation("add", "/status/conditions", []corev1.NodeCondition{cond}))
 	default:
-		ops = append(ops, patchOp{"add", "/status/conditions/-", cond})
+		ops = append(ops, jsonpatch.NewOperation("add", "/status/conditions/-", cond))
 	}
 	patch, err := json.Marshal(ops)
 	if err != nil {
