@@ -44,12 +44,7 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 		testNode("edge-b2", "zone-b", zone.Unhealthy, corev1.ConditionUnknown), // zone-b is cut off
 		testNode("edge-a7", "zone-a", zone.Unhealthy, corev1.ConditionTrue),    // its kubelet reports
 		forged, admin)
-	// zone-a's Lease stays fresh however far the test runs the clock.
-	for _, o := range objs {
-		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-a") && l.Namespace == zone.DefaultLeaseNamespace {
-			withZoneLeaseDuration(24*time.Hour, l)
-		}
-	}
+	freshZoneA(objs)
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = 24 * time.Hour
@@ -219,11 +214,7 @@ func forceDeleteEnv(t *testing.T, dryRun, forbid bool) (*testEnv, *lockedBuffer)
 		terminating("sts-a6", "edge-a6"), terminating("sts-a7", "edge-a7"),
 		terminating("sts-a8", "edge-a8"), terminating("sts-b2", "edge-b2"),
 	)
-	for _, o := range objs {
-		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-a") && l.Namespace == zone.DefaultLeaseNamespace {
-			withZoneLeaseDuration(24*time.Hour, l)
-		}
-	}
+	freshZoneA(objs)
 	logs := &lockedBuffer{}
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
@@ -414,5 +405,15 @@ func TestFailoverForceDeleteDryRun(t *testing.T) {
 	})
 	if d := podDeletes(env); len(d) != 0 {
 		t.Errorf("pods deleted in dry run: %v", d)
+	}
+}
+
+// freshZoneA keeps zone-a's Lease among objs fresh however far a test runs
+// the clock.
+func freshZoneA(objs []runtime.Object) {
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-a") && l.Namespace == zone.DefaultLeaseNamespace {
+			withZoneLeaseDuration(24*time.Hour, l)
+		}
 	}
 }
