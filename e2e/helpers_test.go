@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -153,4 +158,58 @@ func requireLeaderEvent(t *testing.T, client kubernetes.Interface, node, reason 
 		}
 		return false, fmt.Sprintf("%d Events, none", len(list.Items))
 	})
+}
+
+// requireStolenConditionRefused writes, with the agents' credentials as a
+// stolen edge token holds them, an unsigned "unhealthy" verdict on node and
+// the EdgeQuorum condition False that would show it, in one nodes/status
+// write as a leader makes it. The webhook's nodestatus hook must refuse it,
+// saying why, and the node keep its verdict and condition.
+func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := zone.ParseAnnotation(before.Annotations[zone.AnnotationKey])
+	if err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	lie := zone.Annotation{State: zone.Unhealthy, Zone: kept.Zone, Term: kept.Term, Leader: kept.Leader, At: time.Now(), Cons: kept.Members - 1, Members: kept.Members}
+	raw, err := json.Marshal(lie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{zone.AnnotationKey: string(raw)}},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{zone.Condition(lie, nil)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stolen.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err == nil || !strings.Contains(err.Error(), `admission webhook "nodestatus.webhook.edgequorum.io" denied the request`) ||
+		!strings.Contains(err.Error(), "not one its zone signed (unsigned)") {
+		t.Errorf("a stolen agent token's unsigned verdict and condition on %s: err %v, want refused by the nodestatus webhook as unsigned", node, err)
+	} else {
+		t.Logf("a stolen agent token's condition on %s refused: %v", node, err)
+	}
+	after, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	was, _ := zone.FindCondition(before.Status.Conditions)
+	now, _ := zone.FindCondition(after.Status.Conditions)
+	if after.Annotations[zone.AnnotationKey] != before.Annotations[zone.AnnotationKey] || !apiequality.Semantic.DeepEqual(was, now) {
+		t.Errorf("node %s changed by the refused write: condition %+v, was %+v", node, now, was)
+	}
 }

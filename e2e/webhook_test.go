@@ -363,6 +363,9 @@ func TestWebhookEndToEnd(t *testing.T) {
 		for _, n := range all {
 			requireConditionShowsVerdict(t, client, n)
 		}
+		// While the leader cannot write back, a stolen agent token tells
+		// the cloud a node of the zone is dead: refused.
+		requireStolenConditionRefused(t, c, all[0])
 		// A leader handover in the middle of the cut: the new leader can
 		// neither renew the zone Lease nor write a verdict, and the cloud
 		// sees no change, checked while the leadership moves and for a
