@@ -74,6 +74,10 @@ type intake struct {
 	seqs    map[string]uint64 // highest pending seq per sender
 	counts  map[string]int    // pending reports per sender
 	urgent  bool              // a pending report changes a result
+	// stopped is set when run returns: nothing would commit a report
+	// queued after that, and its sender would wait out its deadline while
+	// this member's peer API, shutting down, waits for it.
+	stopped bool
 	kick    chan struct{}
 	hurry   chan struct{}
 }
@@ -148,6 +152,10 @@ func (in *intake) submit(ctx context.Context, r zone.Report) error {
 	}
 	done := make(chan *RejectError, 1)
 	in.mu.Lock()
+	if in.stopped {
+		in.mu.Unlock()
+		return in.count(reject(RejectNotLeader, http.StatusMisdirectedRequest, fmt.Errorf("%w: member shutting down", ErrNotLeader)))
+	}
 	if r.Seq <= in.seqs[r.From] {
 		in.mu.Unlock()
 		return in.count(reject(RejectReplay, http.StatusConflict, fmt.Errorf("%w: seq %d already pending", ErrReplay, r.Seq)))
@@ -197,7 +205,7 @@ func signal(ch chan struct{}) {
 // run commits pending reports: BatchWindow after the first report that
 // changes something, else HeartbeatBatchWindow after the first heartbeat.
 func (in *intake) run(ctx context.Context) {
-	defer in.flush(reject(RejectNotLeader, http.StatusMisdirectedRequest, errors.New("member shutting down")))
+	defer in.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,6 +278,14 @@ func (in *intake) commit(ctx context.Context) {
 	for _, p := range batch {
 		p.done <- result
 	}
+}
+
+// stop refuses every pending and later report: run has returned.
+func (in *intake) stop() {
+	in.mu.Lock()
+	in.stopped = true
+	in.mu.Unlock()
+	in.flush(reject(RejectNotLeader, http.StatusMisdirectedRequest, fmt.Errorf("%w: member shutting down", ErrNotLeader)))
 }
 
 func (in *intake) flush(err *RejectError) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -83,8 +84,10 @@ func (s *Server) peerRouter() http.Handler {
 // idle connections after ReadTimeout, and every probe slower than that would
 // pay a new handshake.
 func (s *Server) peerServer() *http.Server {
-	return &http.Server{
-		Handler: s.peerRouter(),
+	fresh := &freshConns{conns: map[net.Conn]struct{}{}}
+	srv := &http.Server{
+		Handler:   s.peerRouter(),
+		ConnState: fresh.track,
 		// Every request knows who sent it: the node its connection proved.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if ac, ok := c.(*authConn); ok {
@@ -97,6 +100,39 @@ func (s *Server) peerServer() *http.Server {
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       peerIdleServer,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	srv.RegisterOnShutdown(fresh.closeAll)
+	return srv
+}
+
+// freshConns tracks the peer API's connections that have not sent a request
+// yet. http.Server.Shutdown counts such a connection as busy for five
+// seconds, and a peer's HTTP client often holds one it dialed for a request
+// another connection served; closing them first lets a stopping member go at
+// once instead of lying dead for those seconds while its peers judge it.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		f.conns[c] = struct{}{}
+	} else {
+		delete(f.conns, c)
+	}
+}
+
+// closeAll closes the connections that have carried no request: nothing is
+// in flight on them.
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
+		delete(f.conns, c)
 	}
 }
 

@@ -391,3 +391,25 @@ func TestIntakeRejectsWithoutLeadership(t *testing.T) {
 		t.Fatalf("submit without leadership: %v", err)
 	}
 }
+
+// TestIntakeRefusesOnceStopped checks that a leader on its way out answers a
+// report at once instead of queueing it for a commit loop that is gone: the
+// sender would wait out its deadline, and the member's peer API, shutting
+// down, would wait for that request while its peers judge it dead.
+func TestIntakeRefusesOnceStopped(t *testing.T) {
+	z := newTestZone(t, 1)
+	z.startAll()
+	l := z.waitLeader(60 * time.Second)
+	l.srv.intake.stop()
+	rep, err := l.srv.buildReport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = l.srv.intake.submit(ctx, rep)
+	var rj *RejectError
+	if !errors.As(err, &rj) || rj.Reason != RejectNotLeader {
+		t.Fatalf("report to a stopped intake: %v, want a not_leader rejection", err)
+	}
+}
