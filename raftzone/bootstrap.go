@@ -35,7 +35,7 @@ type joinRequest struct {
 func (s *Server) joinLoop(ctx context.Context) {
 	lastGenesisWarn := time.Time{}
 	for {
-		if !s.inConfiguration() {
+		if !s.inConfiguration() && !s.isMember() {
 			joined, clusterSeen := s.tryJoin(ctx)
 			if !joined && !clusterSeen && !s.hadState {
 				if other := s.tryGenesis(ctx); other != nil && s.clock.Since(lastGenesisWarn) > 30*time.Second {
@@ -170,7 +170,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case s.raft.State() == raft.Leader:
 			s.writeError(w, http.StatusServiceUnavailable, reasonNoLeader, errors.New("leadership is being established"))
-		case !s.inConfiguration():
+		case !s.inConfiguration() && s.state() != s.viewStore:
+			// A spare with a view knows the cluster and points at its
+			// leader below.
 			s.writeError(w, http.StatusServiceUnavailable, reasonNoCluster, errors.New("this member has no cluster"))
 		default:
 			if _, _, ok := s.Leader(); ok {

@@ -38,6 +38,12 @@ type Config struct {
 
 	// Voters is the most Raft voters the leader keeps; odd [--voters].
 	Voters int
+	// Standbys is how many members beyond the voters the leader keeps as
+	// Raft nonvoters, replicating so that one can take a lost voter's seat at
+	// once. Every other member is a spare: outside the Raft configuration, it
+	// reports to the leader and copies the view it needs from a server, so a
+	// large zone costs the leader no replication to it [--standbys].
+	Standbys int
 	// ReportPeriod is how often a member reports even when nothing changed
 	// [--report-period].
 	ReportPeriod time.Duration
@@ -50,7 +56,7 @@ type Config struct {
 	// [--max-clock-skew].
 	MaxClockSkew time.Duration
 	// DeadVoterTimeout is how long a voter may look dead before a healthy
-	// nonvoter replaces it [--dead-voter-timeout].
+	// stand-by replaces it [--dead-voter-timeout].
 	DeadVoterTimeout time.Duration
 	// APIServerFailTimeout is how long the leader may lose the apiserver before
 	// it hands leadership to a voter that reaches it [--apiserver-fail-timeout].
@@ -107,6 +113,7 @@ func DefaultConfig() Config {
 	return Config{
 		PeerPort:               9470,
 		Voters:                 5,
+		Standbys:               2,
 		ReportPeriod:           2 * time.Second,
 		VotePeriod:             time.Second,
 		VoteTimeout:            10 * time.Second,
@@ -162,6 +169,9 @@ func (c *Config) ValidateFlags() error {
 	}
 	if c.Voters < 1 || c.Voters%2 == 0 {
 		bad("--voters must be a positive odd number, got %d", c.Voters)
+	}
+	if c.Standbys < 0 {
+		bad("--standbys must not be negative, got %d", c.Standbys)
 	}
 	positive := []struct {
 		flag string

@@ -128,6 +128,10 @@ func (s *Server) Leader() (node, address string, ok bool) {
 	if !s.isStarted() {
 		return "", "", false
 	}
+	if s.state() == s.viewStore {
+		c := s.cluster()
+		return c.Leader, c.LeaderAddress, c.LeaderAddress != ""
+	}
 	addr, id := s.raft.LeaderWithID()
 	if id == "" {
 		return "", "", false

@@ -59,9 +59,11 @@ func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 	return "not_member", fmt.Errorf("node %s is not in zone %s", m.Node, s.cfg.Zone)
 }
 
-// admit records m in the member list and adds it to Raft as a nonvoter. A node
-// that comes back with a new server ID (wiped data dir) replaces its old entry,
-// and its old server leaves the configuration.
+// admit records m in the member list; whether it also becomes a Raft server
+// (a stand-by, later perhaps a voter) is the reconcile round's choice, which
+// admit asks for at once. A node that comes back with a new server ID (wiped
+// data dir) replaces its old entry, and its old server leaves the
+// configuration.
 func (s *Server) admit(ctx context.Context, m zone.Member) error {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
@@ -101,22 +103,15 @@ func (s *Server) admit(ctx context.Context, m zone.Member) error {
 		}
 		s.metrics.membershipChanges.WithLabelValues("remove_stale").Inc()
 	}
-	cfg, err := s.configuration()
-	if err != nil {
-		return err
-	}
-	if _, ok := cfg[m.ServerID]; !ok {
-		if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
-		}
-		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
-		s.log.Info("admitted member as nonvoter", "peer", m.Node, "peerID", m.ServerID)
+	if !known {
+		s.log.Info("admitted member", "peer", m.Node, "peerID", m.ServerID)
 	}
 	return nil
 }
 
 // commitMembers commits ms as the member list, each member's Role taken from
-// the Raft configuration (members not in it yet are nonvoters), so the cached
+// the Raft configuration (a member outside it, a spare, is recorded as a
+// nonvoter: replicas of older versions know no other role), so the cached
 // list shows suffrage even when read during an outage.
 func (s *Server) commitMembers(ctx context.Context, ms []zone.Member) error {
 	cfg, err := s.configuration()
@@ -207,10 +202,11 @@ func (s *Server) kickReconcile() {
 	}
 }
 
-// reconcile converges three things, in order: the replicated member list onto
+// reconcile converges four things, in order: the replicated member list onto
 // the cluster's member list (removals, address changes, ourselves); the Raft
-// configuration onto the member list; and the voter set onto --voters healthy
-// members. Each step is level-triggered, so a failed step is retried next round.
+// configuration onto the member list (servers that left); the voter set onto
+// --voters healthy members; and the stand-bys onto --standbys healthy members
+// plus a seat for every voter the zone still lacks. Each step is level-triggered, so a failed step is retried next round.
 func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err error) {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
@@ -253,19 +249,17 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err er
 	// every server ID through the member list (addressBook). Rewriting the
 	// address in the configuration would also race in hashicorp/raft v1.7.3
 	// (the replication goroutine reads the peer without its lock).
-	for _, m := range members {
-		if _, ok := cfg[m.ServerID]; ok {
-			continue
-		}
-		if err := s.raft.AddNonvoter(raft.ServerID(m.ServerID), raft.ServerAddress(m.RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return false, fmt.Errorf("add %s as nonvoter: %w", m.Node, err)
-		}
-		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
-		cfg[m.ServerID] = raft.Server{ID: raft.ServerID(m.ServerID), Address: raft.ServerAddress(m.RaftAddress), Suffrage: raft.Nonvoter}
-	}
 	if short, err = s.balanceVoters(ctx, p, members, cfg); err != nil {
 		return false, err
 	}
+	if cfg, err = s.configuration(); err != nil {
+		return false, err
+	}
+	shortServers, err := s.balanceStandbys(ctx, p, members, cfg)
+	if err != nil {
+		return false, err
+	}
+	short = short || shortServers
 	// Record the suffrage changes just made in the cached member list.
 	if cfg, err = s.configuration(); err != nil {
 		return false, err

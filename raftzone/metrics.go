@@ -27,6 +27,9 @@ type metrics struct {
 	members           prometheus.Gauge
 	callerRefused     *prometheus.CounterVec
 	raftRefused       *prometheus.CounterVec
+	viewsServed       prometheus.Counter
+	viewSyncs         *prometheus.CounterVec
+	isSpare           prometheus.Gauge
 	// replica is the store the refused-report counters read; set once Run
 	// opened it.
 	replica atomic.Pointer[store.Store]
@@ -95,6 +98,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_raft_rpcs_refused_total",
 			Help: "Raft RPCs or connections dropped before hashicorp/raft saw them, by reason.",
 		}, []string{"reason"}),
+		viewsServed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_zone_views_served_total",
+			Help: "Zone views this Raft server copied to spares.",
+		}),
+		viewSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_zone_view_syncs_total",
+			Help: "This spare's attempts to copy the zone view from a server, by result: ok, failed (no server answered) or refused (an answer that is no consistent view).",
+		}, []string{"result"}),
+		isSpare: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_zone_is_spare",
+			Help: "1 while this member is a spare: outside the Raft configuration, reading the view a server copies to it.",
+		}),
 	}
 	refused := func(reason string) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -111,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
-			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused,
+			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,
 			refused(store.RefuseSignature), refused(store.RefuseSeqJump))
 		// The names v0.2.0 exported, until v0.4.
 		reg.MustRegister(

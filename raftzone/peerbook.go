@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -59,6 +60,7 @@ const bookRefresh = 250 * time.Millisecond
 type bookView struct {
 	at      time.Time
 	owner   *Server
+	src     *store.Store // the owner's replica or view store
 	applied uint64
 	pinned  map[string]zone.Member // by node
 	byID    map[string]zone.Member // pinned, by server ID
@@ -70,14 +72,18 @@ type bookView struct {
 
 func (b *peerBook) current() *bookView {
 	s := b.owner.Load()
-	var applied uint64
+	var (
+		applied uint64
+		src     *store.Store
+	)
 	if s != nil {
-		applied, _ = s.store.AppliedIndex()
+		src = s.state()
+		applied, _ = src.AppliedIndex()
 	}
-	if v := b.view.Load(); v != nil && v.owner == s && v.applied == applied && time.Since(v.at) < bookRefresh {
+	if v := b.view.Load(); v != nil && v.owner == s && v.src == src && v.applied == applied && time.Since(v.at) < bookRefresh {
 		return v
 	}
-	v := &bookView{at: time.Now(), owner: s, applied: applied,
+	v := &bookView{at: time.Now(), owner: s, src: src, applied: applied,
 		ips: map[netip.Addr]struct{}{}, atPort: map[string]string{}}
 	addIP := func(addr string) {
 		if ap, err := netip.ParseAddrPort(addr); err == nil {

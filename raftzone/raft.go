@@ -10,6 +10,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -121,6 +122,7 @@ func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 // store's applied index: the transport asks on every RPC and handshake.
 type memberIndex struct {
 	mu      sync.Mutex
+	src     *store.Store
 	applied uint64
 	byID    map[string]zone.Member
 	byNode  map[string]zone.Member
@@ -140,12 +142,13 @@ func (s *Server) memberByNode(node string) (zone.Member, bool) {
 
 // memberMaps returns the cached maps; callers must not change them.
 func (s *Server) memberMaps() (byID, byNode map[string]zone.Member) {
-	applied, _ := s.store.AppliedIndex()
+	src := s.state()
+	applied, _ := src.AppliedIndex()
 	c := &s.members
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byID == nil || c.applied != applied {
-		ms, err := s.store.Members()
+	if c.byID == nil || c.src != src || c.applied != applied {
+		ms, err := src.Members()
 		if err != nil {
 			return c.byID, c.byNode
 		}
@@ -155,7 +158,7 @@ func (s *Server) memberMaps() (byID, byNode map[string]zone.Member) {
 			c.byID[m.ServerID] = m
 			c.byNode[m.Node] = m
 		}
-		c.applied = applied
+		c.src, c.applied = src, applied
 	}
 	return c.byID, c.byNode
 }

@@ -29,7 +29,7 @@ func (s *Server) reportLoop(ctx context.Context) {
 // zone has committed for us — a lost or rejected report is therefore repaired by
 // the next one without any acknowledgement bookkeeping.
 func (s *Server) buildReport() (zone.Report, error) {
-	row, err := s.store.MatrixRow(s.cfg.Node)
+	row, err := s.state().MatrixRow(s.cfg.Node)
 	if err != nil {
 		return zone.Report{}, err
 	}
@@ -61,7 +61,7 @@ func (s *Server) buildReport() (zone.Report, error) {
 }
 
 func (s *Server) reportOnce(ctx context.Context) {
-	if _, err := s.store.Member(s.cfg.Node); err != nil {
+	if _, err := s.state().Member(s.cfg.Node); err != nil {
 		// Not admitted yet; the leader would refuse us.
 		s.metrics.reportsSent.WithLabelValues("not_joined").Inc()
 		return

@@ -42,6 +42,15 @@ type Server struct {
 
 	serverID string
 	store    *store.Store
+	// viewStore is the view a spare copies from a server (spare.go); spare
+	// is set while the readers use it instead of store, viewCl holds its
+	// cluster part.
+	viewStore *store.Store
+	spare     atomic.Bool
+	viewCl    atomic.Pointer[viewCluster]
+	// lastSync is when (Unix nanoseconds of cfg.Clock) a server last answered
+	// this spare with a view.
+	lastSync atomic.Int64
 	seq      *seqAllocator
 
 	net       *secureNet
@@ -139,6 +148,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
+	// A spare restarted (even during a cloud outage) reads the view it last
+	// copied until a server answers again.
+	s.spare.Store(s.viewCl.Load() != nil && !s.inConfiguration())
 	// From here the zone port knows the pinned members.
 	s.net.book.owner.Store(s)
 	defer s.net.book.owner.Store(nil)
@@ -168,6 +180,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goRun(s.joinLoop)
 	goRun(s.leadershipLoop)
 	goRun(s.reportLoop)
+	goRun(s.spareLoop)
 	close(s.started)
 	s.log.Info("zone member started", "serverID", s.serverID, "address", s.cfg.raftAddress())
 
@@ -193,13 +206,19 @@ func (s *Server) open() error {
 	}
 	s.store = st
 	s.metrics.replica.Store(st)
+	if s.viewStore, err = store.Open(filepath.Join(s.cfg.DataDir, "view.db"), store.Options{}); err != nil {
+		return fmt.Errorf("open the spare's zone view in --data-dir %s: %w", s.cfg.DataDir, err)
+	}
+	s.loadViewCluster()
 	s.seq, err = openSeqAllocator(filepath.Join(s.cfg.DataDir, "report-seq"), s.clock.Now)
 	if err != nil {
 		return err
 	}
 	if last := st.LastSeq(s.cfg.Node); last > 0 {
 		// A committed seq beyond the reserved block means the seq file was
-		// lost; never reuse a seq the zone already saw.
+		// lost; never reuse a seq the zone already saw. The view store's
+		// copy does not count: a server could claim any seq there and lock
+		// this member out, and the seq file alone covers a spare.
 		if err := s.seq.atLeast(last + 1); err != nil {
 			return err
 		}
@@ -231,6 +250,9 @@ func (s *Server) closeStores() {
 	}
 	if s.store != nil {
 		s.store.Close()
+	}
+	if s.viewStore != nil {
+		s.viewStore.Close()
 	}
 }
 

@@ -13,10 +13,13 @@ import (
 // Status is one member's view of its zone, served at /v1/status and printed by
 // `edgequorum status`.
 type Status struct {
-	Node          string `json:"node"`
-	Zone          string `json:"zone"`
-	ServerID      string `json:"serverID"`
-	State         string `json:"state"`
+	Node     string `json:"node"`
+	Zone     string `json:"zone"`
+	ServerID string `json:"serverID"`
+	State    string `json:"state"`
+	// Role is voter, standby or spare (see DESIGN.md, "Roles"); empty until
+	// the member has joined.
+	Role          string `json:"role,omitempty"`
 	Term          uint64 `json:"term"`
 	Leader        string `json:"leader,omitempty"`
 	LeaderAddress string `json:"leaderAddress,omitempty"`
@@ -49,9 +52,12 @@ type MemberStatus struct {
 	ServerID     string `json:"serverID"`
 	RaftAddress  string `json:"raftAddress"`
 	ProbeAddress string `json:"probeAddress"`
-	// Suffrage is voter, nonvoter, or empty when the member is not (yet) in
-	// the Raft configuration.
+	// Suffrage is voter, nonvoter, or empty when the member is not in the
+	// Raft configuration.
 	Suffrage string `json:"suffrage"`
+	// Role is voter, standby (a nonvoter) or spare (outside the
+	// configuration).
+	Role string `json:"role"`
 	// LastReportAgeSeconds is how long ago the zone committed the member's
 	// last report; absent when it never reported.
 	LastReportAgeSeconds *float64 `json:"lastReportAgeSeconds,omitempty"`
@@ -81,22 +87,38 @@ func (s *Server) Status() Status {
 		return st
 	}
 	st.ServerID = s.serverID
-	st.State = s.raft.State().String()
-	st.Term = s.raft.CurrentTerm()
-	st.CommitIndex, st.AppliedIndex, st.LastIndex = s.raft.CommitIndex(), s.raft.AppliedIndex(), s.raft.LastIndex()
 	leaderNode, leaderAddr, hasLeader := s.Leader()
 	st.Leader, st.LeaderAddress = leaderNode, leaderAddr
+	src := s.state()
+	servers := map[string]string{}
+	if src == s.viewStore {
+		// A spare: everything from the view a server last copied.
+		c := s.cluster()
+		st.State, st.Term, servers = "Spare", c.Term, c.Servers
+		st.AppliedIndex, _ = src.AppliedIndex()
+		st.CommitIndex, st.LastIndex = st.AppliedIndex, st.AppliedIndex
+		st.Joined = s.isMember()
+		st.Ready = st.Joined && hasLeader && s.clock.Since(time.Unix(0, s.lastSync.Load())) <= s.cfg.VoteTimeout
+	} else {
+		st.State = s.raft.State().String()
+		st.Term = s.raft.CurrentTerm()
+		st.CommitIndex, st.AppliedIndex, st.LastIndex = s.raft.CommitIndex(), s.raft.AppliedIndex(), s.raft.LastIndex()
+		cfg, _ := s.configuration()
+		for id, srv := range cfg {
+			servers[id] = suffrage(srv.Suffrage)
+		}
+		_, inCfg := cfg[s.serverID]
+		st.Joined = inCfg || s.isMember()
+		st.Ready = st.Joined && hasLeader && st.AppliedIndex+readySlack >= st.CommitIndex
+	}
 
-	cfg, _ := s.configuration()
-	_, st.Joined = cfg[s.serverID]
-	st.Ready = st.Joined && hasLeader && st.AppliedIndex+readySlack >= st.CommitIndex
-
-	members, _ := s.store.Members()
+	members, _ := src.Members()
 	last := s.lastReports()
 	for _, m := range members {
-		ms := MemberStatus{Node: m.Node, ServerID: m.ServerID, RaftAddress: m.RaftAddress, ProbeAddress: m.ProbeAddress}
-		if srv, ok := cfg[m.ServerID]; ok {
-			ms.Suffrage = suffrage(srv.Suffrage)
+		ms := MemberStatus{Node: m.Node, ServerID: m.ServerID, RaftAddress: m.RaftAddress, ProbeAddress: m.ProbeAddress,
+			Suffrage: servers[m.ServerID], Role: role(servers[m.ServerID])}
+		if m.Node == s.cfg.Node && st.Joined {
+			st.Role = ms.Role
 		}
 		if lr, ok := last[m.Node]; ok {
 			age := now.Sub(lr.ReceivedAt).Seconds()
@@ -105,17 +127,28 @@ func (s *Server) Status() Status {
 		}
 		st.Members = append(st.Members, ms)
 	}
-	for _, srv := range cfg {
-		if srv.Suffrage == raft.Voter {
+	for _, sf := range servers {
+		if sf == string(zone.Voter) {
 			st.Voters++
 		}
 	}
-	st.WantVoters = desiredVoters(len(cfg), s.cfg.Voters)
+	st.WantVoters = desiredVoters(len(members), s.cfg.Voters)
 	st.Forming = st.Joined && st.Voters < st.WantVoters
-	verdicts, _ := s.store.Verdicts()
+	verdicts, _ := src.Verdicts()
 	st.Verdicts = sortedVerdicts(verdicts)
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Node, b.Node) })
 	return st
+}
+
+// role names a member's role from its suffrage in the configuration.
+func role(suffrage string) string {
+	switch suffrage {
+	case string(zone.Voter):
+		return "voter"
+	case string(zone.Nonvoter):
+		return "standby"
+	}
+	return "spare"
 }
 
 func suffrage(s raft.ServerSuffrage) string {

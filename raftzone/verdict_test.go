@@ -178,6 +178,7 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		{"--data-dir", func(c *Config) { c.DataDir = " " }},
 		{"--key-file", func(c *Config) { c.Keys = nil }},
 		{"--voters", func(c *Config) { c.Voters = 4 }},
+		{"--standbys", func(c *Config) { c.Standbys = -1 }},
 		{"--peer-port", func(c *Config) { c.PeerPort = 70000 }},
 		{"--vote-period", func(c *Config) { c.VotePeriod = 0 }},
 		{"--vote-timeout", func(c *Config) { c.VoteTimeout = c.ReportPeriod }},

@@ -27,7 +27,7 @@ func (s *Server) peers(storeOpen bool) []Candidate {
 			}
 		}
 	} else if storeOpen {
-		ms, err := s.store.Members()
+		ms, err := s.state().Members()
 		if err != nil {
 			s.log.Error("read member list", "err", err)
 		}
@@ -44,7 +44,7 @@ func (s *Server) peers(storeOpen bool) []Candidate {
 // lastReports reads every member's last committed report; on a read error it
 // returns none, which makes every member look stale rather than fresh.
 func (s *Server) lastReports() map[string]store.LastReport {
-	last, err := s.store.LastReports()
+	last, err := s.state().LastReports()
 	if err != nil {
 		s.log.Error("read last reports", "err", err)
 		return nil

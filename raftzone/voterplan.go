@@ -20,12 +20,14 @@ func desiredVoters(m, limit int) int {
 	return max(min(m, limit), 1)
 }
 
-// seat is what the voter planner knows of one member of the Raft configuration.
+// seat is what the voter planner knows of one member.
 type seat struct {
 	id, node string
 	self     bool
 	voter    bool
-	// eligible: a nonvoter the zone has no reason to distrust — not judged
+	// spare: the member is outside the Raft configuration.
+	spare bool
+	// eligible: a nonvoter or spare the zone has no reason to distrust — not judged
 	// unhealthy, and either reporting or joined too recently to have
 	// reported. It still has to pass the live check before it votes.
 	eligible bool
@@ -60,8 +62,8 @@ type promoter struct {
 
 func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
 
-// classify turns what the leader knows into one seat per member of the Raft
-// configuration. A member is healthy when it reported within the vote timeout
+// classify turns what the leader knows into one seat per member; members
+// outside the Raft configuration are spares. A member is healthy when it reported within the vote timeout
 // and the zone has not judged it unhealthy (the leader itself always is); a
 // nonvoter is eligible when healthy, or when it joined within the vote timeout
 // and has not reported yet (a forming zone gets its voters at once); a voter
@@ -71,10 +73,8 @@ func (p *promoter) classify(in voterInputs) []seat {
 	seats := make([]seat, 0, len(in.members))
 	for _, m := range in.members {
 		srv, ok := in.config[m.ServerID]
-		if !ok {
-			continue
-		}
-		st := seat{id: m.ServerID, node: m.Node, self: m.Node == in.self, voter: srv.Suffrage == raft.Voter, joinedAt: m.JoinedAt}
+		st := seat{id: m.ServerID, node: m.Node, self: m.Node == in.self, voter: ok && srv.Suffrage == raft.Voter,
+			spare: !ok, joinedAt: m.JoinedAt}
 		lr, reported := in.lastReports[m.Node]
 		judged := in.verdicts[m.Node].State == zone.Unhealthy
 		var healthy bool
@@ -114,7 +114,7 @@ type voterPlan struct {
 }
 
 // planVoters decides promotions and demotions for a zone that wants `want`
-// voters. It is pure but for live, the check each candidate must pass right
+// voters; only stand-bys (nonvoters in the configuration) are candidates. It is pure but for live, the check each candidate must pass right
 // before its promotion (is it alive and caught up?); live is called only for
 // the candidates the plan needs, best first, so a zone at its target makes no
 // calls at all.
@@ -133,11 +133,11 @@ func planVoters(seats []seat, want int, live func(seat) bool) voterPlan {
 			if s.dead {
 				dead++
 			}
-		case s.eligible:
+		case s.eligible && !s.spare:
 			spares = append(spares, s)
 		}
 	}
-	// Best spares first: reach the apiserver, then longest-standing, then name.
+	// Best stand-bys first: reach the apiserver, then longest-standing, then name.
 	slices.SortFunc(spares, func(a, b seat) int {
 		if a.api != b.api {
 			if a.api {
@@ -202,4 +202,61 @@ func planVoters(seats []seat, want int, live func(seat) bool) voterPlan {
 		excess--
 	}
 	return plan
+}
+
+// planStandbys decides which members should be stand-bys (Raft nonvoters) in
+// a zone that wants `want` of them: every other non-voting member is a spare.
+// It keeps the best `want` of the stand-bys and the eligible spares — eligible
+// before not, a present stand-by before a spare (a stand-by has its replica,
+// a spare has none), then reaching the apiserver, longest-standing, name — so a
+// healthy stand-by is never swapped for an equal spare, and a dead one is
+// replaced once a healthy spare can take its seat. add are the spares to add,
+// remove the stand-bys to take out.
+func planStandbys(seats []seat, want int) (add, remove []seat) {
+	var cands []seat
+	for _, s := range seats {
+		if s.voter || s.self || (s.spare && !s.eligible) {
+			continue
+		}
+		cands = append(cands, s)
+	}
+	flag := func(b bool) int {
+		if b {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(cands, func(a, b seat) int {
+		if c := flag(a.eligible) - flag(b.eligible); c != 0 {
+			return c
+		}
+		if c := flag(!a.spare) - flag(!b.spare); c != 0 {
+			return c
+		}
+		if c := flag(a.api) - flag(b.api); c != 0 {
+			return c
+		}
+		if c := a.joinedAt.Compare(b.joinedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.node, b.node)
+	})
+	for i, s := range cands {
+		switch keep := i < want; {
+		case keep && s.spare:
+			add = append(add, s)
+		case !keep && !s.spare:
+			remove = append(remove, s)
+		}
+	}
+	return add, remove
+}
+
+// desiredStandbys is how many stand-bys a zone of m members with `voters`
+// voters should keep: --standbys, plus a seat for every voter it still lacks
+// (a member becomes a voter only from stand-by), but no more than the members
+// that do not vote.
+func desiredStandbys(m, voters, voterLimit, standbys int) int {
+	lacking := max(0, desiredVoters(m, voterLimit)-voters)
+	return max(0, min(standbys+lacking, m-voters))
 }

@@ -1,6 +1,7 @@
 package raftzone
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -92,8 +93,15 @@ func TestClassifySeats(t *testing.T) {
 			want:  map[string]seat{"a": {self: true, voter: true}, "b": {voter: true, unhealthy: true, dead: true}},
 		},
 		{
-			name:     "a member outside the configuration has no seat",
-			in:       voterInputs{self: "a", members: []zone.Member{member("a", old), member("b", t0)}, config: cfg([]string{"a"})},
+			name: "a member outside the configuration is a spare, eligible like a nonvoter",
+			in: voterInputs{self: "a", members: []zone.Member{member("a", old), member("b", t0), member("c", old), member("d", old)},
+				config: cfg([]string{"a"}), lastReports: map[string]store.LastReport{"c": reported(t0, true)}},
+			want: map[string]seat{"a": {self: true, voter: true}, "b": {spare: true, eligible: true},
+				"c": {spare: true, eligible: true, api: true}, "d": {spare: true}},
+		},
+		{
+			name:     "a server that is no member has no seat",
+			in:       voterInputs{self: "a", members: []zone.Member{member("a", old)}, config: cfg([]string{"a"}, "b")},
 			want:     map[string]seat{"a": {self: true, voter: true}},
 			wantGone: []string{"b"},
 		},
@@ -119,9 +127,9 @@ func TestClassifySeats(t *testing.T) {
 					t.Errorf("%s has no seat", n)
 					continue
 				}
-				if g.self != w.self || g.voter != w.voter || g.eligible != w.eligible || g.unhealthy != w.unhealthy || g.dead != w.dead || g.api != w.api {
-					t.Errorf("%s: got self=%v voter=%v eligible=%v unhealthy=%v dead=%v api=%v, want self=%v voter=%v eligible=%v unhealthy=%v dead=%v api=%v",
-						n, g.self, g.voter, g.eligible, g.unhealthy, g.dead, g.api, w.self, w.voter, w.eligible, w.unhealthy, w.dead, w.api)
+				g.id, g.node, g.joinedAt = "", "", time.Time{}
+				if g != w {
+					t.Errorf("%s: got %+v, want %+v", n, g, w)
 				}
 			}
 		})
@@ -162,5 +170,82 @@ func TestClassifyRemembersUnhealthySince(t *testing.T) {
 	}
 	if s := seatOf(back.Add(time.Second), nil); !s.unhealthy || s.dead {
 		t.Fatalf("silent again: unhealthy=%v dead=%v, want the clock restarted", s.unhealthy, s.dead)
+	}
+}
+
+// TestPlanStandbys covers who becomes a stand-by and who goes back to being a
+// spare: a healthy stand-by keeps its seat, a dead one gives it up only to a
+// healthy spare, and spares are chosen by apiserver reach, then seniority.
+func TestPlanStandbys(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seatOf := func(n string, joined int, mods ...func(*seat)) seat {
+		s := seat{id: n, node: n, eligible: true, api: true, joinedAt: t0.Add(time.Duration(joined) * time.Second)}
+		for _, m := range mods {
+			m(&s)
+		}
+		return s
+	}
+	voter := func(s *seat) { s.voter = true }
+	leader := func(s *seat) { s.voter, s.self = true, true }
+	spare := func(s *seat) { s.spare = true }
+	sick := func(s *seat) { s.eligible = false }
+	noAPI := func(s *seat) { s.api = false }
+	for _, tc := range []struct {
+		name        string
+		seats       []seat
+		want        int
+		add, remove []string
+	}{
+		{name: "fills the seats with the senior spares", want: 2,
+			seats: []seat{seatOf("a", 0, leader), seatOf("b", 0, voter), seatOf("e", 3, spare), seatOf("c", 1, spare), seatOf("d", 2, spare)},
+			add:   []string{"c", "d"}, remove: []string{}},
+		{name: "apiserver reach before seniority", want: 1,
+			seats: []seat{seatOf("a", 0, leader), seatOf("c", 1, spare, noAPI), seatOf("d", 2, spare)},
+			add:   []string{"d"}, remove: []string{}},
+		{name: "a healthy stand-by keeps its seat against a senior spare", want: 1,
+			seats: []seat{seatOf("a", 0, leader), seatOf("d", 5), seatOf("c", 1, spare)},
+			add:   []string{}, remove: []string{}},
+		{name: "a sick stand-by yields to a healthy spare", want: 2,
+			seats: []seat{seatOf("a", 0, leader), seatOf("b", 1, sick), seatOf("c", 2), seatOf("d", 3, spare)},
+			add:   []string{"d"}, remove: []string{"b"}},
+		{name: "a sick stand-by stays when no spare is healthy", want: 2,
+			seats: []seat{seatOf("a", 0, leader), seatOf("b", 1, sick), seatOf("c", 2), seatOf("d", 3, spare, sick)},
+			add:   []string{}, remove: []string{}},
+		{name: "surplus stand-bys go back to spare, the best one stays", want: 1,
+			seats: []seat{seatOf("a", 0, leader), seatOf("b", 1, noAPI), seatOf("c", 2), seatOf("d", 3)},
+			add:   []string{}, remove: []string{"d", "b"}},
+		{name: "no seats: every stand-by leaves", want: 0,
+			seats: []seat{seatOf("a", 0, leader), seatOf("b", 1)},
+			add:   []string{}, remove: []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			add, remove := planStandbys(tc.seats, tc.want)
+			if got := seatNames(add); !slices.Equal(got, tc.add) {
+				t.Errorf("add %v, want %v", got, tc.add)
+			}
+			if got := seatNames(remove); !slices.Equal(got, tc.remove) {
+				t.Errorf("remove %v, want %v", got, tc.remove)
+			}
+		})
+	}
+}
+
+// TestDesiredStandbys checks the seat count: --standbys plus the voters still
+// lacking, never more than the members that do not vote.
+func TestDesiredStandbys(t *testing.T) {
+	for _, tc := range []struct{ members, voters, limit, standbys, want int }{
+		{1, 1, 5, 2, 0},
+		{3, 1, 5, 2, 2},   // forming: both others, to become voters
+		{9, 1, 5, 2, 6},   // forming: four future voters and two stand-bys
+		{9, 5, 5, 2, 2},   // formed
+		{129, 5, 5, 2, 2}, // a large zone keeps its core small
+		{129, 4, 5, 2, 3}, // a voter lost: one more seat until it is replaced
+		{7, 5, 5, 0, 0},   // --standbys 0
+		{6, 5, 5, 2, 1},   // only one member does not vote
+	} {
+		if got := desiredStandbys(tc.members, tc.voters, tc.limit, tc.standbys); got != tc.want {
+			t.Errorf("desiredStandbys(%d members, %d voters, --voters %d, --standbys %d) = %d, want %d",
+				tc.members, tc.voters, tc.limit, tc.standbys, got, tc.want)
+		}
 	}
 }

@@ -49,25 +49,34 @@ func (s *Server) checkCandidate(ctx context.Context, m zone.Member) error {
 	return nil
 }
 
+// seats classifies every member for the planners from what the replica says
+// now.
+func (s *Server) seats(p *promoter, members []zone.Member, cfg map[string]raft.Server) ([]seat, error) {
+	verdicts, err := s.store.Verdicts()
+	if err != nil {
+		return nil, err
+	}
+	return p.classify(voterInputs{
+		now: s.clock.Now(), self: s.cfg.Node, selfAPI: s.reachesAPI(),
+		members: members, config: cfg, lastReports: s.lastReports(), verdicts: verdicts,
+		voteTimeout: s.cfg.VoteTimeout, deadVoterTimeout: s.cfg.DeadVoterTimeout,
+	}), nil
+}
+
 // balanceVoters keeps desiredVoters voters (planVoters decides who) and applies
 // the plan: promotions first, each only after the candidate answers its live
 // check (checkCandidate), then demotions. It returns whether the zone is short
 // of voters it could have, so the caller looks again soon.
 func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
-	verdicts, err := s.store.Verdicts()
+	seats, err := s.seats(p, members, cfg)
 	if err != nil {
 		return false, err
 	}
-	seats := p.classify(voterInputs{
-		now: s.clock.Now(), self: s.cfg.Node, selfAPI: s.reachesAPI(),
-		members: members, config: cfg, lastReports: s.lastReports(), verdicts: verdicts,
-		voteTimeout: s.cfg.VoteTimeout, deadVoterTimeout: s.cfg.DeadVoterTimeout,
-	})
 	byID := make(map[string]zone.Member, len(members))
 	for _, m := range members {
 		byID[m.ServerID] = m
 	}
-	plan := planVoters(seats, desiredVoters(len(seats), s.cfg.Voters), func(c seat) bool {
+	plan := planVoters(seats, desiredVoters(len(members), s.cfg.Voters), func(c seat) bool {
 		if ctx.Err() != nil {
 			return false
 		}
@@ -99,4 +108,42 @@ func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.
 		s.log.Info("demoted voter", "peer", c.node, "dead", c.dead, "unhealthy", c.unhealthy, "apiReachable", c.api)
 	}
 	return plan.short, nil
+}
+
+// balanceStandbys keeps desiredStandbys stand-bys (planStandbys decides who):
+// a spare becomes a stand-by by joining the configuration as a nonvoter, which
+// replicates the zone's state to it; a stand-by beyond the plan leaves the
+// configuration and is a spare again. It returns whether the zone lacks
+// servers for the voters it wants, so the caller looks again soon.
+func (s *Server) balanceStandbys(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
+	seats, err := s.seats(p, members, cfg)
+	if err != nil {
+		return false, err
+	}
+	voters := 0
+	for _, st := range seats {
+		if st.voter {
+			voters++
+		}
+	}
+	add, remove := planStandbys(seats, desiredStandbys(len(members), voters, s.cfg.Voters, s.cfg.Standbys))
+	byID := make(map[string]zone.Member, len(members))
+	for _, m := range members {
+		byID[m.ServerID] = m
+	}
+	for _, c := range add {
+		if err := s.raft.AddNonvoter(raft.ServerID(c.id), raft.ServerAddress(byID[c.id].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("add %s as stand-by: %w", c.node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
+		s.log.Info("spare is a stand-by now", "peer", c.node, "apiReachable", c.api)
+	}
+	for _, c := range remove {
+		if err := s.raft.RemoveServer(raft.ServerID(c.id), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("make stand-by %s a spare: %w", c.node, err)
+		}
+		s.metrics.membershipChanges.WithLabelValues("remove_standby").Inc()
+		s.log.Info("stand-by is a spare now", "peer", c.node, "eligible", c.eligible, "apiReachable", c.api)
+	}
+	return voters < desiredVoters(len(members), s.cfg.Voters) && len(add) > 0, nil
 }

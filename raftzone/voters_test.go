@@ -24,13 +24,7 @@ func TestPlanVoters(t *testing.T) {
 	sick := func(s seat) seat { s.unhealthy = true; return s }
 	dead := func(s seat) seat { s.unhealthy, s.dead = true, true; return s }
 	ineligible := func(s seat) seat { s.eligible = false; return s }
-	names := func(ss []seat) []string {
-		out := []string{}
-		for _, s := range ss {
-			out = append(out, s.node)
-		}
-		return out
-	}
+	outside := func(s seat) seat { s.spare = true; return s }
 	for _, tc := range []struct {
 		name    string
 		seats   []seat
@@ -67,6 +61,8 @@ func TestPlanVoters(t *testing.T) {
 			promote: []string{"d"}, demote: []string{"b"}, checked: []string{"d"}},
 		{name: "dead voter kept when no candidate passes", seats: []seat{self(voter("a")), dead(voter("b")), voter("c"), spare("d", 1)}, want: 3,
 			fails: []string{"d"}, promote: []string{}, demote: []string{}, checked: []string{"d"}},
+		{name: "a spare is no candidate, though eligible", seats: []seat{self(voter("a")), outside(spare("b", 1)), spare("c", 2), spare("d", 3)}, want: 3,
+			promote: []string{"c", "d"}, demote: []string{}, checked: []string{"c", "d"}},
 		{name: "excess demoted worst first, never the leader", seats: []seat{self(noAPI(voter("a"))), voter("b"), noAPI(voter("c")), sick(voter("d")), voter("e")}, want: 3,
 			promote: []string{}, demote: []string{"d", "c"}, checked: []string{}},
 	} {
@@ -76,10 +72,10 @@ func TestPlanVoters(t *testing.T) {
 				checked = append(checked, s.node)
 				return !slices.Contains(tc.fails, s.node)
 			})
-			if got := names(plan.promote); !slices.Equal(got, tc.promote) {
+			if got := seatNames(plan.promote); !slices.Equal(got, tc.promote) {
 				t.Errorf("promote %v, want %v", got, tc.promote)
 			}
-			if got := names(plan.demote); !slices.Equal(got, tc.demote) {
+			if got := seatNames(plan.demote); !slices.Equal(got, tc.demote) {
 				t.Errorf("demote %v, want %v", got, tc.demote)
 			}
 			if plan.short != tc.short {
@@ -162,4 +158,14 @@ func TestDeadNonvoterNotPromoted(t *testing.T) {
 	if got := testutil.ToFloat64(l.srv.metrics.membershipChanges.WithLabelValues("promote")); got < 3 {
 		t.Errorf("promote counted %v times, want at least 3 (two at formation, one replacement)", got)
 	}
+}
+
+// seatNames lists the seats' nodes in order; never nil, so an empty plan
+// compares equal to an empty want.
+func seatNames(ss []seat) []string {
+	out := []string{}
+	for _, s := range ss {
+		out = append(out, s.node)
+	}
+	return out
 }

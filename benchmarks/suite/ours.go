@@ -504,7 +504,7 @@ func (r *oursRun) waitMembers(ctx context.Context, want int) error {
 			if st, err := l.Status(ctx); err == nil {
 				joined := 0
 				for _, m := range st.Members {
-					if m.Suffrage != "" {
+					if m.Role != "" {
 						joined++
 					}
 				}

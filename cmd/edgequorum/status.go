@@ -131,7 +131,12 @@ func printStatus(w io.Writer, st raftzone.Status) {
 		if ok {
 			state, pc, term = string(v.State), fmt.Sprintf("%d/%d", v.Pros, v.Cons), fmt.Sprint(v.Term)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(m.Suffrage), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
+		role := m.Role
+		if role == "" {
+			// An agent from before spares existed names suffrage only.
+			role = m.Suffrage
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(role), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
 	}
 	tw.Flush()
 }

@@ -1,0 +1,185 @@
+package raftzone
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+func viewMember(node string) zone.Member {
+	return zone.Member{Node: node, ServerID: "id-" + node, Zone: testZoneName, ProbeAddress: "127.0.0.9",
+		RaftAddress: "127.0.0.9:9470", Role: zone.Nonvoter, JoinedAt: time.Unix(1700000000, 0).UTC()}
+}
+
+// sparesView is what a spare, c, holds after its first copy: three members,
+// a verdict and its own row.
+func sparesView() (store.View, viewCluster) {
+	c := viewCluster{Leader: "a", LeaderAddress: "127.0.0.9:9470", Term: 3,
+		Servers: map[string]string{"id-a": "voter", "id-b": "nonvoter"}, Tag: "t1", RowTag: "r1"}
+	raw, _ := json.Marshal(c)
+	return store.View{Applied: 10, AppliedTerm: 3, Node: "c",
+		Members:  []zone.Member{viewMember("a"), viewMember("b"), viewMember("c")},
+		Verdicts: []zone.Verdict{{Node: "b", State: zone.Healthy, Pros: 2, Members: 3, Term: 3}},
+		Row:      map[string]store.Cell{"a": {OK: true, Score: 100}, "b": {OK: true, Score: 90}},
+		Cluster:  raw}, c
+}
+
+// TestMergeView checks how a spare folds a server's answer into its view: a
+// part the server left out because the spare holds it stays, a new shared
+// part replaces the old one and takes the row's cells about members that
+// left with it, and an answer that is no consistent view changes nothing.
+func TestMergeView(t *testing.T) {
+	cur, c := sparesView()
+
+	t.Run("unchanged parts left out", func(t *testing.T) {
+		next, nc, err := mergeView(cur, c, viewAnswer{Applied: 12, AppliedTerm: 3, RowTag: "r1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Applied != 12 || !reflect.DeepEqual(next.Members, cur.Members) || !reflect.DeepEqual(next.Row, cur.Row) ||
+			!reflect.DeepEqual(next.Verdicts, cur.Verdicts) || nc.Leader != "a" || nc.Tag != "t1" {
+			t.Fatalf("merged view lost a part it was told to keep: %+v, cluster %+v", next, nc)
+		}
+	})
+
+	t.Run("member left", func(t *testing.T) {
+		nc := viewCluster{Leader: "c", LeaderAddress: "127.0.0.9:9470", Term: 4, Tag: "t2"}
+		next, got, err := mergeView(cur, c, viewAnswer{Applied: 20, AppliedTerm: 4, Shared: true,
+			Members: []zone.Member{viewMember("a"), viewMember("c")}, Cluster: &nc, RowTag: "r2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := next.Row["b"]; ok || len(next.Row) != 1 {
+			t.Errorf("row kept a cell about b, who left: %v", next.Row)
+		}
+		if len(next.Verdicts) != 0 || got.Leader != "c" || got.RowTag != "r2" {
+			t.Errorf("shared part not replaced: verdicts %v, cluster %+v", next.Verdicts, got)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		ans  viewAnswer
+	}{
+		{"shared part without cluster", viewAnswer{Shared: true, Members: cur.Members}},
+		{"verdict about no member", viewAnswer{Shared: true, Members: cur.Members, Cluster: &c,
+			Verdicts: []zone.Verdict{{Node: "x", State: zone.Unhealthy, Cons: 2, Members: 3, Term: 3}}}},
+		{"member without a name", viewAnswer{Shared: true, Members: []zone.Member{{ServerID: "id"}}, Cluster: &c}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := mergeView(cur, c, tc.ans); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// FuzzViewAnswer feeds GET /v1/view answers, as a hostile server could send
+// them, through what a spare does with one: decode, merge with its view,
+// write it to its view store. Nothing may panic, and whatever is written
+// reads back as a consistent view.
+func FuzzViewAnswer(f *testing.F) {
+	cur, c := sparesView()
+	full := viewAnswer{Applied: 11, AppliedTerm: 3, Shared: true, Members: cur.Members, Verdicts: cur.Verdicts,
+		Cluster: &c, RowSent: true, Row: cur.Row, RowTag: "r1", Last: &store.LastReport{Seq: 7}}
+	for _, a := range []viewAnswer{full, {Applied: 12, RowTag: "r1"}, {RowSent: true, Row: map[string]store.Cell{"c": {}}}} {
+		b, err := json.Marshal(a)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"shared":true,"members":null,"cluster":{}}`))
+	f.Add([]byte(`{"rowSent":true,"row":{"a":{"score":1e308}},"rowTag":"x"}`))
+	st, err := store.Open(filepath.Join(f.TempDir(), "view.db"), store.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ans viewAnswer
+		if json.Unmarshal(data, &ans) != nil {
+			return
+		}
+		next, _, err := mergeView(cur, c, ans)
+		if err != nil {
+			return
+		}
+		if err := st.ImportView(next); err != nil {
+			t.Fatalf("a merged view does not import: %v", err)
+		}
+		back, err := st.ExportView(cur.Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Validate(); err != nil {
+			t.Fatalf("the imported view reads back inconsistent: %v", err)
+		}
+		if !reflect.DeepEqual(back.Members, next.Members) && (len(back.Members) != 0 || len(next.Members) != 0) {
+			t.Fatalf("members read back as %v, wrote %v", back.Members, next.Members)
+		}
+	})
+}
+
+// TestViewOnlyForMembers checks who a server copies its view to: the zone's
+// members and its leader's verdicts are not for a box that holds the zone key
+// and a node's key but is not that member (its server ID is not the one the
+// zone pinned), and a member gets its own row, never another's.
+func TestViewOnlyForMembers(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	var caller *testNode
+	for _, n := range z.running() {
+		if n != l {
+			caller = n
+			break
+		}
+	}
+	get := func(p testPeer) (int, viewAnswer, string) {
+		t.Helper()
+		sn := peerNet(t, z.fabric.Host(caller.ip), z.keys, p, z.list)
+		resp, err := sn.httpClient().Get("https://" + l.ip + ":9470/v1/view")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var ans viewAnswer
+		var eb errorBody
+		_ = jsonUnmarshal(raw, &ans)
+		_ = jsonUnmarshal(raw, &eb)
+		return resp.StatusCode, ans, eb.Reason
+	}
+
+	me := peerOf(t, caller)
+	status, ans, reason := get(me)
+	if status != http.StatusOK {
+		t.Fatalf("member %s asked for its view: %d %s", caller.name, status, reason)
+	}
+	if !ans.Shared || len(ans.Members) != 3 || ans.Cluster == nil || ans.Cluster.Leader != l.name {
+		t.Errorf("view lacks the zone: shared %v, %d members, cluster %+v", ans.Shared, len(ans.Members), ans.Cluster)
+	}
+	for peer := range ans.Row {
+		if peer == caller.name {
+			t.Errorf("row holds a cell about its own member")
+		}
+	}
+	if want, _ := l.srv.store.MatrixRow(caller.name); len(ans.Row) != len(want) {
+		t.Errorf("row of %s has %d cells, the leader's replica %d", caller.name, len(ans.Row), len(want))
+	}
+
+	impostor := me
+	impostor.serverID = "00000000-0000-4000-8000-000000000000"
+	if status, _, reason := get(impostor); status != http.StatusForbidden || reason != "not_member" {
+		t.Errorf("caller with %s's key but another server ID got %d %q, want 403 not_member", caller.name, status, reason)
+	}
+}
