@@ -24,7 +24,7 @@
 //  2. A member without state first asks every member it can reach (from the
 //     cluster's member list and from the cached replicated member list) to admit
 //     it. Any member that belongs to a cluster forwards it to the leader, which
-//     adds it as a nonvoter.
+//     records it in the member list (a spare until the planner gives it a seat).
 //  3. Only if no reachable member has a cluster does it try the atomic Create of
 //     the zone's genesis object (the Lease edgequorum-genesis-<zone>), holding a
 //     cluster UUID and the founder's node name and server ID. The one member whose
@@ -48,8 +48,16 @@
 // While the cluster's list is unavailable nothing is removed. At most --voters
 // members vote (all of them in a zone no larger than that, so an evenly split
 // small zone stalls instead of one half condemning the other); the leader promotes
-// healthy nonvoters that reach the apiserver, replaces a voter that looked dead for
+// healthy stand-bys that reach the apiserver, replaces a voter that looked dead for
 // --dead-voter-timeout, and promotes before it demotes.
+//
+// Only voters and up to --standbys stand-bys (Raft nonvoters that replicate, so a
+// lost voter's replacement already holds the log) are Raft servers. Every other
+// member is a spare (spare.go): it probes and reports like any member, and copies
+// the committed view it needs from a server over GET /v1/view into a store of its
+// own, so the leader's replication cost stays that of a small zone however large
+// the zone grows. planStandbys (voterplan.go) picks the stand-bys; balanceStandbys
+// (voters.go) adds and removes them.
 //
 // A promotion is checked live: right before it, the leader asks the candidate for
 // its replica state over the peer API and promotes it only if it answers with its
@@ -92,10 +100,11 @@
 // reports), peerapi.go (the peer API), intake.go (verifying and batching
 // reports), verdict.go (tally and verdict commits), membership.go and
 // bootstrap.go (members, genesis, join), voters.go and voterplan.go (voter
-// placement), placement.go (handovers), recover.go (lost quorum), view.go and
-// status.go (read-only views for callers outside), transport.go, zoneport.go
-// and counting.go (the zone port), keys.go and persist.go (on-disk secrets and
-// IDs), config.go, deps.go, metrics.go and hclog.go.
+// placement), spare.go (spares and the view they copy), placement.go
+// (handovers), recover.go (lost quorum), view.go and status.go (read-only
+// views for callers outside), transport.go, zoneport.go and counting.go (the
+// zone port), keys.go and persist.go (on-disk secrets and IDs), config.go,
+// deps.go, metrics.go and hclog.go.
 //
 // raftzone must not import client-go or any Kubernetes package: it sees the
 // cluster only through MemberSource, Genesis and APIHealth.
