@@ -37,6 +37,9 @@ type variant struct {
 	steady        time.Duration
 	settle        time.Duration
 	detectTimeout time.Duration
+	// lossy runs the lossy-link phase after the kills; onlyLossy skips the
+	// steady window and the kills.
+	lossy, onlyLossy bool
 }
 
 // matchedVariant runs SuperEdge's protocol at edgequorum's cadence: check and
@@ -132,20 +135,24 @@ type baselineRun struct {
 	names []string
 	w     *watcher
 	res   *System
+	// lossy is the lossy-link phase's figures, one per loss level.
+	lossy []LossFigures
 }
 
 // runBaseline runs the baseline on the zone's kubelets (edgequorum's agents
 // are stopped by then): formation, steady state and kills, measured exactly as
-// for edgequorum.
-func (s *suite) runBaseline(ctx context.Context, n int, zoneName string, kubelets []*testcluster.Kubelet, v variant) System {
-	res := s.runBaselineScaled(ctx, n, zoneName, kubelets, v)
-	res.normalize(v.k)
-	return res
+// for edgequorum, then the variant's lossy-link phase when it has one (with
+// OnlyLossy, formation and that phase alone). It returns the lossy-link
+// figures per loss level apart.
+func (s *suite) runBaseline(ctx context.Context, n int, zoneName string, kubelets []*testcluster.Kubelet, v variant) (System, []LossFigures) {
+	r := &baselineRun{s: s, n: n, v: v, res: &System{Name: v.name}}
+	r.run(ctx, zoneName, kubelets)
+	r.res.normalize(v.k)
+	return *r.res, r.lossy
 }
 
-func (s *suite) runBaselineScaled(ctx context.Context, n int, zoneName string, kubelets []*testcluster.Kubelet, v variant) System {
-	res := System{Name: v.name}
-	r := &baselineRun{s: s, n: n, v: v, res: &res}
+func (r *baselineRun) run(ctx context.Context, zoneName string, kubelets []*testcluster.Kubelet) {
+	s, n, v, res := r.s, r.n, r.v, r.res
 	fail := func(phase string, err error) {
 		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", phase, err))
 		s.progress(n, v.label, "%s failed: %v", phase, err)
@@ -159,12 +166,12 @@ func (s *suite) runBaselineScaled(ctx context.Context, n int, zoneName string, k
 	}
 	if err := prepareBaselineNodes(ctx, client, zoneName, r.names); err != nil {
 		fail("prepare", err)
-		return res
+		return
 	}
 	w, err := watchZone(ctx, client, zoneName, baselineState)
 	if err != nil {
 		fail("watch", err)
-		return res
+		return
 	}
 	defer w.stop()
 	r.w = w
@@ -189,7 +196,7 @@ func (s *suite) runBaselineScaled(ctx context.Context, n int, zoneName string, k
 	for _, b := range r.nodes {
 		if err := b.start(); err != nil {
 			fail("start", err)
-			return res
+			return
 		}
 	}
 	res.Ran = true
@@ -204,17 +211,19 @@ func (s *suite) runBaselineScaled(ctx context.Context, n int, zoneName string, k
 		res.FormSeconds = time.Since(started).Seconds()
 		s.progress(n, v.label, "every node annotated healthy after %.1fs", res.FormSeconds)
 	}
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && !v.onlyLossy {
 		if err := r.steady(ctx); err != nil {
 			fail("steady", err)
 		}
 	}
-	if formed && ctx.Err() == nil {
+	if formed && ctx.Err() == nil && !v.onlyLossy {
 		if err := r.kills(ctx); err != nil {
 			fail("kills", err)
 		}
 	}
-	return res
+	if formed && ctx.Err() == nil && v.lossy {
+		r.lossy = s.lossy(ctx, n, r.lossTarget())
+	}
 }
 
 func (r *baselineRun) members() []member {
@@ -261,44 +270,24 @@ func (r *baselineRun) kills(ctx context.Context) error {
 	start := time.Now()
 	var last string
 	for i := 1; i <= r.v.kills; i++ {
-		var cands []*baseNode
-		for _, b := range r.nodes {
-			if b.name != last && b.running() {
-				cands = append(cands, b)
-			}
+		o := r.killOne(ctx, last)
+		last = o.victim
+		if o.killed.IsZero() {
+			return o.err
 		}
-		victim := cands[r.s.rng.IntN(len(cands))]
-		last = victim.name
-		if err := r.s.jitter(ctx, r.v.phase); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		victim.kill()
-		victim.kubelet.Kill()
 		annotS := "—"
-		at, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Unhealthy, t0)
-		if err != nil {
-			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, victim.name, err))
+		if o.detectErr != nil {
+			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, o.victim, o.detectErr))
 		} else {
-			d := at.Sub(t0).Seconds()
-			r.res.DetectAnnot = append(r.res.DetectAnnot, d)
-			annotS = fmt.Sprintf("%.2fs", d/r.v.k)
+			r.res.DetectAnnot = append(r.res.DetectAnnot, o.detect.Seconds())
+			annotS = fmt.Sprintf("%.2fs", o.detect.Seconds()/r.v.k)
 		}
-		t1 := time.Now()
-		if err := victim.kubelet.Restart(ctx); err != nil {
-			return fmt.Errorf("restart kubelet %s: %w", victim.name, err)
+		if o.err != nil {
+			return o.err
 		}
-		if err := victim.start(); err != nil {
-			return err
-		}
-		healthy, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Healthy, t1)
-		if err != nil {
-			return fmt.Errorf("revive %s: %w", victim.name, err)
-		}
-		rec := healthy.Sub(t1).Seconds()
-		r.res.Recovery = append(r.res.Recovery, rec)
+		r.res.Recovery = append(r.res.Recovery, o.recovery.Seconds())
 		r.s.progress(r.n, r.v.label, "kill %d/%d %s: annotated unhealthy %s; healthy again %.2fs after restart",
-			i, r.v.kills, victim.name, annotS, rec/r.v.k)
+			i, r.v.kills, o.victim, annotS, o.recovery.Seconds()/r.v.k)
 	}
 	// Let the stragglers of the last round (other daemons still voting on a
 	// stale copy) be counted with the phase that caused them.
@@ -313,4 +302,54 @@ func (r *baselineRun) kills(ctx context.Context) error {
 	r.res.Churn = Churn{Seconds: end.Sub(start).Seconds(), Changes: len(r.w.transitions(start, end)),
 		WriteAttempts: len(writes), WritesOK: succeeded(writes)}
 	return nil
+}
+
+// killOne kills a random daemon other than last with its kubelet, after a
+// random part of the variant's longest period, times its unhealthy
+// annotation, and revives both.
+func (r *baselineRun) killOne(ctx context.Context, last string) killOutcome {
+	var o killOutcome
+	var cands []*baseNode
+	for _, b := range r.nodes {
+		if b.name != last && b.running() {
+			cands = append(cands, b)
+		}
+	}
+	victim := cands[r.s.rng.IntN(len(cands))]
+	o.victim = victim.name
+	if o.err = r.s.jitter(ctx, r.v.phase); o.err != nil {
+		return o
+	}
+	o.killed = time.Now()
+	victim.kill()
+	victim.kubelet.Kill()
+	if at, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Unhealthy, o.killed); err != nil {
+		o.detectErr = err
+	} else {
+		o.detect = at.Sub(o.killed)
+	}
+	t1 := time.Now()
+	if err := victim.kubelet.Restart(ctx); err != nil {
+		o.err = fmt.Errorf("restart kubelet %s: %w", victim.name, err)
+		return o
+	}
+	if o.err = victim.start(); o.err != nil {
+		return o
+	}
+	healthy, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Healthy, t1)
+	if err != nil {
+		o.err = fmt.Errorf("revive %s: %w", victim.name, err)
+		return o
+	}
+	o.healthy, o.recovery = healthy, healthy.Sub(t1)
+	return o
+}
+
+// lossTarget is this zone for the lossy-link phase.
+func (r *baselineRun) lossTarget() lossTarget {
+	t := lossTarget{label: r.v.label, k: r.v.k, timeout: r.v.detectTimeout, names: r.names, w: r.w, kill: r.killOne}
+	for _, b := range r.nodes {
+		t.ips = append(t.ips, b.kubelet.IP())
+	}
+	return t
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,10 @@ const (
 	TargetLeaderCPU = 0.25
 	// TargetSize is the zone size the scale targets apply to.
 	TargetSize = 129
+	// TargetLossPercent is the packet loss between zone nodes at which
+	// edgequorum must write no false verdict: FailureThreshold failed probes
+	// in a row, not one, are what it pays detection time for.
+	TargetLossPercent = 5
 )
 
 // Config is one run of the suite.
@@ -64,6 +69,21 @@ type Config struct {
 	OnlyDefaults bool
 	// DefaultsSteady is that run's steady window: one exchange period at least.
 	DefaultsSteady time.Duration
+
+	// LossPercents are the packet-loss levels of the lossy-link phase (see
+	// LossTable): the rate of random drops between any two zone nodes. Empty
+	// skips the phase.
+	LossPercents []int
+	// LossSizes are the sizes the phase runs at; empty means every size.
+	LossSizes []int
+	// LossWindow is how long each loss level runs with every node alive
+	// before the kills: the time false verdicts have to show.
+	LossWindow time.Duration
+	// LossKills is how many nodes are killed and revived per loss level.
+	LossKills int
+	// OnlyLossy runs nothing but formation and the lossy-link phase, for
+	// both systems, so its figures can be made without a full run.
+	OnlyLossy bool
 
 	// BinDir holds the control plane, bin/edgequorum and the baseline binary.
 	BinDir string
@@ -122,16 +142,23 @@ var AllSizes = []int{3, 5, 9, 17, 33, 65, 129}
 var QuickSizes = []int{3, 5, 9}
 
 // FullConfig is `make bench`.
+// The lossy-link phase runs at the real-time sizes whose figures the issue
+// compares, both loss levels, about 6 minutes per size.
 func FullConfig() Config {
 	return Config{Sizes: AllSizes, Kills: 4, Failovers: 2, Steady: 30 * time.Second, Settle: 10 * time.Second,
-		Cut: 20 * time.Second, DefaultsKills: 1, DefaultsSizes: []int{5, 9}, DefaultsSteady: time.Minute, Seed: 1}
+		Cut: 20 * time.Second, DefaultsKills: 1, DefaultsSizes: []int{5, 9}, DefaultsSteady: time.Minute,
+		LossPercents: []int{5, 20}, LossSizes: []int{5, 9, 17}, LossWindow: time.Minute, LossKills: 3, Seed: 1}
 }
 
 // QuickConfig is `make bench-quick`: the same phases, fewer repetitions, and
-// no run at SuperEdge's default timings, to stay well inside CI's budget.
+// no run at SuperEdge's default timings, to stay well inside CI's budget. The
+// lossy-link phase runs once, at the target's 5 % and one size, with a short
+// window and one kill (about a minute): enough to show that installing and
+// removing the loss rule works, not to measure a false-verdict rate.
 func QuickConfig() Config {
 	return Config{Sizes: QuickSizes, Kills: 3, Failovers: 1, Steady: 20 * time.Second, Settle: 5 * time.Second,
-		Cut: 15 * time.Second, DefaultsKills: 0, DefaultsSteady: time.Minute, Seed: 1, Quick: true}
+		Cut: 15 * time.Second, DefaultsKills: 0, DefaultsSteady: time.Minute,
+		LossPercents: []int{TargetLossPercent}, LossSizes: []int{5}, LossWindow: 15 * time.Second, LossKills: 1, Seed: 1, Quick: true}
 }
 
 // Validate names the field of every problem.
@@ -185,6 +212,29 @@ func (c *Config) ValidatePlan() error {
 	}
 	if c.DefaultsKills > 0 && c.DefaultsSteady < time.Minute {
 		bad("DefaultsSteady", "is %s, must cover one 60s exchange period", c.DefaultsSteady)
+	}
+	for _, p := range c.LossPercents {
+		if p < 1 || p > 99 {
+			bad("LossPercents", "has %d: a loss level is a percentage from 1 to 99", p)
+		}
+	}
+	if len(c.LossPercents) > 0 {
+		if c.LossWindow < VoteTimeout {
+			bad("LossWindow", "is %s, must be at least the vote timeout %s for a false verdict to have time to show", c.LossWindow, VoteTimeout)
+		}
+		if c.LossKills < 0 {
+			bad("LossKills", "is %d, must not be negative", c.LossKills)
+		}
+	}
+	if c.OnlyLossy {
+		switch {
+		case c.OnlyDefaults:
+			bad("OnlyLossy", "and OnlyDefaults are both set; a run can be only one of them")
+		case len(c.LossPercents) == 0:
+			bad("OnlyLossy", "is set but LossPercents is empty: there is nothing to run")
+		case !slices.ContainsFunc(c.Sizes, c.lossAt):
+			bad("OnlyLossy", "is set but no size of %v is in LossSizes %v", c.Sizes, c.LossSizes)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -42,3 +42,38 @@ func TestValidatePlanNamesEveryBadField(t *testing.T) {
 		}
 	}
 }
+
+func TestValidatePlanNamesBadLossFields(t *testing.T) {
+	cfg := FullConfig()
+	cfg.LossPercents = []int{5, 100}
+	cfg.LossWindow = time.Second
+	cfg.LossKills = -1
+	cfg.OnlyLossy, cfg.OnlyDefaults = true, true
+	err := cfg.ValidatePlan()
+	if err == nil {
+		t.Fatal("ValidatePlan accepted bad loss fields")
+	}
+	fields := map[string]string{}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("ValidatePlan joined %T %q, want only *FieldError", e, e)
+		}
+		fields[fe.Field] = fe.Msg
+	}
+	for field, want := range map[string]string{"LossPercents": "has 100", "LossWindow": "is 1s", "LossKills": "is -1", "OnlyLossy": "OnlyDefaults"} {
+		if !strings.Contains(fields[field], want) {
+			t.Errorf("ValidatePlan() = %q: Config.%s message %q lacks %q", err, field, fields[field], want)
+		}
+	}
+
+	cfg = QuickConfig()
+	cfg.OnlyLossy, cfg.LossSizes = true, []int{17}
+	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), "OnlyLossy is set but no size") {
+		t.Errorf("a lossy-only run with no size in LossSizes: ValidatePlan() = %v", err)
+	}
+	cfg.LossPercents = nil
+	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), "LossPercents is empty") {
+		t.Errorf("a lossy-only run with no loss levels: ValidatePlan() = %v", err)
+	}
+}

@@ -39,20 +39,23 @@ type oursRun struct {
 	w     *watcher
 	res   *System
 	names []string
+	// lossy is the lossy-link phase's figures, one per loss level.
+	lossy []LossFigures
 }
 
 // runOurs starts a zone of real agent processes on n fresh fake kubelets and
-// runs every phase. It returns the zone (agents stopped, kubelets alive) for
-// the baseline to reuse, or nil when no nodes could be made.
-func (s *suite) runOurs(ctx context.Context, n int, zoneName, dataDir string, p plan) (*zonerun.Zone, System) {
-	z, res := s.runOursScaled(ctx, n, zoneName, dataDir, p)
-	res.normalize(p.k)
-	return z, res
+// runs every phase (with OnlyLossy, the lossy-link phase alone). It returns
+// the zone (agents stopped, kubelets alive) for the baseline to reuse, or nil
+// when no nodes could be made, and the lossy-link figures per loss level.
+func (s *suite) runOurs(ctx context.Context, n int, zoneName, dataDir string, p plan) (*zonerun.Zone, System, []LossFigures) {
+	r := &oursRun{s: s, p: p, n: n, zone: zoneName, res: &System{Name: "edgequorum"}}
+	z := r.run(ctx, dataDir)
+	r.res.normalize(p.k)
+	return z, *r.res, r.lossy
 }
 
-func (s *suite) runOursScaled(ctx context.Context, n int, zoneName, dataDir string, p plan) (*zonerun.Zone, System) {
-	res := System{Name: "edgequorum"}
-	r := &oursRun{s: s, p: p, n: n, zone: zoneName, res: &res}
+func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
+	s, n, zoneName, p, res := r.s, r.n, r.zone, r.p, r.res
 	fail := func(phase string, err error) {
 		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", phase, err))
 		s.progress(n, "ours", "%s failed: %v", phase, err)
@@ -60,7 +63,7 @@ func (s *suite) runOursScaled(ctx context.Context, n int, zoneName, dataDir stri
 	w, err := watchZone(ctx, s.cluster.Client(), zoneName, oursState)
 	if err != nil {
 		fail("watch", err)
-		return nil, res
+		return nil
 	}
 	defer w.stop()
 	r.w = w
@@ -78,7 +81,7 @@ func (s *suite) runOursScaled(ctx context.Context, n int, zoneName, dataDir stri
 	cancel()
 	if err != nil {
 		fail("start", err)
-		return nil, res
+		return nil
 	}
 	r.z = z
 	defer stopAll(z)
@@ -94,23 +97,34 @@ func (s *suite) runOursScaled(ctx context.Context, n int, zoneName, dataDir stri
 
 	if err := w.waitAll(ctx, formTimeout(n, p.k), r.names, zone.Healthy); err != nil {
 		fail("formation", fmt.Errorf("%w (not healthy: %v)", err, w.notHealthy(r.names)))
-		return z, res
+		return z
 	}
 	res.FormSeconds = time.Since(started).Seconds()
 	s.progress(n, "ours", "zone formed: %d healthy verdicts written in %.1fs", n, res.FormSeconds)
 
-	for _, phase := range []struct {
+	type phase struct {
 		name string
 		run  func(context.Context) error
-	}{{"steady", r.steady}, {"kills", r.kills}, {"failover", r.failovers}, {"cloud cut", r.cut}} {
+	}
+	var phases []phase
+	if !s.cfg.OnlyLossy {
+		phases = []phase{{"steady", r.steady}, {"kills", r.kills}, {"failover", r.failovers}, {"cloud cut", r.cut}}
+	}
+	if s.cfg.lossAt(n) {
+		phases = append(phases, phase{"lossy links", func(ctx context.Context) error {
+			r.lossy = s.lossy(ctx, n, r.lossTarget())
+			return nil
+		}})
+	}
+	for _, ph := range phases {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := phase.run(ctx); err != nil {
-			fail(phase.name, err)
+		if err := ph.run(ctx); err != nil {
+			fail(ph.name, err)
 		}
 	}
-	return z, res
+	return z
 }
 
 func (r *oursRun) members() []member {
@@ -176,39 +190,28 @@ func (r *oursRun) kills(ctx context.Context) error {
 	start := time.Now()
 	var last string
 	for i := 1; i <= r.p.kills; i++ {
-		leader, err := r.leader(ctx)
-		if err != nil {
-			return err
+		o := r.killOne(ctx, last)
+		last = o.victim
+		if o.killed.IsZero() {
+			return o.err
 		}
-		victim := r.pick(leader.Name, last)
-		last = victim.Name
-		if err := r.s.jitter(ctx, scaled(ProbePeriod, r.p.k)); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		victim.Kill()
-		victim.Kubelet.Kill()
 		commitS, annotS := "—", "—"
-		annotated, err := r.w.waitTransition(ctx, r.p.timeout, victim.Name, zone.Unhealthy, t0)
-		if err != nil {
-			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, victim.Name, err))
+		if o.detectErr != nil {
+			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, o.victim, o.detectErr))
 		} else {
-			d := annotated.Sub(t0).Seconds()
-			r.res.DetectAnnot = append(r.res.DetectAnnot, d)
-			annotS = fmt.Sprintf("%.2fs", d/r.p.k)
-			if at, ok := r.decidedAt(ctx, victim.Name, zone.Unhealthy, t0); ok {
-				d := at.Sub(t0).Seconds()
-				r.res.DetectCommit = append(r.res.DetectCommit, d)
-				commitS = fmt.Sprintf("%.2fs", d/r.p.k)
+			r.res.DetectAnnot = append(r.res.DetectAnnot, o.detect.Seconds())
+			annotS = fmt.Sprintf("%.2fs", o.detect.Seconds()/r.p.k)
+			if o.commit > 0 {
+				r.res.DetectCommit = append(r.res.DetectCommit, o.commit.Seconds())
+				commitS = fmt.Sprintf("%.2fs", o.commit.Seconds()/r.p.k)
 			}
 		}
-		rec, err := r.revive(ctx, victim)
-		if err != nil {
-			return fmt.Errorf("revive %s: %w", victim.Name, err)
+		if o.err != nil {
+			return o.err
 		}
-		r.res.Recovery = append(r.res.Recovery, rec.Seconds())
+		r.res.Recovery = append(r.res.Recovery, o.recovery.Seconds())
 		r.s.progress(r.n, "ours", "kill %d/%d %s: unhealthy committed %s, annotated %s; healthy again %.2fs after restart",
-			i, r.p.kills, victim.Name, commitS, annotS, rec.Seconds()/r.p.k)
+			i, r.p.kills, o.victim, commitS, annotS, o.recovery.Seconds()/r.p.k)
 	}
 	end := time.Now()
 	time.Sleep(500 * time.Millisecond) // writes in flight at end
@@ -221,21 +224,73 @@ func (r *oursRun) kills(ctx context.Context) error {
 	return nil
 }
 
+// killOne kills a random follower other than last (agent and kubelet) after
+// a random part of a probe period, times its unhealthy annotation and commit,
+// and revives it.
+func (r *oursRun) killOne(ctx context.Context, last string) killOutcome {
+	var o killOutcome
+	leader, err := r.leader(ctx)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	victim := r.pick(leader.Name, last)
+	o.victim = victim.Name
+	if o.err = r.s.jitter(ctx, scaled(ProbePeriod, r.p.k)); o.err != nil {
+		return o
+	}
+	o.killed = time.Now()
+	victim.Kill()
+	victim.Kubelet.Kill()
+	annotated, err := r.w.waitTransition(ctx, r.p.timeout, victim.Name, zone.Unhealthy, o.killed)
+	if err != nil {
+		o.detectErr = err
+	} else {
+		o.detect = annotated.Sub(o.killed)
+		if at, ok := r.decidedAt(ctx, victim.Name, zone.Unhealthy, o.killed); ok {
+			o.commit = at.Sub(o.killed)
+		}
+	}
+	healthy, err := r.revive(ctx, victim)
+	if err != nil {
+		o.err = fmt.Errorf("revive %s: %w", victim.Name, err)
+		return o
+	}
+	o.healthy, o.recovery = healthy.at, healthy.after
+	return o
+}
+
+// lossTarget is this zone for the lossy-link phase.
+func (r *oursRun) lossTarget() lossTarget {
+	t := lossTarget{label: "ours", k: r.p.k, timeout: r.p.timeout, names: r.names, w: r.w, kill: r.killOne}
+	for _, a := range r.z.Agents() {
+		t.ips = append(t.ips, a.Kubelet.IP())
+	}
+	return t
+}
+
+// revived is when a restarted node was annotated healthy again, and how long
+// after its restart.
+type revived struct {
+	at    time.Time
+	after time.Duration
+}
+
 // revive restarts a killed node's kubelet and agent and waits for its healthy
 // annotation.
-func (r *oursRun) revive(ctx context.Context, a *zonerun.Agent) (time.Duration, error) {
+func (r *oursRun) revive(ctx context.Context, a *zonerun.Agent) (revived, error) {
 	t1 := time.Now()
 	if err := a.Kubelet.Restart(ctx); err != nil {
-		return 0, err
+		return revived{}, err
 	}
 	if err := a.Start(); err != nil {
-		return 0, err
+		return revived{}, err
 	}
 	at, err := r.w.waitTransition(ctx, r.p.timeout, a.Name, zone.Healthy, t1)
 	if err != nil {
-		return 0, err
+		return revived{}, err
 	}
-	return at.Sub(t1), nil
+	return revived{at: at, after: at.Sub(t1)}, nil
 }
 
 // failovers kills the leader Failovers times.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeTargets(&b, rep)
 	b.WriteString("\n## Detection, recovery and failover (seconds, p50 / p99)\n\n")
 	writeDetection(&b, rep)
+	if hasLossy(rep) {
+		b.WriteString("\n## Lossy links\n\n")
+		writeLossy(&b, rep)
+	}
 	b.WriteString("\n## Network, steady state\n\n")
 	writeNetwork(&b, rep)
 	b.WriteString("\n## apiserver writes\n\n")
@@ -205,6 +210,124 @@ func writeDetection(b *strings.Builder, rep *Report) {
 		"The first API write after a failover is the zone Lease renewal, on its own 5 s period.\n")
 }
 
+// hasLossy reports whether any size ran the lossy-link phase.
+func hasLossy(rep *Report) bool {
+	for _, r := range rep.Sizes {
+		if len(r.Lossy) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func writeLossy(b *strings.Builder, rep *Report) {
+	fmt.Fprintf(b, "Random packet drop between every two nodes of the zone (nftables `numgen random`, each packet each way; "+
+		"the apiserver and etcd are not touched), first with every node alive, then with nodes killed and revived under the loss. "+
+		"A false verdict is a non-healthy annotation written for a node that was alive.\n\n")
+	row(b, "N", "loss", "dropped ours / baseline", "loss on, node-seconds ours / baseline", "false verdicts ours", "false verdicts baseline",
+		"death → annotation ours p50 / p99 (s)", "death → annotation baseline p50 / p99 (s)", "kills ours / baseline",
+		fmt.Sprintf("0 false verdicts ours at %d %%", TargetLossPercent))
+	rule(b, 10)
+	for _, r := range rep.Sizes {
+		for _, l := range r.Lossy {
+			o, s := l.Ours, l.Base
+			row(b, strconv.Itoa(r.N), fmt.Sprintf("%d %%", l.Percent), pair(appliedLoss(o), appliedLoss(s)),
+				pair(lossNum(o, o.NodeSeconds), lossNum(s, s.NodeSeconds)), lossFalse(o), lossFalse(s),
+				p5099(o.DetectAnnot), p5099(s.DetectAnnot), pair(strconv.Itoa(len(o.DetectAnnot)), strconv.Itoa(len(s.DetectAnnot))),
+				l.target().String())
+		}
+	}
+	b.WriteString("\n" + lossyVerdict(rep) + "\n")
+}
+
+// target is the target cell of one loss level: it applies at
+// TargetLossPercent only and is shown for information at other levels.
+func (l LossLevel) target() target {
+	if !l.Ours.Ran {
+		return target{value: "—"}
+	}
+	return target{applies: l.Percent == TargetLossPercent, ok: l.Ours.FalseVerdicts == 0, value: strconv.Itoa(l.Ours.FalseVerdicts)}
+}
+
+func appliedLoss(f LossFigures) string {
+	if !f.Ran || f.Packets == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(f.Dropped)/float64(f.Packets))
+}
+
+func lossNum(f LossFigures, v float64) string {
+	if !f.Ran {
+		return "—"
+	}
+	return num(v, 0)
+}
+
+func lossFalse(f LossFigures) string {
+	if !f.Ran {
+		return "—"
+	}
+	if len(f.FalseNodes) == 0 {
+		return strconv.Itoa(f.FalseVerdicts)
+	}
+	return fmt.Sprintf("%d (%s)", f.FalseVerdicts, strings.Join(f.FalseNodes, ", "))
+}
+
+// lossyVerdict says in words what the lossy-link figures mean for the
+// failure threshold: detection time is only worth paying if the baseline's
+// one-failure rule is wrong more often.
+func lossyVerdict(rep *Report) string {
+	type totals struct {
+		sizes                  []string
+		ours, base             int
+		oursDetect, baseDetect []float64
+	}
+	var order []int
+	by := map[int]*totals{}
+	for _, r := range rep.Sizes {
+		for _, l := range r.Lossy {
+			if !l.Ours.Ran || !l.Base.Ran {
+				continue
+			}
+			t := by[l.Percent]
+			if t == nil {
+				t = &totals{}
+				by[l.Percent] = t
+				order = append(order, l.Percent)
+			}
+			t.sizes = append(t.sizes, strconv.Itoa(r.N))
+			t.ours += l.Ours.FalseVerdicts
+			t.base += l.Base.FalseVerdicts
+			t.oursDetect = append(t.oursDetect, l.Ours.DetectAnnot...)
+			t.baseDetect = append(t.baseDetect, l.Base.DetectAnnot...)
+		}
+	}
+	if len(order) == 0 {
+		return "No loss level ran for both systems, so there is nothing to compare."
+	}
+	var out []string
+	for _, p := range order {
+		t := by[p]
+		out = append(out, fmt.Sprintf("At %d %% loss (N = %s) edgequorum wrote %d false %s and the baseline %d; death → annotation p99 %s s against %s s.",
+			p, strings.Join(t.sizes, ", "), t.ours, plural(t.ours, "verdict", "verdicts"), t.base, sec(p99(t.oursDetect)), sec(p99(t.baseDetect))))
+	}
+	t := by[TargetLossPercent]
+	switch {
+	case t == nil:
+		out = append(out, fmt.Sprintf("The target level, %d %%, did not run.", TargetLossPercent))
+	case t.ours > 0:
+		out = append(out, fmt.Sprintf("**The target of 0 false verdicts at %d %% is missed.**", TargetLossPercent))
+	case t.base == 0:
+		out = append(out, fmt.Sprintf("**At %d %% loss the baseline, marking a node dead on one failed check, also wrote no false verdict: "+
+			"at that loss our %d-failure threshold costs detection speed for nothing**, and a faster rule that stays at 0 is worth looking for.",
+			TargetLossPercent, FailureThreshold))
+	default:
+		out = append(out, fmt.Sprintf("At %d %% loss edgequorum met its target of 0 false verdicts where the baseline's one-failure rule did not: "+
+			"the %d-failure threshold buys that accuracy with the detection time above.", TargetLossPercent, FailureThreshold))
+	}
+	return strings.Join(out, " ")
+}
+
 func writeNetwork(b *strings.Builder, rep *Report) {
 	row(b, "N", "ours: node sent / recv", "ours: leader sent / recv", "ours: zone total", "ours: msgs/s node / leader / zone",
 		"baseline: node sent / recv", "baseline: zone total", "baseline: msgs/s node / zone", "zone ours ÷ baseline", "leader ÷ baseline node", "host CPU busy ours / baseline")
@@ -286,6 +409,14 @@ func writeNotes(b *strings.Builder, rep *Report) {
 				notes = append(notes, fmt.Sprintf("N=%d %s: %s", r.N, sys.Name, e))
 			}
 		}
+		for _, l := range r.Lossy {
+			for _, e := range l.Ours.Errors {
+				notes = append(notes, fmt.Sprintf("N=%d edgequorum, lossy links: %s", r.N, e))
+			}
+			for _, e := range l.Base.Errors {
+				notes = append(notes, fmt.Sprintf("N=%d baseline, lossy links: %s", r.N, e))
+			}
+		}
 	}
 	if len(notes) == 0 {
 		return
@@ -301,8 +432,9 @@ func writeNotes(b *strings.Builder, rep *Report) {
 func WriteCSV(w io.Writer, rep *Report) error {
 	cw := csv.NewWriter(w)
 	var header []string
+	percents := lossPercents(rep)
 	for i, r := range rep.Sizes {
-		cols := csvColumns(r)
+		cols := csvColumns(r, percents)
 		if i == 0 {
 			for _, c := range cols {
 				header = append(header, c.name)
@@ -328,7 +460,22 @@ type column struct {
 	v    float64
 }
 
-func csvColumns(r SizeResult) []column {
+// lossPercents are the loss levels any size ran, in order: every CSV row has
+// the columns of each, empty where that size did not run it.
+func lossPercents(rep *Report) []int {
+	var out []int
+	for _, r := range rep.Sizes {
+		for _, l := range r.Lossy {
+			if !slices.Contains(out, l.Percent) {
+				out = append(out, l.Percent)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func csvColumns(r SizeResult, lossPercents []int) []column {
 	cols := []column{{"n", float64(r.N)}}
 	add := func(name string, v float64) { cols = append(cols, column{name, v}) }
 	addSys := func(prefix string, s *System) {
@@ -389,6 +536,35 @@ func csvColumns(r SizeResult) []column {
 	addSys("ours_", &r.Ours)
 	addSys("base_", &r.Base)
 	addSys("superedge_defaults_", r.Defaults)
+	for _, p := range lossPercents {
+		var l LossLevel
+		if i := slices.IndexFunc(r.Lossy, func(l LossLevel) bool { return l.Percent == p }); i >= 0 {
+			l = r.Lossy[i]
+		}
+		for _, sys := range []struct {
+			name string
+			f    LossFigures
+		}{{"ours", l.Ours}, {"base", l.Base}} {
+			prefix := fmt.Sprintf("lossy_%dpct_%s_", p, sys.name)
+			f, nan := sys.f, math.NaN()
+			ifRan := func(v float64) float64 {
+				if !f.Ran {
+					return nan
+				}
+				return v
+			}
+			add(prefix+"false_verdicts", ifRan(float64(f.FalseVerdicts)))
+			add(prefix+"node_seconds", ifRan(f.NodeSeconds))
+			add(prefix+"detect_annotation_p50_s", p50(f.DetectAnnot))
+			add(prefix+"detect_annotation_p99_s", p99(f.DetectAnnot))
+			add(prefix+"detect_annotation_samples", ifRan(float64(len(f.DetectAnnot))))
+			add(prefix+"recovery_p50_s", p50(f.Recovery))
+			add(prefix+"packets", ifRan(float64(f.Packets)))
+			add(prefix+"dropped", ifRan(float64(f.Dropped)))
+			add(prefix+"time_dilation", ifRan(f.Scale))
+			add(prefix+"errors", ifRan(float64(len(f.Errors))))
+		}
+	}
 	return cols
 }
 

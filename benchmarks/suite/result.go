@@ -39,6 +39,42 @@ type SizeResult struct {
 	// Defaults is the baseline at SuperEdge's own default timings; nil when
 	// not run.
 	Defaults *System
+	// Lossy is the lossy-link phase, one entry per loss level, both systems
+	// side by side; kept apart from Ours and Base so that a run of this phase
+	// alone (-only-lossy) merges into a full run without replacing them.
+	Lossy []LossLevel
+}
+
+// LossLevel is one packet-loss rate between the zone's nodes at one size.
+type LossLevel struct {
+	// Percent of packets dropped between any two zone nodes, each way.
+	Percent    int
+	Ours, Base LossFigures
+}
+
+// LossFigures is one system under a loss level: what it got wrong while every
+// node was alive, and how fast it still saw a real death. Durations are
+// seconds of protocol time.
+type LossFigures struct {
+	Ran    bool
+	Errors []string
+	// Scale is the time-dilation factor the system ran at.
+	Scale float64
+	// Seconds is how long the loss was on: the window, the kills and the
+	// revivals; NodeSeconds sums it over the nodes that were alive.
+	Seconds, NodeSeconds float64
+	// FalseVerdicts are non-healthy verdicts written for a node that was
+	// alive at the time, while the loss was on or just after it.
+	FalseVerdicts int
+	// FalseNodes names the nodes those verdicts were about.
+	FalseNodes []string
+	// DetectAnnot is node death → unhealthy annotation with the loss on.
+	DetectAnnot []float64
+	// Recovery is node back → healthy annotation with the loss on.
+	Recovery []float64
+	// Packets and Dropped are what the loss rule saw and dropped between zone
+	// nodes: Dropped/Packets is the loss that was really applied.
+	Packets, Dropped int64
 }
 
 // System is one system's figures at one zone size. Durations are seconds.
@@ -250,4 +286,20 @@ func (s *System) normalize(k float64) {
 		&st.LeaderSent, &st.LeaderRecv, &st.LeaderMsgs, &st.LeaderCPU, &st.ZoneBytes, &st.ZoneMsgs} {
 		*f *= k
 	}
+}
+
+// normalize converts a lossy-link run at time-dilation factor k back to
+// protocol time, as System.normalize does.
+func (f *LossFigures) normalize(k float64) {
+	f.Scale = k
+	if k == 1 {
+		return
+	}
+	for _, xs := range [][]float64{f.DetectAnnot, f.Recovery} {
+		for i := range xs {
+			xs[i] /= k
+		}
+	}
+	f.Seconds /= k
+	f.NodeSeconds /= k
 }

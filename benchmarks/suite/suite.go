@@ -50,6 +50,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Signing: measureSigning()}
 	s := &suite{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), started: rep.Started}
 
+	if slices.ContainsFunc(cfg.Sizes, cfg.lossAt) {
+		// Before anything starts: a missing nft should cost seconds, and a
+		// table left by a killed run must not drop the new run's packets.
+		if err := clearLoss(ctx); err != nil {
+			return nil, fmt.Errorf("lossy-link phase: %w", err)
+		}
+	}
 	s.progress(0, "setup", "starting etcd, kube-apiserver and kube-controller-manager")
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -109,6 +116,7 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 	defer os.RemoveAll(dataDir)
 
 	var kubelets []*testcluster.Kubelet
+	var oursLossy []LossFigures
 	if s.cfg.OnlyDefaults {
 		for i := 1; i <= n; i++ {
 			k, err := s.cluster.AddNode(ctx, testcluster.NodeOptions{Name: fmt.Sprintf("n%d-%d", n, i), Zone: zoneName})
@@ -119,8 +127,14 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 			kubelets = append(kubelets, k)
 		}
 	} else {
-		z, ours := s.runOurs(ctx, n, zoneName, dataDir, s.planFor(scale.Ours))
+		z, ours, lossy := s.runOurs(ctx, n, zoneName, dataDir, s.planFor(scale.Ours))
 		res.Ours = ours
+		if s.cfg.OnlyLossy {
+			// Only its errors: figures that were not measured must not
+			// replace a full run's when the two are merged.
+			res.Ours = System{Name: ours.Name, Scale: ours.Scale, Errors: ours.Errors}
+		}
+		oursLossy = lossy
 		if z == nil {
 			s.progress(n, "size", "no nodes; skipping the baseline")
 			return res
@@ -141,14 +155,40 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 	}()
 
 	if !s.cfg.OnlyDefaults {
-		res.Base = s.runBaseline(ctx, n, zoneName, kubelets, matchedVariant(s.planFor(scale.Base)))
+		v := matchedVariant(s.planFor(scale.Base))
+		v.lossy, v.onlyLossy = s.cfg.lossAt(n), s.cfg.OnlyLossy
+		base, lossy := s.runBaseline(ctx, n, zoneName, kubelets, v)
+		res.Base = base
+		if s.cfg.OnlyLossy {
+			res.Base = System{Name: base.Name, Scale: base.Scale, Errors: base.Errors}
+		}
+		res.Lossy = zipLoss(s.cfg.LossPercents, oursLossy, lossy)
 	}
-	if s.cfg.DefaultsKills > 0 && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
-		d := s.runBaseline(ctx, n, zoneName, kubelets, defaultsVariant(s.cfg))
+	if s.cfg.DefaultsKills > 0 && !s.cfg.OnlyLossy && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
+		d, _ := s.runBaseline(ctx, n, zoneName, kubelets, defaultsVariant(s.cfg))
 		res.Defaults = &d
 	}
 	s.progress(n, "size", "done in %s: %s", time.Since(sizeStart).Round(time.Second), oneLine(res))
 	return res
+}
+
+// zipLoss pairs both systems' lossy-link figures by loss level: each ran
+// the levels in order and stopped early only on failure or interrupt.
+func zipLoss(percents []int, ours, base []LossFigures) []LossLevel {
+	var out []LossLevel
+	for i, p := range percents {
+		l := LossLevel{Percent: p}
+		if i < len(ours) {
+			l.Ours = ours[i]
+		}
+		if i < len(base) {
+			l.Base = base[i]
+		}
+		if l.Ours.Ran || l.Base.Ran || len(l.Ours.Errors)+len(l.Base.Errors) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // plan is one system's phase settings at one size, in wall-clock time.

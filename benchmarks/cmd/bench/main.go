@@ -56,6 +56,11 @@ func run() error {
 		scale         = flag.String("scale", "", "time dilation per size as N=ours/baseline, e.g. 65=4/4,129=16/32 (default: suite.DefaultScale)")
 		onlyDefaults  = flag.Bool("only-defaults", false, "run only the baseline at SuperEdge's default timings (on fresh nodes), e.g. to merge into a full run with -render")
 		defaultsSizes = flag.String("defaults-sizes", "", fmt.Sprintf("sizes that get the run at SuperEdge's default timings (default %s; none with -defaults-kills 0)", joinInts(full.DefaultsSizes)))
+		loss          = flag.String("loss", "", fmt.Sprintf("packet-loss levels of the lossy-link phase in %%, or none to skip it (default %s; quick %s)", joinInts(full.LossPercents), joinInts(q.LossPercents)))
+		lossSizes     = flag.String("loss-sizes", "", fmt.Sprintf("sizes that get the lossy-link phase (default %s; quick %s; with -only-lossy every size of -sizes)", joinInts(full.LossSizes), joinInts(q.LossSizes)))
+		lossWindow    = flag.Duration("loss-window", full.LossWindow, fmt.Sprintf("time per loss level with every node alive (quick %s)", q.LossWindow))
+		lossKills     = flag.Int("loss-kills", full.LossKills, fmt.Sprintf("node kills per loss level (quick %d)", q.LossKills))
+		onlyLossy     = flag.Bool("only-lossy", false, "run only formation and the lossy-link phase, for both systems, e.g. to merge into a full run with -render")
 	)
 	flag.Parse()
 
@@ -133,6 +138,9 @@ func run() error {
 	if set["cut"] {
 		cfg.Cut = *cut
 	}
+	if err := lossFlags(&cfg, set, *loss, *lossSizes, *lossWindow, *lossKills, *onlyLossy); err != nil {
+		return err
+	}
 	cfg.Seed = *seed
 	cfg.OnlyDefaults = *onlyDefaults
 	if err := flagErrors(cfg.ValidatePlan()); err != nil {
@@ -188,8 +196,8 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d; logs in %s\n",
-		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.WorkDir)
+	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills); logs in %s\n",
+		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.WorkDir)
 	rep, err := suite.Run(ctx, cfg)
 	if rep == nil {
 		return err
@@ -200,6 +208,41 @@ func run() error {
 	}
 	fmt.Printf("done in %s; results in %s\n", rep.Took.Round(time.Second), *out)
 	return err
+}
+
+// lossFlags applies the lossy-link flags that were set to cfg. -only-lossy
+// without -loss-sizes runs the phase at every size of the run: the sizes
+// were chosen for it.
+func lossFlags(cfg *suite.Config, set map[string]bool, loss, sizes string, window time.Duration, kills int, only bool) error {
+	switch loss {
+	case "":
+	case "none":
+		cfg.LossPercents = nil
+	default:
+		ps, err := parseSizes(loss)
+		if err != nil {
+			return fmt.Errorf("-loss: %w", err)
+		}
+		cfg.LossPercents = ps
+	}
+	switch {
+	case sizes != "":
+		ns, err := parseSizes(sizes)
+		if err != nil {
+			return fmt.Errorf("-loss-sizes: %w", err)
+		}
+		cfg.LossSizes = ns
+	case only:
+		cfg.LossSizes = nil
+	}
+	if set["loss-window"] {
+		cfg.LossWindow = window
+	}
+	if set["loss-kills"] {
+		cfg.LossKills = kills
+	}
+	cfg.OnlyLossy = only
+	return nil
 }
 
 // writeOutputs writes every result file and, when asked, the READMEs' sections.
@@ -281,6 +324,17 @@ func merge(paths []string) (*suite.Report, error) {
 			if sr.Defaults != nil && sr.Defaults.Ran {
 				rep.Sizes[i].Defaults = sr.Defaults
 			}
+			// Loss levels are replaced one by one, so a run of one level
+			// does not drop another's.
+			for _, l := range sr.Lossy {
+				j := slices.IndexFunc(rep.Sizes[i].Lossy, func(x suite.LossLevel) bool { return x.Percent == l.Percent })
+				if j < 0 {
+					rep.Sizes[i].Lossy = append(rep.Sizes[i].Lossy, l)
+					continue
+				}
+				rep.Sizes[i].Lossy[j] = l
+			}
+			slices.SortFunc(rep.Sizes[i].Lossy, func(a, b suite.LossLevel) int { return a.Percent - b.Percent })
 		}
 		if r.Config.DefaultsKills > rep.Config.DefaultsKills {
 			rep.Config.DefaultsKills = r.Config.DefaultsKills
@@ -362,7 +416,9 @@ func commit() string {
 
 // flagNames maps the Config fields a flag sets to that flag.
 var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failovers": "-failovers",
-	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut"}
+	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut",
+	"LossPercents": "-loss", "LossSizes": "-loss-sizes", "LossWindow": "-loss-window", "LossKills": "-loss-kills",
+	"OnlyLossy": "-only-lossy"}
 
 // flagErrors rewrites ValidatePlan's errors to name the flag an operator
 // typed, e.g. "-kills is 0, must be at least 1".
