@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,16 +73,42 @@ func TestLargeZoneRoles(t *testing.T) {
 	z.startAll()
 	l := waitRoles(t, z)
 	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	// The leader replicates nothing to a spare: while the zone commits a few
+	// dozen entries, the log of no member that stayed a spare grows. (The
+	// planner may swap a stand-by that looks stale for a spare at any time,
+	// and a member that was a stand-by keeps the log it had then.)
 	_, _, spares, _ := rolesOf(z, l)
+	held := map[*testNode]uint64{}
 	for _, n := range spares {
-		if idx := n.srv.raft.LastIndex(); idx != 0 {
-			t.Errorf("spare %s holds Raft log up to %d: the leader replicated to it", n.name, idx)
+		held[n] = n.srv.raft.LastIndex()
+	}
+	from := l.srv.raft.LastIndex()
+	poll.UntilTrue(t, 60*time.Second, "the zone commits 30 entries", func() bool {
+		voters, standbys, _, _ := rolesOf(z, l)
+		for _, n := range append(voters, standbys...) {
+			delete(held, n)
+		}
+		return l.srv.raft.CommitIndex() >= from+30
+	})
+	if len(held) < len(spares)/2 {
+		t.Errorf("only %d of %d spares stayed spares while the zone committed 30 entries", len(held), len(spares))
+	}
+	for n, idx := range held {
+		if now := n.srv.raft.LastIndex(); now != idx {
+			t.Errorf("spare %s's Raft log grew from %d to %d: the leader replicated to it", n.name, idx, now)
 		}
 	}
 
 	// A voter dies: a stand-by takes its seat with no moment in which the
 	// configuration's live voters are no majority, under the same leader.
 	voters, standbys, _, _ := rolesOf(z, l)
+	// Every member seen as a stand-by from here on: the planner may swap a
+	// stand-by for a better spare at any time, and the replacement must be
+	// one of them, never a spare promoted straight to voter.
+	wasStandby := map[*testNode]bool{}
+	for _, n := range standbys {
+		wasStandby[n] = true
+	}
 	var victim *testNode
 	for _, n := range voters {
 		if n != l {
@@ -114,9 +141,15 @@ func TestLargeZoneRoles(t *testing.T) {
 		}
 		nv, ns, _, _ := rolesOf(z, l)
 		promoted := false
+		for _, n := range ns {
+			wasStandby[n] = true
+		}
 		for _, n := range nv {
-			for _, sb := range standbys {
-				promoted = promoted || n == sb
+			if !slices.Contains(voters, n) {
+				if !wasStandby[n] {
+					t.Fatalf("%s became a voter without having been a stand-by", n.name)
+				}
+				promoted = true
 			}
 		}
 		_, inCfg := cfg[victimID]
