@@ -238,6 +238,17 @@ func writeLossy(b *strings.Builder, rep *Report) {
 		}
 	}
 	b.WriteString("\n" + lossyVerdict(rep) + "\n")
+	var from []string
+	for _, r := range rep.Sizes {
+		for _, l := range r.Lossy {
+			if l.From != "" && !slices.Contains(from, l.From) {
+				from = append(from, l.From)
+			}
+		}
+	}
+	if len(from) > 0 {
+		fmt.Fprintf(b, "\nThese figures come from a separate run (`bin/bench -only-lossy`, merged with `-render`): %s.\n", strings.Join(from, "; "))
+	}
 }
 
 // target is the target cell of one loss level: it applies at

@@ -50,6 +50,9 @@ type LossLevel struct {
 	// Percent of packets dropped between any two zone nodes, each way.
 	Percent    int
 	Ours, Base LossFigures
+	// From names the run these figures came from when it is not the
+	// report's own (a run merged in with -render): date and commit.
+	From string `json:",omitempty"`
 }
 
 // LossFigures is one system under a loss level: what it got wrong while every

@@ -327,6 +327,9 @@ func merge(paths []string) (*suite.Report, error) {
 			// Loss levels are replaced one by one, so a run of one level
 			// does not drop another's.
 			for _, l := range sr.Lossy {
+				if l.From == "" {
+					l.From = fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
+				}
 				j := slices.IndexFunc(rep.Sizes[i].Lossy, func(x suite.LossLevel) bool { return x.Percent == l.Percent })
 				if j < 0 {
 					rep.Sizes[i].Lossy = append(rep.Sizes[i].Lossy, l)
@@ -335,6 +338,9 @@ func merge(paths []string) (*suite.Report, error) {
 				rep.Sizes[i].Lossy[j] = l
 			}
 			slices.SortFunc(rep.Sizes[i].Lossy, func(a, b suite.LossLevel) int { return a.Percent - b.Percent })
+		}
+		if rep.Signing == (suite.SigningCost{}) {
+			rep.Signing = r.Signing
 		}
 		if r.Config.DefaultsKills > rep.Config.DefaultsKills {
 			rep.Config.DefaultsKills = r.Config.DefaultsKills

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,50 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	full := suite.FullConfig()
 	if flagErrors(full.ValidatePlan()) != nil {
 		t.Error("the full profile's plan was rejected")
+	}
+}
+
+// TestMergeKeepsAFullRunAndAddsLossyLevels merges an -only-lossy run into a
+// full one: the full run's systems stay (the lossy run measured none of them),
+// its loss levels are added one by one and say which run they came from, and
+// a signing cost the full run lacks is taken from the later run.
+func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 5,
+		Ours:  suite.System{Name: "edgequorum", Ran: true, FormSeconds: 5},
+		Lossy: []suite.LossLevel{{Percent: 20, Ours: suite.LossFigures{Ran: true, FalseVerdicts: 3}}}}}}
+	lossy := suite.Report{Commit: "bbb", Started: time.Date(2026, 11, 24, 13, 20, 0, 0, time.UTC),
+		Signing: suite.SigningCost{SignNs: 40000},
+		Sizes: []suite.SizeResult{{N: 5, Ours: suite.System{Name: "edgequorum"},
+			Lossy: []suite.LossLevel{{Percent: 5, Ours: suite.LossFigures{Ran: true}}, {Percent: 20, Ours: suite.LossFigures{Ran: true}}}}}}
+	rep, err := merge([]string{write("full.json", full), write("lossy.json", lossy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Sizes[0]
+	if !r.Ours.Ran || r.Ours.FormSeconds != 5 {
+		t.Errorf("the full run's figures were replaced by a run that did not measure them: %+v", r.Ours)
+	}
+	if len(r.Lossy) != 2 || r.Lossy[0].Percent != 5 || r.Lossy[1].Percent != 20 || r.Lossy[1].Ours.FalseVerdicts != 0 {
+		t.Errorf("loss levels %+v, want 5 %% and 20 %% from the later run", r.Lossy)
+	}
+	for _, l := range r.Lossy {
+		if l.From != "2026-11-24 13:20 UTC, commit bbb" {
+			t.Errorf("level %d %% says it came from %q", l.Percent, l.From)
+		}
+	}
+	if rep.Signing.SignNs != 40000 {
+		t.Errorf("signing cost %+v, want the later run's", rep.Signing)
 	}
 }
