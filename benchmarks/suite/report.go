@@ -43,6 +43,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	b.WriteString("## Summary\n\n")
 	writeSummary(&b, rep)
 	b.WriteString("\n" + dilationNote + "\n")
+	if n := fromNote(rep); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
 	b.WriteString("\n## Targets\n\n")
 	writeTargets(&b, rep)
 	b.WriteString("\n## Detection, recovery and failover (seconds, p50 / p99)\n\n")
@@ -75,6 +78,9 @@ func SummaryTable(rep *Report) string {
 	var b strings.Builder
 	writeSummary(&b, rep)
 	b.WriteString("\n" + dilationNote + "\n")
+	if n := fromNote(rep); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
 	return b.String()
 }
 
@@ -84,6 +90,27 @@ const dilationNote = "⏱×a/×b: this 2-core host cannot run that many nodes' p
 	"converted back to protocol time (durations ÷ factor, rates × factor). Raft commit latency and RSS are as measured. Rates and CPU at those sizes " +
 	"are upper bounds: fixed-rate work that no flag slows (the Go runtime, informer events from kubelet heartbeats) is multiplied too; " +
 	"results.csv has the measured lower bounds (measured_* columns)."
+
+// fromNote names the sizes whose figures a run merged in with -render
+// measured, and that run; "" when every size is the report's own run.
+func fromNote(rep *Report) string {
+	var runs []string
+	sizes := map[string][]string{}
+	for _, r := range rep.Sizes {
+		if r.From == "" {
+			continue
+		}
+		if _, ok := sizes[r.From]; !ok {
+			runs = append(runs, r.From)
+		}
+		sizes[r.From] = append(sizes[r.From], strconv.Itoa(r.N))
+	}
+	var out []string
+	for _, run := range runs {
+		out = append(out, fmt.Sprintf("N = %s † come from a separate run (%s), merged with `-render`.", strings.Join(sizes[run], ", "), run))
+	}
+	return strings.Join(out, " ")
+}
 
 func writeSummary(b *strings.Builder, rep *Report) {
 	row(b, "N", "detect p99 ours: commit / annotation (s)", "detect p99 baseline (s)", "recovery p50 ours / baseline (s)",
@@ -585,10 +612,14 @@ func csvColumns(r SizeResult, lossPercents []int) []column {
 // size did not run in real time.
 func sizeLabel(r SizeResult) string {
 	ko, kb := r.Ours.Scale, r.Base.Scale
-	if (ko == 0 || ko == 1) && (kb == 0 || kb == 1) {
-		return strconv.Itoa(r.N)
+	label := strconv.Itoa(r.N)
+	if !((ko == 0 || ko == 1) && (kb == 0 || kb == 1)) {
+		label = fmt.Sprintf("%d ⏱×%g/×%g", r.N, ko, kb)
 	}
-	return fmt.Sprintf("%d ⏱×%g/×%g", r.N, ko, kb)
+	if r.From != "" {
+		label += " †"
+	}
+	return label
 }
 
 func row(b *strings.Builder, cells ...string) {

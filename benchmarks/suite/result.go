@@ -39,6 +39,9 @@ type SizeResult struct {
 	// Defaults is the baseline at SuperEdge's own default timings; nil when
 	// not run.
 	Defaults *System
+	// From names the run Ours and Base came from when it is not the
+	// report's own (a run merged in with -render): date and commit.
+	From string `json:",omitempty"`
 	// Lossy is the lossy-link phase, one entry per loss level, both systems
 	// side by side; kept apart from Ours and Base so that a run of this phase
 	// alone (-only-lossy) merges into a full run without replacing them.

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -307,14 +308,27 @@ func merge(paths []string) (*suite.Report, error) {
 			continue
 		}
 		rep.Took += r.Took
+		from := fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
 		for _, sr := range r.Sizes {
 			i := slices.IndexFunc(rep.Sizes, func(x suite.SizeResult) bool { return x.N == sr.N })
 			if i < 0 {
+				if sr.From == "" && (sr.Ours.Ran || sr.Base.Ran) {
+					sr.From = from
+				}
+				for j := range sr.Lossy {
+					if sr.Lossy[j].From == "" {
+						sr.Lossy[j].From = from
+					}
+				}
 				rep.Sizes = append(rep.Sizes, sr)
 				rep.Config.Sizes = append(rep.Config.Sizes, sr.N)
 				continue
 			}
-			// A later file's systems that ran replace the earlier ones.
+			// A later file's systems that ran replace the earlier ones, and
+			// the size says which run they came from.
+			if sr.Ours.Ran || sr.Base.Ran {
+				rep.Sizes[i].From = cmp.Or(sr.From, from)
+			}
 			if sr.Ours.Ran {
 				rep.Sizes[i].Ours = sr.Ours
 			}
@@ -327,9 +341,7 @@ func merge(paths []string) (*suite.Report, error) {
 			// Loss levels are replaced one by one, so a run of one level
 			// does not drop another's.
 			for _, l := range sr.Lossy {
-				if l.From == "" {
-					l.From = fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
-				}
+				l.From = cmp.Or(l.From, from)
 				j := slices.IndexFunc(rep.Sizes[i].Lossy, func(x suite.LossLevel) bool { return x.Percent == l.Percent })
 				if j < 0 {
 					rep.Sizes[i].Lossy = append(rep.Sizes[i].Lossy, l)

@@ -101,7 +101,49 @@ func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
 			t.Errorf("level %d %% says it came from %q", l.Percent, l.From)
 		}
 	}
+	if r.From != "" {
+		t.Errorf("size 5 says it came from %q, but the later run measured none of its systems", r.From)
+	}
 	if rep.Signing.SignNs != 40000 {
 		t.Errorf("signing cost %+v, want the later run's", rep.Signing)
+	}
+}
+
+// TestMergeMarksReplacedSizes merges a run of some sizes into a full one:
+// the sizes it measured take its figures and say which run they came from,
+// in the summary too; the others stay the full run's, unmarked.
+func TestMergeMarksReplacedSizes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ran := func(form float64) suite.System { return suite.System{Ran: true, FormSeconds: form} }
+	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 9, Ours: ran(1), Base: ran(1)}, {N: 17, Ours: ran(1), Base: ran(1)}}}
+	later := suite.Report{Commit: "ccc", Started: time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 17, Ours: ran(2), Base: ran(2)}, {N: 33, Ours: ran(3), Base: ran(3)}}}
+	rep, err := merge([]string{write("full.json", full), write("later.json", later)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]struct {
+		form float64
+		from string
+	}{9: {1, ""}, 17: {2, "2026-11-24 14:00 UTC, commit ccc"}, 33: {3, "2026-11-24 14:00 UTC, commit ccc"}}
+	for _, r := range rep.Sizes {
+		if w := want[r.N]; r.Ours.FormSeconds != w.form || r.From != w.from {
+			t.Errorf("N=%d: formation %v from %q, want %v from %q", r.N, r.Ours.FormSeconds, r.From, w.form, w.from)
+		}
+	}
+	if sum := suite.SummaryTable(rep); !strings.Contains(sum, "N = 17, 33 † come from a separate run (2026-11-24 14:00 UTC, commit ccc)") ||
+		!strings.Contains(sum, "| 17 † |") || strings.Contains(sum, "| 9 † |") {
+		t.Errorf("summary does not mark the merged sizes:\n%s", sum)
 	}
 }
