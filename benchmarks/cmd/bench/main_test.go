@@ -67,17 +67,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 // a signing cost the full run lacks is taken from the later run.
 func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, r suite.Report) string {
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
 	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 5,
 		Ours:  suite.System{Name: "edgequorum", Ran: true, FormSeconds: 5},
 		Lossy: []suite.LossLevel{{Percent: 20, Ours: suite.LossFigures{Ran: true, FalseVerdicts: 3}}}}}}
@@ -114,17 +104,7 @@ func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
 // in the summary too; the others stay the full run's, unmarked.
 func TestMergeMarksReplacedSizes(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, r suite.Report) string {
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
 	ran := func(form float64) suite.System { return suite.System{Ran: true, FormSeconds: form} }
 	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 9, Ours: ran(1), Base: ran(1)}, {N: 17, Ours: ran(1), Base: ran(1)}}}
 	later := suite.Report{Commit: "ccc", Started: time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC),
@@ -146,4 +126,18 @@ func TestMergeMarksReplacedSizes(t *testing.T) {
 		!strings.Contains(sum, "| 17 † |") || strings.Contains(sum, "| 9 † |") {
 		t.Errorf("summary does not mark the merged sizes:\n%s", sum)
 	}
+}
+
+// writeReport saves r as a results.json under dir, as a run would.
+func writeReport(t *testing.T, dir, name string, r suite.Report) string {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
