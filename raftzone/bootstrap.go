@@ -70,12 +70,15 @@ func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	for _, addr := range peers {
 		err := s.join(ctx, addr, req)
 		var pe *PeerError
+		leader := addr
 		if errors.As(err, &pe) && pe.Status == http.StatusMisdirectedRequest && pe.Leader != "" {
 			clusterSeen = true
+			leader = pe.Leader
 			err = s.join(ctx, pe.Leader, req)
 		}
 		switch {
 		case err == nil:
+			s.admittedBy.Store(&leader)
 			s.log.Info("asked the zone leader to admit us", "via", addr)
 			return true, true
 		case errors.As(err, &pe):

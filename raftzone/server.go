@@ -51,7 +51,10 @@ type Server struct {
 	// lastSync is when (Unix nanoseconds of cfg.Clock) a server last answered
 	// this spare with a view.
 	lastSync atomic.Int64
-	seq      *seqAllocator
+	// admittedBy is the zone port address of the leader that admitted this
+	// member, where a new spare asks for its first view.
+	admittedBy atomic.Pointer[string]
+	seq        *seqAllocator
 
 	net       *secureNet
 	client    *http.Client

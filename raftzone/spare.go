@@ -319,10 +319,19 @@ func (s *Server) viewSources(members []zone.Member, c viewCluster) []string {
 		out = append(out, src{m.RaftAddress, r})
 	}
 	if len(out) == 0 {
-		// No view yet: any peer, in a new order every time; one that is a
-		// spare itself names the leader.
+		// No view yet: the leader that admitted this member first, then any
+		// peer, in a new order every time; one that is a spare itself names
+		// the leader. In a zone of a hundred members mostly spares, three
+		// random peers would rarely include a server.
+		var first string
+		if a := s.admittedBy.Load(); a != nil {
+			first = *a
+			out = append(out, src{first, 0})
+		}
 		for _, p := range s.peers(true) {
-			out = append(out, src{p.RaftAddress, rand.Uint64()})
+			if p.RaftAddress != first {
+				out = append(out, src{p.RaftAddress, rand.Uint64() | 1})
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b src) int {

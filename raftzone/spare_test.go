@@ -2,10 +2,12 @@ package raftzone
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -181,5 +183,30 @@ func TestViewOnlyForMembers(t *testing.T) {
 	impostor.serverID = "00000000-0000-4000-8000-000000000000"
 	if status, _, reason := get(impostor); status != http.StatusForbidden || reason != "not_member" {
 		t.Errorf("caller with %s's key but another server ID got %d %q, want 403 not_member", caller.name, status, reason)
+	}
+}
+
+// TestNewSpareAsksItsAdmitterFirst checks where a spare without a view looks
+// for one: the leader that admitted it comes first, so that in a zone of a
+// hundred members, mostly spares without a view of their own yet, a new
+// spare's first few tries do not go to peers that cannot answer. Before it
+// was admitted, every peer is a candidate.
+func TestNewSpareAsksItsAdmitterFirst(t *testing.T) {
+	list := &memberList{ok: true}
+	for i := range 100 {
+		n := fmt.Sprintf("n%d", i)
+		list.cands = append(list.cands, Candidate{Node: n, RaftAddress: fmt.Sprintf("127.0.1.%d:9470", i+1)})
+	}
+	s := &Server{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
+	if got := s.viewSources(nil, viewCluster{}); len(got) != 99 || slices.Contains(got, "127.0.1.1:9470") {
+		t.Fatalf("before admission: %d sources %v, want the 99 other peers", len(got), got)
+	}
+	leader := "127.0.1.42:9470"
+	s.admittedBy.Store(&leader)
+	for range 20 {
+		got := s.viewSources(nil, viewCluster{})
+		if len(got) != 99 || got[0] != leader || slices.Index(got[1:], leader) >= 0 {
+			t.Fatalf("after admission by %s: sources start %v (%d), want the admitter first and once", leader, got[:3], len(got))
+		}
 	}
 }
