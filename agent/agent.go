@@ -194,7 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("prober", a.prober.Run)
 	spawn("member list", func(ctx context.Context) error { a.members.run(ctx); return nil })
 	spawn("probe targets", func(ctx context.Context) error {
-		syncTargets(ctx, a.prober, a.zone, a.cfg.TargetSyncPeriod, a.log)
+		syncTargets(ctx, a.prober, a.zone, a.cfg.TargetSyncPeriod, nil, a.log)
 		return nil
 	})
 	spawn("status server", func(ctx context.Context) error {

@@ -42,8 +42,9 @@ type probeTargets interface {
 
 // syncTargets keeps the probe targets equal to the zone's other members once
 // the zone member has opened its state (so a restart during a cloud outage
-// probes the replicated member list at once), then every period.
-func syncTargets(ctx context.Context, m probeTargets, src peerSource, period time.Duration, log *slog.Logger) {
+// probes the replicated member list at once), then every period. keep, when
+// not nil, narrows the targets to the peers it accepts.
+func syncTargets(ctx context.Context, m probeTargets, src peerSource, period time.Duration, keep func(node string) bool, log *slog.Logger) {
 	select {
 	case <-ctx.Done():
 		return
@@ -55,6 +56,9 @@ func syncTargets(ctx context.Context, m probeTargets, src peerSource, period tim
 	for {
 		want := map[string]probe.Target{}
 		for _, p := range src.Peers() {
+			if keep != nil && !keep(p.Node) {
+				continue
+			}
 			want[p.Node] = probe.Target{Host: p.ProbeAddress, KubeletPort: p.KubeletPort}
 		}
 		for name, tg := range want {
