@@ -52,6 +52,11 @@ type Options struct {
 	// IPs, when set, are the nodes' addresses in order (one per node);
 	// otherwise each node gets the next loopback address of the cluster.
 	IPs []netip.Addr
+	// StartAgents, when above 0, is how many agents (the first ones) Start
+	// starts; the others get their node, kubelet and credentials but wait
+	// for Agent.Start, or stand in for themselves through another program
+	// (Agent.Kubeconfig).
+	StartAgents int
 }
 
 // Zone is a running zone.
@@ -131,7 +136,11 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 			return nil, err
 		}
 	}
-	for _, a := range z.agents {
+	start := z.agents
+	if opts.StartAgents > 0 {
+		start = start[:min(opts.StartAgents, len(start))]
+	}
+	for _, a := range start {
 		if err := a.Start(); err != nil {
 			z.Stop()
 			return nil, err
@@ -273,6 +282,10 @@ func (z *Zone) ReconnectCloud(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Kubeconfig is the path of the agent's kubeconfig: its own credentials,
+// bound to its node, through its cuttable cloud link.
+func (a *Agent) Kubeconfig() string { return a.kubeconfig }
 
 // StatusAddress is host:port of the agent's status server.
 func (a *Agent) StatusAddress() string { return net.JoinHostPort(a.IP, strconv.Itoa(StatusPort)) }
