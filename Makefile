@@ -123,6 +123,7 @@ bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
 	$(GO) build -o $(BIN)/webhookload ./benchmarks/cmd/webhookload
+	$(GO) build -o $(BIN)/standins ./benchmarks/cmd/standins
 
 bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 77 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
