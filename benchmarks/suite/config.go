@@ -17,6 +17,10 @@ const (
 	VotePeriod       = time.Second
 	VoteTimeout      = 10 * time.Second
 	LeaseRenew       = 5 * time.Second
+	// Voters and Standbys are the zone's Raft servers (--voters,
+	// --standbys); every other member is a spare.
+	Voters   = 5
+	Standbys = 2
 )
 
 // Targets the suite reports against; a miss is shown, never hidden.
@@ -28,12 +32,21 @@ const (
 	// TargetFailover bounds kill-to-new-leader-ready with default Raft timers.
 	TargetFailover = 3 * time.Second
 	// TargetZoneBytesRatio: at TargetSize, edgequorum's zone total must be at
-	// most this share of the baseline's.
-	TargetZoneBytesRatio = 1.0 / 20
-	// TargetRSS bounds every agent's peak resident memory.
+	// most this share of the baseline's; at every other size, at most the
+	// baseline's own (small zones are the common edge site).
+	TargetZoneBytesRatio = 1.0 / 50
+	// TargetRSS bounds every agent's peak resident memory, the leader's
+	// included.
 	TargetRSS = 64 << 20
-	// TargetLeaderCPU bounds the leader's CPU share of one core at TargetSize.
-	TargetLeaderCPU = 0.25
+	// TargetSpareRSS bounds a spare's peak resident memory: a spare keeps no
+	// Raft log, only a copy of the view.
+	TargetSpareRSS = 40 << 20
+	// TargetSpareBytesRatio: a spare sends and receives at most this share
+	// of one baseline node's bytes.
+	TargetSpareBytesRatio = 1.0 / 10
+	// TargetLeaderCPU bounds the leader's CPU share of one core at
+	// TargetSize, measured in real time (the Live phase).
+	TargetLeaderCPU = 0.10
 	// TargetSize is the zone size the scale targets apply to.
 	TargetSize = 129
 	// TargetLossPercent is the packet loss between zone nodes at which
@@ -84,6 +97,17 @@ type Config struct {
 	// OnlyLossy runs nothing but formation and the lossy-link phase, for
 	// both systems, so its figures can be made without a full run.
 	OnlyLossy bool
+
+	// LiveSizes are the sizes that get the real-time leader phase (see
+	// Live): server agents and LiveSpares spare agents in real time, every
+	// other member a stand-in. Sizes of Voters+Standbys or fewer have no
+	// spares to stand in for and are skipped.
+	LiveSizes []int
+	// LiveSpares is how many spares run as agents, to measure a spare.
+	LiveSpares int
+	// OnlyLive runs nothing but that phase, so its figures can be made
+	// without a full run.
+	OnlyLive bool
 
 	// BinDir holds the control plane, bin/edgequorum and the baseline binary.
 	BinDir string
@@ -147,7 +171,8 @@ var QuickSizes = []int{3, 5, 9}
 func FullConfig() Config {
 	return Config{Sizes: AllSizes, Kills: 4, Failovers: 2, Steady: 30 * time.Second, Settle: 10 * time.Second,
 		Cut: 20 * time.Second, DefaultsKills: 1, DefaultsSizes: []int{5, 9}, DefaultsSteady: time.Minute,
-		LossPercents: []int{5, 20}, LossSizes: []int{5, 9, 17}, LossWindow: time.Minute, LossKills: 3, Seed: 1}
+		LossPercents: []int{5, 20}, LossSizes: []int{5, 9, 17}, LossWindow: time.Minute, LossKills: 3,
+		LiveSizes: []int{TargetSize}, LiveSpares: 1, Seed: 1}
 }
 
 // QuickConfig is `make bench-quick`: the same phases, fewer repetitions, and
@@ -158,7 +183,8 @@ func FullConfig() Config {
 func QuickConfig() Config {
 	return Config{Sizes: QuickSizes, Kills: 3, Failovers: 1, Steady: 20 * time.Second, Settle: 5 * time.Second,
 		Cut: 15 * time.Second, DefaultsKills: 0, DefaultsSteady: time.Minute,
-		LossPercents: []int{TargetLossPercent}, LossSizes: []int{5}, LossWindow: 15 * time.Second, LossKills: 1, Seed: 1, Quick: true}
+		LossPercents: []int{TargetLossPercent}, LossSizes: []int{5}, LossWindow: 15 * time.Second, LossKills: 1,
+		LiveSizes: []int{9}, LiveSpares: 1, Seed: 1, Quick: true}
 }
 
 // Validate names the field of every problem.
@@ -236,5 +262,21 @@ func (c *Config) ValidatePlan() error {
 			bad("OnlyLossy", "is set but no size of %v is in LossSizes %v", c.Sizes, c.LossSizes)
 		}
 	}
+	if c.LiveSpares < 0 {
+		bad("LiveSpares", "is %d, must not be negative", c.LiveSpares)
+	}
+	if c.OnlyLive {
+		switch {
+		case c.OnlyDefaults || c.OnlyLossy:
+			bad("OnlyLive", "is set with another Only* run; a run can be only one of them")
+		case !slices.ContainsFunc(c.Sizes, c.liveAt):
+			bad("OnlyLive", "is set but no size of %v is in LiveSizes %v and above %d", c.Sizes, c.LiveSizes, Voters+Standbys)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// liveAt reports whether the real-time leader phase runs at size n.
+func (c *Config) liveAt(n int) bool {
+	return n > Voters+Standbys && slices.Contains(c.LiveSizes, n)
 }

@@ -77,3 +77,24 @@ func TestValidatePlanNamesBadLossFields(t *testing.T) {
 		t.Errorf("a lossy-only run with no loss levels: ValidatePlan() = %v", err)
 	}
 }
+
+func TestValidatePlanNamesBadLiveFields(t *testing.T) {
+	cfg := FullConfig()
+	cfg.LiveSpares = -1
+	cfg.OnlyLive, cfg.OnlyLossy = true, true
+	err := cfg.ValidatePlan()
+	for _, want := range []string{"LiveSpares is -1", "OnlyLive is set with another"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidatePlan() = %v, want it to say %q", err, want)
+		}
+	}
+	cfg = FullConfig()
+	cfg.OnlyLive, cfg.Sizes, cfg.LiveSizes = true, []int{5, 9}, []int{5, 129}
+	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), "OnlyLive is set but no size") {
+		t.Errorf("a live-only run with no size above the servers in LiveSizes: ValidatePlan() = %v", err)
+	}
+	cfg.LiveSizes = []int{9}
+	if err := cfg.ValidatePlan(); err != nil {
+		t.Errorf("a live-only run at 9 (7 servers, 1 spare, 1 stand-in): %v", err)
+	}
+}

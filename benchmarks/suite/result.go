@@ -46,6 +46,8 @@ type SizeResult struct {
 	// side by side; kept apart from Ours and Base so that a run of this phase
 	// alone (-only-lossy) merges into a full run without replacing them.
 	Lossy []LossLevel
+	// Live is the real-time leader phase; nil when it did not run.
+	Live *Live `json:",omitempty"`
 }
 
 // LossLevel is one packet-loss rate between the zone's nodes at one size.

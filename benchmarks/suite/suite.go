@@ -90,7 +90,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		rep.Sizes = append(rep.Sizes, s.runSize(ctx, n))
+		res := SizeResult{N: n}
+		if !cfg.OnlyLive {
+			res = s.runSize(ctx, n)
+		}
+		// After the size's own zone is gone: its kubelets would load the
+		// apiserver the live zone shares.
+		if cfg.liveAt(n) && ctx.Err() == nil {
+			res.Live = s.runLive(ctx, n)
+		}
+		rep.Sizes = append(rep.Sizes, res)
 	}
 	rep.Took = time.Since(rep.Started)
 	return rep, ctx.Err()

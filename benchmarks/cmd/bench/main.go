@@ -62,6 +62,9 @@ func run() error {
 		lossWindow    = flag.Duration("loss-window", full.LossWindow, fmt.Sprintf("time per loss level with every node alive (quick %s)", q.LossWindow))
 		lossKills     = flag.Int("loss-kills", full.LossKills, fmt.Sprintf("node kills per loss level (quick %d)", q.LossKills))
 		onlyLossy     = flag.Bool("only-lossy", false, "run only formation and the lossy-link phase, for both systems, e.g. to merge into a full run with -render")
+		liveSizes     = flag.String("live-sizes", "", fmt.Sprintf("sizes that get the real-time leader phase (server agents real, other members stand-ins), or none (default %s; quick %s; with -only-live every size of -sizes)", joinInts(full.LiveSizes), joinInts(q.LiveSizes)))
+		liveSpares    = flag.Int("live-spares", full.LiveSpares, fmt.Sprintf("spares run as agents in the real-time leader phase (quick %d)", q.LiveSpares))
+		onlyLive      = flag.Bool("only-live", false, "run only the real-time leader phase, e.g. to merge into a full run with -render")
 	)
 	flag.Parse()
 
@@ -142,6 +145,9 @@ func run() error {
 	if err := lossFlags(&cfg, set, *loss, *lossSizes, *lossWindow, *lossKills, *onlyLossy); err != nil {
 		return err
 	}
+	if err := liveFlags(&cfg, set, *liveSizes, *liveSpares, *onlyLive); err != nil {
+		return err
+	}
 	cfg.Seed = *seed
 	cfg.OnlyDefaults = *onlyDefaults
 	if err := flagErrors(cfg.ValidatePlan()); err != nil {
@@ -197,8 +203,8 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills); logs in %s\n",
-		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.WorkDir)
+	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills), real-time leader at %v; logs in %s\n",
+		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.LiveSizes, cfg.WorkDir)
 	rep, err := suite.Run(ctx, cfg)
 	if rep == nil {
 		return err
@@ -243,6 +249,28 @@ func lossFlags(cfg *suite.Config, set map[string]bool, loss, sizes string, windo
 		cfg.LossKills = kills
 	}
 	cfg.OnlyLossy = only
+	return nil
+}
+
+// liveFlags applies the real-time leader phase's flags that were set to cfg,
+// as lossFlags does for the lossy-link phase.
+func liveFlags(cfg *suite.Config, set map[string]bool, sizes string, spares int, only bool) error {
+	switch {
+	case sizes == "none":
+		cfg.LiveSizes = nil
+	case sizes != "":
+		ns, err := parseSizes(sizes)
+		if err != nil {
+			return fmt.Errorf("-live-sizes: %w", err)
+		}
+		cfg.LiveSizes = ns
+	case only:
+		cfg.LiveSizes = cfg.Sizes
+	}
+	if set["live-spares"] {
+		cfg.LiveSpares = spares
+	}
+	cfg.OnlyLive = only
 	return nil
 }
 
@@ -320,6 +348,9 @@ func merge(paths []string) (*suite.Report, error) {
 						sr.Lossy[j].From = from
 					}
 				}
+				if sr.Live != nil && sr.Live.From == "" {
+					sr.Live.From = from
+				}
 				rep.Sizes = append(rep.Sizes, sr)
 				rep.Config.Sizes = append(rep.Config.Sizes, sr.N)
 				continue
@@ -350,6 +381,11 @@ func merge(paths []string) (*suite.Report, error) {
 				rep.Sizes[i].Lossy[j] = l
 			}
 			slices.SortFunc(rep.Sizes[i].Lossy, func(a, b suite.LossLevel) int { return a.Percent - b.Percent })
+			if sr.Live != nil && sr.Live.Ran {
+				l := *sr.Live
+				l.From = cmp.Or(l.From, from)
+				rep.Sizes[i].Live = &l
+			}
 		}
 		if rep.Signing == (suite.SigningCost{}) {
 			rep.Signing = r.Signing
@@ -436,7 +472,7 @@ func commit() string {
 var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failovers": "-failovers",
 	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut",
 	"LossPercents": "-loss", "LossSizes": "-loss-sizes", "LossWindow": "-loss-window", "LossKills": "-loss-kills",
-	"OnlyLossy": "-only-lossy"}
+	"OnlyLossy": "-only-lossy", "LiveSizes": "-live-sizes", "LiveSpares": "-live-spares", "OnlyLive": "-only-live"}
 
 // flagErrors rewrites ValidatePlan's errors to name the flag an operator
 // typed, e.g. "-kills is 0, must be at least 1".

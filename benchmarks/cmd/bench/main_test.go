@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,43 @@ func writeReport(t *testing.T, dir, name string, r suite.Report) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestMergeAddsTheRealTimeLeader merges an -only-live run into a full one:
+// the full run's systems stay, the size gains the real-time figures marked
+// with their run, and a later live run that did not run changes nothing.
+func TestMergeAddsTheRealTimeLeader(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
+	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 129, Ours: suite.System{Ran: true, FormSeconds: 32}}}}
+	live := suite.Report{Commit: "ddd", Started: time.Date(2026, 11, 24, 17, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 129, Live: &suite.Live{Ran: true, LeaderCPU: 6}}}}
+	idle := suite.Report{Commit: "eee", Sizes: []suite.SizeResult{{N: 129, Live: &suite.Live{}}}}
+	rep, err := merge([]string{write("full.json", full), write("live.json", live), write("idle.json", idle)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Sizes[0]
+	if !r.Ours.Ran || r.Ours.FormSeconds != 32 || r.From != "" {
+		t.Errorf("the full run's figures changed: %+v from %q", r.Ours, r.From)
+	}
+	if r.Live == nil || r.Live.LeaderCPU != 6 || r.Live.From != "2026-11-24 17:00 UTC, commit ddd" {
+		t.Errorf("real-time leader %+v, want the live run's, marked with it", r.Live)
+	}
+}
+
+func TestLiveFlags(t *testing.T) {
+	cfg := suite.FullConfig()
+	if err := liveFlags(&cfg, map[string]bool{}, "none", 0, false); err != nil || cfg.LiveSizes != nil {
+		t.Errorf("-live-sizes none: %v, sizes %v", err, cfg.LiveSizes)
+	}
+	cfg = suite.FullConfig()
+	cfg.Sizes = []int{65, 129}
+	if err := liveFlags(&cfg, map[string]bool{"live-spares": true}, "", 3, true); err != nil ||
+		!reflect.DeepEqual(cfg.LiveSizes, []int{65, 129}) || cfg.LiveSpares != 3 || !cfg.OnlyLive {
+		t.Errorf("-only-live -live-spares 3: %v, %+v", err, cfg)
+	}
+	if err := liveFlags(&cfg, map[string]bool{}, "x", 0, false); err == nil || !strings.Contains(err.Error(), "-live-sizes") {
+		t.Errorf("-live-sizes x: %v, want an error naming the flag", err)
+	}
 }

@@ -1,0 +1,305 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/edgequorum/edgequorum/benchmarks/internal/standin"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
+	"github.com/edgequorum/edgequorum/internal/proc"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Live is the real-time leader phase at one size. A time-dilated run
+// multiplies every rate of the leader by the dilation factor, fixed-rate
+// work included, so its leader CPU is only an upper bound. Here the Raft
+// servers and a few spares run as agents in real time, and every other
+// member as a stand-in (bin/standins: the member code, probing only the
+// agents, reporting the other stand-ins healthy): the leader gets every
+// report, probe and join a zone of N sends it, undilated.
+type Live struct {
+	Ran    bool
+	Errors []string
+	// Servers, Spares and StandIns count the server agents (voters and
+	// stand-bys), the spare agents and the stand-ins.
+	Servers, Spares, StandIns int
+	// FormSeconds is stand-ins and spare agents started → every member of
+	// the zone annotated healthy (the servers had formed already).
+	FormSeconds float64
+	// RolesHeld is true when, at the end of the window, the server agents
+	// and no stand-in held the voter and stand-by seats, so the leader
+	// measured is an agent; Roles says who held what otherwise.
+	RolesHeld bool
+	Roles     string `json:",omitempty"`
+	Leader    string
+	Seconds   float64
+
+	// The leader's bytes/s sent and received on the zone port, CPU in
+	// CPU-seconds per minute, peak RSS in bytes.
+	LeaderSent, LeaderRecv, LeaderCPU, LeaderRSS float64
+	// The spare agents' mean bytes/s and CPU, their largest peak RSS.
+	SpareSent, SpareRecv, SpareCPU, SpareRSS float64
+	// The stand-ins' mean bytes/s each, and their process's CPU and peak RSS.
+	StandInSent, StandInRecv, StandInCPU, StandInRSS float64
+	// HostBusy is the machine's CPU utilisation in the window, 0..1.
+	HostBusy float64
+	// From names the run these figures came from when it is not the
+	// report's own (a run merged in with -render).
+	From string `json:",omitempty"`
+}
+
+// LeaderCPUShare is the leader's share of one core.
+func (l Live) LeaderCPUShare() float64 { return l.LeaderCPU / 60 }
+
+// LeaderBytes is the leader's sent+received bytes/s.
+func (l Live) LeaderBytes() float64 { return l.LeaderSent + l.LeaderRecv }
+
+// SpareBytes is a spare agent's mean sent+received bytes/s.
+func (l Live) SpareBytes() float64 { return l.SpareSent + l.SpareRecv }
+
+// liveStandInsPerSecond paces the stand-ins' start: a zone's members do not
+// all boot in the same second, and joins are admitted one commit at a time.
+const liveStandInsPerSecond = 8
+
+// liveRun is the phase at one size.
+type liveRun struct {
+	s    *suite
+	n    int
+	zone string
+	res  *Live
+	z    *zonerun.Zone
+	w    *watcher
+}
+
+// runLive measures the leader of an n-member zone in real time.
+func (s *suite) runLive(ctx context.Context, n int) *Live {
+	r := &liveRun{s: s, n: n, zone: fmt.Sprintf("live-%d", n), res: &Live{}}
+	r.run(ctx)
+	return r.res
+}
+
+func (r *liveRun) fail(phase string, err error) {
+	r.res.Errors = append(r.res.Errors, fmt.Sprintf("%s: %v", phase, err))
+	r.s.progress(r.n, "live", "%s failed: %v", phase, err)
+}
+
+func (r *liveRun) run(ctx context.Context) {
+	s, n := r.s, r.n
+	servers := Voters + Standbys
+	spares := min(s.cfg.LiveSpares, n-servers)
+	r.res.Servers, r.res.Spares, r.res.StandIns = servers, spares, n-servers-spares
+	w, err := watchZone(ctx, s.cluster.Client(), r.zone, oursState)
+	if err != nil {
+		r.fail("watch", err)
+		return
+	}
+	defer w.stop()
+	r.w = w
+	dataDir := filepath.Join(s.cfg.DataDir, "live"+strconv.Itoa(n))
+	defer os.RemoveAll(dataDir)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := deleteZoneNodes(cctx, s.cluster.Client(), r.zone); err != nil {
+			s.progress(n, "live", "cleanup: %v", err)
+		}
+	}()
+
+	s.progress(n, "live", "starting %d server agents (%d nodes, the others stand-ins or spares)", servers, n)
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(n)*time.Second)
+	z, err := zonerun.Start(startCtx, s.cluster, zonerun.Options{
+		Zone: r.zone, Nodes: n, NodePrefix: fmt.Sprintf("l%d", n), StartAgents: servers,
+		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "agents"),
+		AgentArgs: []string{"--log-level=info"},
+	})
+	cancel()
+	if err != nil {
+		r.fail("start", err)
+		return
+	}
+	r.z = z
+	defer func() {
+		stopAll(z)
+		for _, a := range z.Agents() {
+			a.Kubelet.Kill()
+		}
+	}()
+	agents := z.Agents()
+	names := func(as []*zonerun.Agent) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.Name)
+		}
+		return out
+	}
+	if err := w.waitAll(ctx, formTimeout(servers, 1), names(agents[:servers]), zone.Healthy); err != nil {
+		r.fail("servers' formation", err)
+		return
+	}
+
+	real := agents[:servers+spares]
+	cfg := standin.Config{Zone: r.zone, KeyFile: z.KeyFile(), PeerPort: zonerun.PeerPort, Probed: names(real),
+		StartRate: liveStandInsPerSecond}
+	for _, a := range agents[servers+spares:] {
+		cfg.Members = append(cfg.Members, standin.Member{Name: a.Name, IP: a.IP, DataDir: a.DataDir, Kubeconfig: a.Kubeconfig()})
+	}
+	started := time.Now()
+	var standins *proc.Process
+	var standinsAddr string
+	if len(cfg.Members) > 0 {
+		standins, standinsAddr, err = r.startStandIns(cfg, dataDir)
+		if err != nil {
+			r.fail("stand-ins", err)
+			return
+		}
+		defer standins.Stop(30 * time.Second)
+	}
+	for _, a := range agents[servers : servers+spares] {
+		if err := a.Start(); err != nil {
+			r.fail("spare agents", err)
+			return
+		}
+	}
+	r.res.Ran = true
+	if err := w.waitAll(ctx, formTimeout(n, 1), names(agents), zone.Healthy); err != nil {
+		r.fail("formation", fmt.Errorf("%w (not healthy: %v)", err, w.notHealthy(names(agents))))
+		return
+	}
+	r.res.FormSeconds = time.Since(started).Seconds()
+	s.progress(n, "live", "zone formed: %d healthy verdicts %.1fs after the stand-ins started", n, r.res.FormSeconds)
+	if err := sleep(ctx, s.cfg.Settle); err != nil {
+		return
+	}
+
+	members := make([]member, 0, len(real)+1)
+	for _, a := range real {
+		members = append(members, member{name: a.Name, metricsURL: "http://" + a.StatusAddress() + "/metrics",
+			pidArg: "--status-address=" + a.StatusAddress()})
+	}
+	const standinsMember = "standins"
+	if standins != nil {
+		members = append(members, member{name: standinsMember, metricsURL: "http://" + standinsAddr + "/metrics",
+			pidArg: "--status-address=" + standinsAddr})
+	}
+	s.progress(n, "live", "steady state: sampling %d agents and %d stand-ins for %s", len(real), len(cfg.Members), s.cfg.Steady)
+	before := takeSnapshot(ctx, members, "--status-address=")
+	if err := sleep(ctx, s.cfg.Steady); err != nil {
+		return
+	}
+	after := takeSnapshot(ctx, members, "--status-address=")
+	r.measure(ctx, before, after, real[:servers], real[servers:], standinsMember)
+	l := r.res
+	s.progress(n, "live", "leader %s: CPU %.1f%% of a core, peak RSS %.0f MiB, %s/s; spare agents %s/s, peak RSS %.0f MiB; stand-ins %s/s each; host busy %.0f%%",
+		l.Leader, 100*l.LeaderCPUShare(), l.LeaderRSS/(1<<20), humanBytes(l.LeaderBytes()), humanBytes(l.SpareBytes()),
+		l.SpareRSS/(1<<20), humanBytes(l.StandInSent+l.StandInRecv), 100*l.HostBusy)
+}
+
+// startStandIns writes the stand-ins' config and starts bin/standins.
+func (r *liveRun) startStandIns(cfg standin.Config, dir string) (*proc.Process, string, error) {
+	path := filepath.Join(dir, "standins.json")
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, "", err
+	}
+	addr, err := freeLoopbackAddress()
+	if err != nil {
+		return nil, "", err
+	}
+	bin := filepath.Join(r.s.cfg.BinDir, "standins")
+	p, err := proc.Start(bin, []string{"--config=" + path, "--status-address=" + addr},
+		filepath.Join(r.s.cfg.WorkDir, fmt.Sprintf("standins-%d.log", r.n)))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s (built by `make bench-tools`): %w", bin, err)
+	}
+	r.s.progress(r.n, "live", "starting %d stand-ins, %d a second", len(cfg.Members), liveStandInsPerSecond)
+	return p, addr, nil
+}
+
+// freeLoopbackAddress is a 127.0.0.1 port nothing listens on right now.
+func freeLoopbackAddress() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// measure fills the figures from two snapshots: the leader among the server
+// agents, the spare agents, and the stand-ins' process.
+func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, spares []*zonerun.Agent, standinsMember string) {
+	l := r.res
+	l.Seconds = after.at.Sub(before.at).Seconds()
+	l.HostBusy = hostBusy(before, after)
+	l.LeaderSent, l.LeaderRecv, l.LeaderCPU, l.LeaderRSS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+	rates := memberRates(before, after, oursCounters)
+	for _, a := range servers {
+		if ms, ok := after.members[a.Name]; ok && ms.err == nil && ms.metrics.Sum(isLeaderMetric, nil) == 1 {
+			l.Leader = a.Name
+		}
+	}
+	if rt, ok := rates[l.Leader]; ok && l.Leader != "" {
+		l.LeaderSent, l.LeaderRecv, l.LeaderCPU, l.LeaderRSS = rt.sent, rt.received, rt.cpuPerMin, float64(rt.rss)
+	} else {
+		r.fail("steady", fmt.Errorf("no server agent reported %s=1 at the end of the window", isLeaderMetric))
+	}
+	var sent, recv, cpu, rss []float64
+	for _, a := range spares {
+		if rt, ok := rates[a.Name]; ok {
+			sent, recv, cpu, rss = append(sent, rt.sent), append(recv, rt.received), append(cpu, rt.cpuPerMin), append(rss, float64(rt.rss))
+		}
+	}
+	l.SpareSent, l.SpareRecv, l.SpareCPU, l.SpareRSS = stats.Mean(sent), stats.Mean(recv), stats.Mean(cpu), stats.Max(rss)
+	l.StandInSent, l.StandInRecv, l.StandInCPU, l.StandInRSS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+	if rt, ok := rates[standinsMember]; ok && l.StandIns > 0 {
+		l.StandInSent, l.StandInRecv = rt.sent/float64(l.StandIns), rt.received/float64(l.StandIns)
+		l.StandInCPU, l.StandInRSS = rt.cpuPerMin, float64(rt.rss)
+	}
+	r.checkRoles(ctx, servers)
+}
+
+// checkRoles records whether the server agents held every server seat: a
+// stand-in promoted to voter would make the leader measured a stand-in.
+func (r *liveRun) checkRoles(ctx context.Context, servers []*zonerun.Agent) {
+	leader, err := r.z.Leader(ctx)
+	if err != nil {
+		r.fail("roles", err)
+		return
+	}
+	st, err := leader.Status(ctx)
+	if err != nil {
+		r.fail("roles", err)
+		return
+	}
+	want := map[string]bool{}
+	for _, a := range servers {
+		want[a.Name] = true
+	}
+	var held, wrong []string
+	for _, m := range st.Members {
+		if m.Role == "voter" || m.Role == "standby" {
+			held = append(held, m.Node+"="+m.Role)
+			if !want[m.Node] {
+				wrong = append(wrong, m.Node)
+			}
+		}
+	}
+	slices.Sort(held)
+	r.res.RolesHeld = len(wrong) == 0 && len(held) == len(servers)
+	if !r.res.RolesHeld {
+		r.res.Roles = fmt.Sprintf("servers: %v", held)
+		r.fail("roles", fmt.Errorf("the server agents did not hold every server seat: %s", r.res.Roles))
+	}
+}

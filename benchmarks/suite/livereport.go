@@ -1,0 +1,143 @@
+package suite
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func hasLive(rep *Report) bool {
+	return slices.ContainsFunc(rep.Sizes, func(r SizeResult) bool { return r.Live != nil && r.Live.Ran })
+}
+
+// liveOf is a size's real-time leader phase, nil when it did not run.
+func liveOf(r SizeResult) *Live {
+	if r.Live != nil && r.Live.Ran {
+		return r.Live
+	}
+	return nil
+}
+
+// writeLive is the real-time leader phase: one row per size it ran at, then
+// the scale targets at TargetSize, each with the run its figure comes from.
+func writeLive(b *strings.Builder, rep *Report) {
+	b.WriteString("The Raft servers (voters and stand-bys) and a few spares run as agents in real time; every other member is a " +
+		"stand-in (`bin/standins`): the member code itself — join with its own node key, signed reports at the real cadence, " +
+		"answers to every probe, view copies from a server — except that it probes only the agents and reports the other " +
+		"stand-ins healthy. The leader so gets all a zone of N sends it, undilated; a stand-in's own bytes lack the probes of " +
+		"other stand-ins, so the spare figures are the spare agents'.\n\n")
+	row(b, "N", "agents: servers + spares / stand-ins", "formed (s)", "leader CPU (% core)", "leader peak RSS (MiB)",
+		"leader sent / recv", "leader ÷ baseline node", "spare sent / recv", "spare ÷ baseline node", "spare peak RSS (MiB)",
+		"stand-in sent / recv", "stand-ins' process CPU (% core) / peak RSS (MiB)", "host busy", "seats held by the server agents")
+	rule(b, 14)
+	var froms []string
+	for _, r := range rep.Sizes {
+		l := liveOf(r)
+		if l == nil {
+			continue
+		}
+		node := sv(r.Base).NodeBytes()
+		held := "✅"
+		if !l.RolesHeld {
+			held = "❌ " + orDash(l.Roles)
+		}
+		label := strconv.Itoa(r.N)
+		if l.From != "" {
+			label += " †"
+			froms = append(froms, fmt.Sprintf("N = %d † comes from a separate run (%s), merged with `-render`.", r.N, l.From))
+		}
+		row(b, label, fmt.Sprintf("%d + %d / %d", l.Servers, l.Spares, l.StandIns), sec(l.FormSeconds),
+			num(100*l.LeaderCPUShare(), 1), num(l.LeaderRSS/(1<<20), 0),
+			pair(humanRate(l.LeaderSent), humanRate(l.LeaderRecv)), ratioX(l.LeaderBytes(), node),
+			pair(humanRate(l.SpareSent), humanRate(l.SpareRecv)), fraction(l.SpareBytes(), node), num(l.SpareRSS/(1<<20), 0),
+			pair(humanRate(l.StandInSent), humanRate(l.StandInRecv)),
+			pair(num(100*l.StandInCPU/60, 1), num(l.StandInRSS/(1<<20), 0)), pct(l.HostBusy), held)
+	}
+	b.WriteString("\n\"Formed\" is the stand-ins and spare agents started → every member annotated healthy (the servers had " +
+		"formed before). \"Baseline node\" is a baseline node's bytes at the same size from the full-zone run (time-dilated at the " +
+		"largest sizes, so an upper bound). Host busy near 100 % would make every figure the machine's; CPU time is the process's own.\n")
+	for _, f := range froms {
+		b.WriteString("\n" + f + "\n")
+	}
+	for _, r := range rep.Sizes {
+		if r.N == TargetSize {
+			b.WriteString(fmt.Sprintf("\n### Targets at N = %d\n\n", TargetSize))
+			writeScaleTargets(b, rep, r)
+		}
+	}
+}
+
+// writeScaleTargets lists every scale target at one size, the figure, and
+// the run it comes from: the real-time leader phase for the leader's and
+// spares' cost, the full-zone run for everything the whole zone does.
+func writeScaleTargets(b *strings.Builder, rep *Report, r SizeResult) {
+	row(b, "target", "measured", "from")
+	rule(b, 3)
+	full := "full-zone run"
+	if r.Ours.Scale > 1 {
+		full = fmt.Sprintf("full-zone run, ⏱×%g", r.Ours.Scale)
+	}
+	run := r.From
+	if run == "" {
+		run = fmt.Sprintf("%s UTC, commit %s", rep.Started.UTC().Format("2006-01-02 15:04"), orDash(rep.Commit))
+	}
+	full += " (" + run + ")"
+	os, ss := sv(r.Ours), sv(r.Base)
+	node := ss.NodeBytes()
+	nan := math.NaN()
+	l := liveOf(r)
+	if l == nil {
+		l = &Live{LeaderCPU: nan, LeaderRSS: nan, LeaderSent: nan, LeaderRecv: nan, SpareSent: nan, SpareRecv: nan, SpareRSS: nan, FormSeconds: nan}
+	}
+	live := "real-time leader phase"
+	ratio := os.ZoneBytes / ss.ZoneBytes
+	detect, fail := p99(r.Ours.DetectAnnot), p99(r.Ours.Failover)
+	for _, t := range []struct {
+		name string
+		t    target
+		from string
+	}{
+		{fmt.Sprintf("leader peak RSS ≤ %d MiB", TargetRSS>>20),
+			target{applies: true, ok: l.LeaderRSS <= TargetRSS, value: orNaN(l.LeaderRSS, fmt.Sprintf("%.0f MiB", l.LeaderRSS/(1<<20)))}, live},
+		{fmt.Sprintf("leader CPU ≤ %.0f %% of a core, in real time", 100*TargetLeaderCPU),
+			target{applies: true, ok: l.LeaderCPUShare() <= TargetLeaderCPU, value: orNaN(l.LeaderCPU, fmt.Sprintf("%.1f %%", 100*l.LeaderCPUShare()))}, live},
+		{fmt.Sprintf("zone bytes/s ≤ 1/%.0f of the baseline's", 1/TargetZoneBytesRatio),
+			target{applies: true, ok: ratio <= TargetZoneBytesRatio, value: orNaN(ratio, fraction(os.ZoneBytes, ss.ZoneBytes))}, full},
+		{"leader bytes/s ≤ one baseline node's",
+			target{applies: true, ok: l.LeaderBytes() <= node, value: orNaN(l.LeaderBytes()/node, ratioX(l.LeaderBytes(), node))}, live + " ÷ " + full},
+		{fmt.Sprintf("spare bytes/s ≤ 1/%.0f of a baseline node's", 1/TargetSpareBytesRatio),
+			target{applies: true, ok: l.SpareBytes() <= TargetSpareBytesRatio*node, value: orNaN(l.SpareBytes()/node, fraction(l.SpareBytes(), node))}, live + " ÷ " + full},
+		{fmt.Sprintf("spare peak RSS ≤ %d MiB", TargetSpareRSS>>20),
+			target{applies: true, ok: l.SpareRSS <= TargetSpareRSS, value: orNaN(l.SpareRSS, fmt.Sprintf("%.0f MiB", l.SpareRSS/(1<<20)))}, live},
+		{fmt.Sprintf("detection p99 ≤ %s", fmtDur(TargetDetection)),
+			target{applies: true, ok: detect <= TargetDetection.Seconds(), value: orNaN(detect, sec(detect)+" s")}, full},
+		{fmt.Sprintf("failover p99 ≤ %s", fmtDur(TargetFailover)),
+			target{applies: true, ok: fail <= TargetFailover.Seconds(), value: orNaN(fail, sec(fail)+" s")}, full},
+		{"0 false verdicts in a cloud cut",
+			target{applies: r.Ours.CutRan, ok: r.Ours.FalseVerdicts == 0, value: falseVerdicts(r.Ours)}, full},
+	} {
+		row(b, t.name, t.t.String(), t.from)
+	}
+	row(b, "zone formation (reported)", pair(sec(r.Ours.FormSeconds)+" s", sec(l.FormSeconds)+" s"), full+" / "+live)
+}
+
+// addLive adds the real-time leader phase's columns, empty when it did not run.
+func addLive(add func(string, float64), l *Live) {
+	nan := math.NaN()
+	if l == nil || !l.Ran {
+		l = &Live{FormSeconds: nan, LeaderSent: nan, LeaderRecv: nan, LeaderCPU: nan, LeaderRSS: nan, SpareSent: nan,
+			SpareRecv: nan, SpareCPU: nan, SpareRSS: nan, StandInSent: nan, StandInRecv: nan, StandInCPU: nan, StandInRSS: nan, HostBusy: nan}
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"form_s", l.FormSeconds}, {"leader_sent_Bps", l.LeaderSent}, {"leader_recv_Bps", l.LeaderRecv},
+		{"leader_cpu_s_per_min", l.LeaderCPU}, {"leader_peak_rss_bytes", l.LeaderRSS}, {"spare_sent_Bps", l.SpareSent},
+		{"spare_recv_Bps", l.SpareRecv}, {"spare_cpu_s_per_min", l.SpareCPU}, {"spare_peak_rss_bytes", l.SpareRSS},
+		{"standin_sent_Bps", l.StandInSent}, {"standin_recv_Bps", l.StandInRecv}, {"standins_cpu_s_per_min", l.StandInCPU},
+		{"standins_peak_rss_bytes", l.StandInRSS}, {"host_busy", l.HostBusy}, {"errors", float64(len(l.Errors))}} {
+		add("live_"+c.name, c.v)
+	}
+}
