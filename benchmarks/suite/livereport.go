@@ -141,3 +141,23 @@ func addLive(add func(string, float64), l *Live) {
 		add("live_"+c.name, c.v)
 	}
 }
+
+// liveNote sums up the real-time leader phase for the README: the figures
+// the dilated rows can only bound.
+func liveNote(rep *Report) string {
+	var out []string
+	for _, r := range rep.Sizes {
+		l := liveOf(r)
+		if l == nil {
+			continue
+		}
+		out = append(out, fmt.Sprintf("At N = %d in real time (servers and %d %s as agents, the other %d members stand-ins): "+
+			"leader CPU %.1f %% of a core, peak RSS %.0f MiB, %s; a spare %s, peak RSS %.0f MiB.",
+			r.N, l.Spares, plural(l.Spares, "spare", "spares"), l.StandIns, 100*l.LeaderCPUShare(), l.LeaderRSS/(1<<20),
+			humanRate(l.LeaderBytes()), humanRate(l.SpareBytes()), l.SpareRSS/(1<<20)))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return strings.Join(out, " ") + " (results.md, \"Leader in real time\".)"
+}

@@ -85,6 +85,9 @@ func SummaryTable(rep *Report) string {
 	if n := fromNote(rep); n != "" {
 		b.WriteString("\n" + n + "\n")
 	}
+	if n := liveNote(rep); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
 	return b.String()
 }
 
