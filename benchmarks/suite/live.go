@@ -190,7 +190,7 @@ func (r *liveRun) run(ctx context.Context) {
 		members = append(members, member{name: standinsMember, metricsURL: "http://" + standinsAddr + "/metrics",
 			pidArg: "--status-address=" + standinsAddr})
 	}
-	s.progress(n, "live", "steady state: sampling %d agents and %d stand-ins for %s", len(real), len(cfg.Members), s.cfg.Steady)
+	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
 	before := takeSnapshot(ctx, members, "--status-address=")
 	if err := sleep(ctx, s.cfg.Steady); err != nil {
 		return
