@@ -125,7 +125,7 @@ bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/webhookload ./benchmarks/cmd/webhookload
 	$(GO) build -o $(BIN)/standins ./benchmarks/cmd/standins
 
-bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 77 min)
+bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 85 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
 	$(BIN)/webhookload -out $(BENCH_OUT)
 
