@@ -139,7 +139,9 @@ func Run(ctx context.Context, cfg Config, statusAddr string, log *slog.Logger, p
 		s, err := newStandIn(cfg, m, list, probed, reg, log)
 		if err != nil {
 			cancel()
+			errMu.Lock()
 			errs = append(errs, err)
+			errMu.Unlock()
 			break
 		}
 		batch = append(batch, s)
