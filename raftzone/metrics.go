@@ -146,6 +146,7 @@ type portMetrics struct {
 	handshakeFailures *prometheus.CounterVec
 	handshakes        *prometheus.CounterVec
 	bytes             *prometheus.CounterVec
+	badFrames         prometheus.Counter
 }
 
 func newPortMetrics(reg prometheus.Registerer) *portMetrics {
@@ -162,9 +163,13 @@ func newPortMetrics(reg prometheus.Registerer) *portMetrics {
 			Name: "edgequorum_transport_bytes_total",
 			Help: "Bytes this member sent and received on the zone port (Raft and peer API, TLS included).",
 		}, []string{"direction"}),
+		badFrames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_transport_bad_frames_total",
+			Help: "Zone-port connections closed because an authenticated peer sent a malformed frame.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes)
+		reg.MustRegister(m.handshakeFailures, m.handshakes, m.bytes, m.badFrames)
 	}
 	return m
 }

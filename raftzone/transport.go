@@ -34,9 +34,10 @@ const (
 )
 
 const (
-	// authVersion 2 adds the node and server ID each side claims; version 1
-	// proved only the zone key.
-	authVersion    byte = 2
+	// authVersion 3 carries everything after the channel byte as frames
+	// (frames.go); 2 added the node and server ID each side claims; 1 proved
+	// only the zone key.
+	authVersion    byte = 3
 	ekmLabel            = "EXPORTER-edgequorum-peer-auth"
 	maxHandshakes       = 64
 	roleClient          = "edgequorum client"
@@ -237,7 +238,7 @@ func (s *secureNet) serveConn(raw net.Conn) {
 	}
 	raw.SetDeadline(time.Time{})
 	s.metrics.handshakes.WithLabelValues("server").Inc()
-	ac := &authConn{Conn: tc, peer: peer}
+	ac := &authConn{Conn: newFramedConn(tc, s.metrics.badFrames.Inc), peer: peer}
 	switch ch {
 	case channelRaft:
 		conn, err := s.raftConn(ac)
@@ -368,7 +369,7 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	}
 	raw.SetDeadline(time.Time{})
 	s.metrics.handshakes.WithLabelValues("client").Inc()
-	return tc, nil
+	return newFramedConn(tc, s.metrics.badFrames.Inc), nil
 }
 
 func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (peerIdentity, error) {
