@@ -85,6 +85,14 @@ type Config struct {
 	RaftHeartbeatTimeout   time.Duration
 	RaftElectionTimeout    time.Duration
 	RaftLeaderLeaseTimeout time.Duration
+	// RaftHeartbeatInterval is the longest a leader leaves an idle follower
+	// without a heartbeat. hashicorp/raft heartbeats every tenth to fifth of
+	// HeartbeatTimeout — five to ten a second per follower at 1 s, which a
+	// follower needs no more than once per timeout — so the leader runs with
+	// a HeartbeatTimeout of five times this; followers keep theirs, and with
+	// it how fast they notice a dead leader. Zero means half of
+	// RaftHeartbeatTimeout [--raft-heartbeat-interval].
+	RaftHeartbeatInterval time.Duration
 	// RaftCommitTimeout is how often the leader sends each follower an
 	// AppendEntries when nothing new was appended, to tell it the commit index.
 	// hashicorp/raft's 50 ms default costs 20 RPCs a second per follower; a
@@ -132,6 +140,14 @@ func DefaultConfig() Config {
 		SnapshotInterval:       2 * time.Minute,
 		SnapshotThreshold:      4096,
 	}
+}
+
+// leaderHeartbeatInterval is RaftHeartbeatInterval with its default applied.
+func (c *Config) leaderHeartbeatInterval() time.Duration {
+	if c.RaftHeartbeatInterval > 0 {
+		return c.RaftHeartbeatInterval
+	}
+	return c.RaftHeartbeatTimeout / 2
 }
 
 // Validate checks the whole configuration and names the flag of every problem.
@@ -206,6 +222,13 @@ func (c *Config) ValidateFlags() error {
 	}
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
 		bad("--raft-leader-lease-timeout %s must not exceed --raft-heartbeat-timeout %s", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)
+	}
+	if c.RaftHeartbeatInterval < 0 {
+		bad("--raft-heartbeat-interval must not be negative, got %s", c.RaftHeartbeatInterval)
+	}
+	if c.RaftHeartbeatInterval > c.RaftHeartbeatTimeout/2 {
+		bad("--raft-heartbeat-interval %s must be at most half --raft-heartbeat-timeout %s, or one late heartbeat starts an election",
+			c.RaftHeartbeatInterval, c.RaftHeartbeatTimeout)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("--snapshot-threshold must be positive")

@@ -29,12 +29,31 @@ func (s *Server) leadershipLoop(ctx context.Context) {
 				stopLeading()
 				stopLeading = nil
 			}
+			s.paceHeartbeats(leader)
 			if leader {
 				stopLeading = s.startLeading(ctx)
 			} else {
 				s.log.Info("lost zone leadership")
 			}
 		}
+	}
+}
+
+// paceHeartbeats sets raft's HeartbeatTimeout: while this member leads, five
+// times RaftHeartbeatInterval, so that hashicorp/raft, which heartbeats every
+// tenth to fifth of it, leaves an idle follower at most that interval; as a
+// follower again, the configured timeout, which decides how soon a dead
+// leader is noticed. ElectionTimeout must not be shorter (raft validates it);
+// a leader uses it only to give up a leadership transfer.
+func (s *Server) paceHeartbeats(leading bool) {
+	rc := s.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = s.cfg.RaftHeartbeatTimeout, s.cfg.RaftElectionTimeout
+	if leading {
+		rc.HeartbeatTimeout = 5 * s.cfg.leaderHeartbeatInterval()
+		rc.ElectionTimeout = max(rc.ElectionTimeout, rc.HeartbeatTimeout)
+	}
+	if err := s.raft.ReloadConfig(rc); err != nil {
+		s.log.Warn("pace raft heartbeats", "leading", leading, "err", err)
 	}
 }
 

@@ -184,6 +184,8 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		{"--vote-timeout", func(c *Config) { c.VoteTimeout = c.ReportPeriod }},
 		{"--report-batch-window", func(c *Config) { c.BatchWindow = c.ReportPeriod }},
 		{"--raft-leader-lease-timeout", func(c *Config) { c.RaftLeaderLeaseTimeout = 2 * c.RaftHeartbeatTimeout }},
+		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = c.RaftHeartbeatTimeout }},
+		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = -time.Second }},
 	}
 	for _, tc := range tests {
 		c := good

@@ -717,3 +717,42 @@ func TestKubeletPortReplicated(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderPacesHeartbeatsOnlyWhileLeading: the leader heartbeats idle
+// followers at --raft-heartbeat-interval (its raft HeartbeatTimeout five
+// times that) and gives the pace up with the leadership. The member it hands
+// over to takes it; the old leader runs on the configured timeout again,
+// which is how soon it notices that its successor died.
+func TestLeaderPacesHeartbeatsOnlyWhileLeading(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	old := z.waitConverged(60*time.Second, 3)
+	cfg := testConfig(old)
+	leading, following := 5*cfg.leaderHeartbeatInterval(), cfg.RaftHeartbeatTimeout
+	paced := func(leader *testNode) func() (bool, string) {
+		return func() (bool, string) {
+			for _, n := range z.running() {
+				want := following
+				if n == leader {
+					want = leading
+				}
+				if got := n.srv.raft.ReloadableConfig().HeartbeatTimeout; got != want {
+					return false, fmt.Sprintf("%s runs a heartbeat timeout of %s, want %s", n.name, got, want)
+				}
+			}
+			return true, ""
+		}
+	}
+	poll.Until(t, 30*time.Second, "the leader alone paced", paced(old))
+
+	if err := old.srv.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("hand over leadership: %v", err)
+	}
+	var next *testNode
+	poll.Until(t, 30*time.Second, "a new leader", func() (bool, string) {
+		next, _ = z.leader()
+		return next != nil && next != old, "still " + old.name
+	})
+	poll.Until(t, 30*time.Second, "the new leader alone paced", paced(next))
+	z.waitVerdicts(30*time.Second, allHealthy(z.names()))
+}

@@ -65,6 +65,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&r.RaftHeartbeatTimeout, "raft-heartbeat-timeout", r.RaftHeartbeatTimeout, "hashicorp/raft HeartbeatTimeout")
 	fs.DurationVar(&r.RaftElectionTimeout, "raft-election-timeout", r.RaftElectionTimeout, "hashicorp/raft ElectionTimeout")
 	fs.DurationVar(&r.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", r.RaftLeaderLeaseTimeout, "hashicorp/raft LeaderLeaseTimeout")
+	fs.DurationVar(&r.RaftHeartbeatInterval, "raft-heartbeat-interval", r.RaftHeartbeatInterval, "longest gap between the leader's heartbeats to an idle follower, at most half --raft-heartbeat-timeout (0: half)")
 	fs.DurationVar(&r.RaftCommitTimeout, "raft-commit-timeout", r.RaftCommitTimeout, "hashicorp/raft CommitTimeout: how often idle followers learn the commit index")
 	fs.DurationVar(&r.SnapshotInterval, "snapshot-interval", r.SnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&r.SnapshotThreshold, "snapshot-threshold", r.SnapshotThreshold, "log entries between snapshots")
