@@ -108,6 +108,12 @@ type Config struct {
 	// OnlyLive runs nothing but that phase, so its figures can be made
 	// without a full run.
 	OnlyLive bool
+	// OnlyOurs runs edgequorum alone at every size: a change to it is
+	// measured again without the baseline's half of the time, and merged
+	// (-render) into a run whose baseline figures stay. Without a baseline
+	// there is no lossy-link phase (it pairs the two) and no run at
+	// SuperEdge's defaults; the real-time leader phase runs as configured.
+	OnlyOurs bool
 
 	// BinDir holds the control plane, bin/edgequorum and the baseline binary.
 	BinDir string
@@ -264,6 +270,9 @@ func (c *Config) ValidatePlan() error {
 	}
 	if c.LiveSpares < 0 {
 		bad("LiveSpares", "is %d, must not be negative", c.LiveSpares)
+	}
+	if c.OnlyOurs && (c.OnlyDefaults || c.OnlyLossy || c.OnlyLive) {
+		bad("OnlyOurs", "is set with another Only* run; a run can be only one of them")
 	}
 	if c.OnlyLive {
 		switch {

@@ -98,3 +98,23 @@ func TestValidatePlanNamesBadLiveFields(t *testing.T) {
 		t.Errorf("a live-only run at 9 (7 servers, 1 spare, 1 stand-in): %v", err)
 	}
 }
+
+// TestOnlyOursRunsNoBaselinePhase: a run of edgequorum alone has no lossy-link
+// phase, whose figures pair both systems, and cannot be combined with
+// another Only* run.
+func TestOnlyOursRunsNoBaselinePhase(t *testing.T) {
+	cfg := FullConfig()
+	cfg.OnlyOurs = true
+	if err := cfg.ValidatePlan(); err != nil {
+		t.Fatalf("-only-ours alone: %v", err)
+	}
+	for _, n := range cfg.Sizes {
+		if cfg.lossAt(n) {
+			t.Errorf("lossy-link phase at N=%d in a run of edgequorum alone", n)
+		}
+	}
+	cfg.OnlyLive = true
+	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), "OnlyOurs is set with another") {
+		t.Errorf("-only-ours with -only-live: %v", err)
+	}
+}

@@ -84,6 +84,10 @@ func writeScaleTargets(b *strings.Builder, rep *Report, r SizeResult) {
 		run = fmt.Sprintf("%s UTC, commit %s", rep.Started.UTC().Format("2006-01-02 15:04"), orDash(rep.Commit))
 	}
 	full += " (" + run + ")"
+	if r.BaseFrom != "" {
+		// The zone-wide ratios divide by a baseline from another run.
+		full = fmt.Sprintf("%s; baseline: run of %s", full, r.BaseFrom)
+	}
 	os, ss := sv(r.Ours), sv(r.Base)
 	node := ss.NodeBytes()
 	nan := math.NaN()

@@ -101,20 +101,27 @@ const dilationNote = "⏱×a/×b: this 2-core host cannot run that many nodes' p
 // fromNote names the sizes whose figures a run merged in with -render
 // measured, and that run; "" when every size is the report's own run.
 func fromNote(rep *Report) string {
-	var runs []string
-	sizes := map[string][]string{}
+	type runs struct{ ours, base string }
+	var order []runs
+	sizes := map[runs][]string{}
 	for _, r := range rep.Sizes {
 		if r.From == "" {
 			continue
 		}
-		if _, ok := sizes[r.From]; !ok {
-			runs = append(runs, r.From)
+		k := runs{r.From, r.BaseFrom}
+		if _, ok := sizes[k]; !ok {
+			order = append(order, k)
 		}
-		sizes[r.From] = append(sizes[r.From], strconv.Itoa(r.N))
+		sizes[k] = append(sizes[k], strconv.Itoa(r.N))
 	}
 	var out []string
-	for _, run := range runs {
-		out = append(out, fmt.Sprintf("N = %s † come from a separate run (%s), merged with `-render`.", strings.Join(sizes[run], ", "), run))
+	for _, k := range order {
+		if k.base == "" {
+			out = append(out, fmt.Sprintf("N = %s † come from a separate run (%s), merged with `-render`.", strings.Join(sizes[k], ", "), k.ours))
+			continue
+		}
+		out = append(out, fmt.Sprintf("At N = %s † edgequorum's figures come from a separate run of edgequorum alone (%s), merged with `-render`; the baseline's from the run of %s.",
+			strings.Join(sizes[k], ", "), k.ours, k.base))
 	}
 	return strings.Join(out, " ")
 }

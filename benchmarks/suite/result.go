@@ -42,6 +42,10 @@ type SizeResult struct {
 	// From names the run Ours and Base came from when it is not the
 	// report's own (a run merged in with -render): date and commit.
 	From string `json:",omitempty"`
+	// BaseFrom names the run Base came from when a later run measured
+	// edgequorum alone (-only-ours) and Ours was replaced: then From names
+	// Ours' run only.
+	BaseFrom string `json:",omitempty"`
 	// Lossy is the lossy-link phase, one entry per loss level, both systems
 	// side by side; kept apart from Ours and Base so that a run of this phase
 	// alone (-only-lossy) merges into a full run without replacing them.

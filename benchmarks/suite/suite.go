@@ -163,7 +163,7 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 		}
 	}()
 
-	if !s.cfg.OnlyDefaults {
+	if !s.cfg.OnlyDefaults && !s.cfg.OnlyOurs {
 		v := matchedVariant(s.planFor(scale.Base))
 		v.lossy, v.onlyLossy = s.cfg.lossAt(n), s.cfg.OnlyLossy
 		base, lossy := s.runBaseline(ctx, n, zoneName, kubelets, v)
@@ -173,7 +173,7 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 		}
 		res.Lossy = zipLoss(s.cfg.LossPercents, oursLossy, lossy)
 	}
-	if s.cfg.DefaultsKills > 0 && !s.cfg.OnlyLossy && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
+	if s.cfg.DefaultsKills > 0 && !s.cfg.OnlyLossy && !s.cfg.OnlyOurs && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
 		d, _ := s.runBaseline(ctx, n, zoneName, kubelets, defaultsVariant(s.cfg))
 		res.Defaults = &d
 	}

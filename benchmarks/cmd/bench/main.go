@@ -65,6 +65,7 @@ func run() error {
 		liveSizes     = flag.String("live-sizes", "", fmt.Sprintf("sizes that get the real-time leader phase (server agents real, other members stand-ins), or none (default %s; quick %s; with -only-live every size of -sizes)", joinInts(full.LiveSizes), joinInts(q.LiveSizes)))
 		liveSpares    = flag.Int("live-spares", full.LiveSpares, fmt.Sprintf("spares run as agents in the real-time leader phase (quick %d)", q.LiveSpares))
 		onlyLive      = flag.Bool("only-live", false, "run only the real-time leader phase, e.g. to merge into a full run with -render")
+		onlyOurs      = flag.Bool("only-ours", false, "run edgequorum alone (no baseline, lossy-link or SuperEdge-defaults phase), e.g. to measure a change and merge it into a full run with -render, which keeps that run's baseline")
 	)
 	flag.Parse()
 
@@ -150,6 +151,11 @@ func run() error {
 	}
 	cfg.Seed = *seed
 	cfg.OnlyDefaults = *onlyDefaults
+	cfg.OnlyOurs = *onlyOurs
+	if cfg.OnlyOurs {
+		// Both pair edgequorum with the baseline; say so in the plan too.
+		cfg.DefaultsKills, cfg.LossPercents = 0, nil
+	}
 	if err := flagErrors(cfg.ValidatePlan()); err != nil {
 		return err
 	}
@@ -322,6 +328,7 @@ func parseSizes(s string) ([]int, error) {
 // first file's header), so a long run can be done in parts.
 func merge(paths []string) (*suite.Report, error) {
 	var rep *suite.Report
+	var first string // the first file's run, for a size whose baseline stays
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -333,6 +340,7 @@ func merge(paths []string) (*suite.Report, error) {
 		}
 		if rep == nil {
 			rep = &r
+			first = fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
 			continue
 		}
 		rep.Took += r.Took
@@ -357,6 +365,13 @@ func merge(paths []string) (*suite.Report, error) {
 			}
 			// A later file's systems that ran replace the earlier ones, and
 			// the size says which run they came from.
+			if sr.Ours.Ran && !sr.Base.Ran && rep.Sizes[i].Base.Ran {
+				// edgequorum alone (-only-ours): the baseline stays, and
+				// says where it came from.
+				rep.Sizes[i].BaseFrom = cmp.Or(rep.Sizes[i].BaseFrom, rep.Sizes[i].From, first)
+			} else if sr.Base.Ran {
+				rep.Sizes[i].BaseFrom = sr.BaseFrom
+			}
 			if sr.Ours.Ran || sr.Base.Ran {
 				rep.Sizes[i].From = cmp.Or(sr.From, from)
 			}
@@ -472,7 +487,8 @@ func commit() string {
 var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failovers": "-failovers",
 	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut",
 	"LossPercents": "-loss", "LossSizes": "-loss-sizes", "LossWindow": "-loss-window", "LossKills": "-loss-kills",
-	"OnlyLossy": "-only-lossy", "LiveSizes": "-live-sizes", "LiveSpares": "-live-spares", "OnlyLive": "-only-live"}
+	"OnlyLossy": "-only-lossy", "LiveSizes": "-live-sizes", "LiveSpares": "-live-spares", "OnlyLive": "-only-live",
+	"OnlyOurs": "-only-ours"}
 
 // flagErrors rewrites ValidatePlan's errors to name the flag an operator
 // typed, e.g. "-kills is 0, must be at least 1".

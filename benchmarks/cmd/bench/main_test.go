@@ -181,3 +181,45 @@ func TestLiveFlags(t *testing.T) {
 		t.Errorf("-live-sizes x: %v, want an error naming the flag", err)
 	}
 }
+
+// TestMergeKeepsTheBaselineOfAnOursOnlyRun merges a run of edgequorum alone
+// (-only-ours) into a full run and then into an already merged size: the new
+// edgequorum figures replace the old, the baseline stays and its run is
+// named, in the summary too.
+func TestMergeKeepsTheBaselineOfAnOursOnlyRun(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
+	ran := func(form float64) suite.System { return suite.System{Ran: true, FormSeconds: form} }
+	full := suite.Report{Commit: "aaa", Started: time.Date(2026, 11, 22, 22, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 3, Ours: ran(1), Base: ran(10)}, {N: 17, Ours: ran(1), Base: ran(10)}}}
+	part := suite.Report{Commit: "bbb", Started: time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 17, Ours: ran(2), Base: ran(20)}}}
+	ours := suite.Report{Commit: "ccc", Started: time.Date(2026, 11, 24, 21, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 3, Ours: ran(3)}, {N: 17, Ours: ran(3)}}}
+	rep, err := merge([]string{write("full.json", full), write("part.json", part), write("ours.json", ours)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]struct {
+		base     float64
+		baseFrom string
+	}{3: {10, "2026-11-22 22:00 UTC, commit aaa"}, 17: {20, "2026-11-24 13:00 UTC, commit bbb"}}
+	for _, r := range rep.Sizes {
+		w := want[r.N]
+		if r.Ours.FormSeconds != 3 || r.From != "2026-11-24 21:00 UTC, commit ccc" {
+			t.Errorf("N=%d: edgequorum formed in %v from %q, want the ours-only run's", r.N, r.Ours.FormSeconds, r.From)
+		}
+		if !r.Base.Ran || r.Base.FormSeconds != w.base || r.BaseFrom != w.baseFrom {
+			t.Errorf("N=%d: baseline %+v from %q, want formation %v from %q", r.N, r.Base, r.BaseFrom, w.base, w.baseFrom)
+		}
+	}
+	sum := suite.SummaryTable(rep)
+	for _, note := range []string{
+		"At N = 3 † edgequorum's figures come from a separate run of edgequorum alone (2026-11-24 21:00 UTC, commit ccc), merged with `-render`; the baseline's from the run of 2026-11-22 22:00 UTC, commit aaa.",
+		"At N = 17 † edgequorum's figures come from a separate run of edgequorum alone (2026-11-24 21:00 UTC, commit ccc), merged with `-render`; the baseline's from the run of 2026-11-24 13:00 UTC, commit bbb.",
+	} {
+		if !strings.Contains(sum, note) {
+			t.Errorf("summary lacks %q:\n%s", note, sum)
+		}
+	}
+}
