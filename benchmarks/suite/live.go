@@ -48,6 +48,10 @@ type Live struct {
 	LeaderSent, LeaderRecv, LeaderCPU, LeaderRSS float64
 	// The spare agents' mean bytes/s and CPU, their largest peak RSS.
 	SpareSent, SpareRecv, SpareCPU, SpareRSS float64
+	// LeaderRSSFile and SpareRSSFile are the part of the leader's and the
+	// largest spare's RSS mapped from files at the end of the window: the
+	// binary's code and data, shared and reclaimable; 0 when not read.
+	LeaderRSSFile, SpareRSSFile float64 `json:",omitempty"`
 	// The stand-ins' mean bytes/s each, and their process's CPU and peak RSS.
 	StandInSent, StandInRecv, StandInCPU, StandInRSS float64
 	// HostBusy is the machine's CPU utilisation in the window, 0..1.
@@ -252,6 +256,7 @@ func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, 
 	}
 	if rt, ok := rates[l.Leader]; ok && l.Leader != "" {
 		l.LeaderSent, l.LeaderRecv, l.LeaderCPU, l.LeaderRSS = rt.sent, rt.received, rt.cpuPerMin, float64(rt.rss)
+		l.LeaderRSSFile = float64(rt.rssFile)
 	} else {
 		r.fail("steady", fmt.Errorf("no server agent reported %s=1 at the end of the window", isLeaderMetric))
 	}
@@ -259,6 +264,9 @@ func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, 
 	for _, a := range spares {
 		if rt, ok := rates[a.Name]; ok {
 			sent, recv, cpu, rss = append(sent, rt.sent), append(recv, rt.received), append(cpu, rt.cpuPerMin), append(rss, float64(rt.rss))
+			if float64(rt.rss) >= stats.Max(rss) {
+				l.SpareRSSFile = float64(rt.rssFile)
+			}
 		}
 	}
 	l.SpareSent, l.SpareRecv, l.SpareCPU, l.SpareRSS = stats.Mean(sent), stats.Mean(recv), stats.Mean(cpu), stats.Max(rss)

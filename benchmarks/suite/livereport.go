@@ -49,15 +49,17 @@ func writeLive(b *strings.Builder, rep *Report) {
 			froms = append(froms, fmt.Sprintf("N = %d † comes from a separate run (%s), merged with `-render`.", r.N, l.From))
 		}
 		row(b, label, fmt.Sprintf("%d + %d / %d", l.Servers, l.Spares, l.StandIns), sec(l.FormSeconds),
-			num(100*l.LeaderCPUShare(), 1), num(l.LeaderRSS/(1<<20), 0),
+			num(100*l.LeaderCPUShare(), 1), withFilePages(l.LeaderRSS, l.LeaderRSSFile),
 			pair(humanRate(l.LeaderSent), humanRate(l.LeaderRecv)), ratioX(l.LeaderBytes(), node),
-			pair(humanRate(l.SpareSent), humanRate(l.SpareRecv)), fraction(l.SpareBytes(), node), num(l.SpareRSS/(1<<20), 0),
+			pair(humanRate(l.SpareSent), humanRate(l.SpareRecv)), fraction(l.SpareBytes(), node), withFilePages(l.SpareRSS, l.SpareRSSFile),
 			pair(humanRate(l.StandInSent), humanRate(l.StandInRecv)),
 			pair(num(100*l.StandInCPU/60, 1), num(l.StandInRSS/(1<<20), 0)), pct(l.HostBusy), held)
 	}
 	b.WriteString("\n\"Formed\" is the stand-ins and spare agents started → every member annotated healthy (the servers had " +
 		"formed before). \"Baseline node\" is a baseline node's bytes at the same size from the full-zone run (time-dilated at the " +
-		"largest sizes, so an upper bound). Host busy near 100 % would make every figure the machine's; CPU time is the process's own.\n")
+		"largest sizes, so an upper bound). Host busy near 100 % would make every figure the machine's; CPU time is the process's own. " +
+		"\"(f MiB in file pages)\" is how much of that RSS was the agent binary's code and data mapped from its file at the end of the " +
+		"window: counted in RSS, but shared and clean, so the kernel drops it under memory pressure; the rest is the process's own memory.\n")
 	for _, f := range froms {
 		b.WriteString("\n" + f + "\n")
 	}
@@ -67,6 +69,22 @@ func writeLive(b *strings.Builder, rep *Report) {
 			writeScaleTargets(b, rep, r)
 		}
 	}
+}
+
+// measuredOrNaN is v, or NaN for a figure a run did not read (0).
+func measuredOrNaN(v float64) float64 {
+	if v <= 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+// withFilePages is a peak RSS in MiB and, when measured, its file-backed part.
+func withFilePages(rss, file float64) string {
+	if file <= 0 {
+		return num(rss/(1<<20), 0)
+	}
+	return fmt.Sprintf("%s (%.0f MiB in file pages)", num(rss/(1<<20), 0), file/(1<<20))
 }
 
 // writeScaleTargets lists every scale target at one size, the figure, and
@@ -140,6 +158,7 @@ func addLive(add func(string, float64), l *Live) {
 	}{{"form_s", l.FormSeconds}, {"leader_sent_Bps", l.LeaderSent}, {"leader_recv_Bps", l.LeaderRecv},
 		{"leader_cpu_s_per_min", l.LeaderCPU}, {"leader_peak_rss_bytes", l.LeaderRSS}, {"spare_sent_Bps", l.SpareSent},
 		{"spare_recv_Bps", l.SpareRecv}, {"spare_cpu_s_per_min", l.SpareCPU}, {"spare_peak_rss_bytes", l.SpareRSS},
+		{"leader_rss_file_bytes", measuredOrNaN(l.LeaderRSSFile)}, {"spare_rss_file_bytes", measuredOrNaN(l.SpareRSSFile)},
 		{"standin_sent_Bps", l.StandInSent}, {"standin_recv_Bps", l.StandInRecv}, {"standins_cpu_s_per_min", l.StandInCPU},
 		{"standins_peak_rss_bytes", l.StandInRSS}, {"host_busy", l.HostBusy}, {"errors", float64(len(l.Errors))}} {
 		add("live_"+c.name, c.v)

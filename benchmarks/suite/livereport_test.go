@@ -27,7 +27,7 @@ func TestTargetsTakeTheLeaderFromTheRealTimeRun(t *testing.T) {
 		t.Errorf("spare targets without a real-time run = %q, %q, want —", cells[7], cells[8])
 	}
 	r.Live = &Live{Ran: true, LeaderCPU: 3, LeaderSent: 400, LeaderRecv: 100, SpareSent: 50, SpareRecv: 40, SpareRSS: 30 << 20,
-		LeaderRSS: 70 << 20, RolesHeld: true, FormSeconds: 100, Servers: 7}
+		LeaderRSS: 70 << 20, LeaderRSSFile: 41 << 20, RolesHeld: true, FormSeconds: 100, Servers: 7}
 	cells = targetsFor(r)
 	for i, want := range map[int]string{3: "✅ 0.50× real time", 6: "✅ 5.0 % real time", 7: "✅ 1/11.1 real time", 8: "✅ 30 MiB real time"} {
 		if got := cells[i].String(); got != want {
@@ -41,6 +41,8 @@ func TestTargetsTakeTheLeaderFromTheRealTimeRun(t *testing.T) {
 		"| leader peak RSS ≤ 64 MiB | ❌ 70 MiB | real-time leader phase |",
 		"| zone bytes/s ≤ 1/50 of the baseline's | ✅ 1/100.0 | full-zone run, ⏱×16 (2026-11-22 22:01 UTC, commit 3b0ca2d) |",
 		"| 7 + 0 / 0 |",
+		"| 5.0 | 70 (41 MiB in file pages) |",
+		"| 1/11.1 | 30 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("real-time section lacks %q:\n%s", want, out)

@@ -25,6 +25,7 @@ type memberSample struct {
 	metrics scrape.Sample
 	cpu     time.Duration
 	rss     uint64
+	rssFile uint64 // RssFile now
 	err     error
 }
 
@@ -52,6 +53,7 @@ func takeSnapshot(ctx context.Context, members []member, pidPrefix string) snaps
 			if ms.pid != 0 {
 				ms.cpu, _ = procstat.CPU(ms.pid)
 				ms.rss, _ = procstat.PeakRSS(ms.pid)
+				ms.rssFile, _ = procstat.FileRSS(ms.pid)
 			}
 			mu.Lock()
 			s.members[m.name] = ms
@@ -68,6 +70,7 @@ type rates struct {
 	msgs           float64 // messages sent/s
 	cpuPerMin      float64 // CPU seconds per minute
 	rss            uint64  // peak RSS at the later snapshot
+	rssFile        uint64  // file-backed RSS at the later snapshot
 }
 
 // counterSet names the metrics of one system.
@@ -102,6 +105,7 @@ func memberRates(before, after snapshot, cs counterSet) map[string]rates {
 			sent:     delta(cs.bytes, map[string]string{"direction": "sent"}),
 			received: delta(cs.bytes, map[string]string{"direction": "received"}),
 			rss:      a.rss,
+			rssFile:  a.rssFile,
 		}
 		for _, m := range cs.msgs {
 			r.msgs += delta(m.name, m.match)

@@ -60,6 +60,19 @@ func PeakRSS(pid int) (uint64, error) {
 	return parseStatusKB(b, "VmHWM:")
 }
 
+// FileRSS returns RssFile, the resident pages pid maps from files — for an
+// agent its own binary's code and data. They count in RSS but are shared
+// and clean: the kernel drops them under pressure and reads them back.
+// Telling them from the process's own memory (RssAnon) says where a large
+// RSS comes from.
+func FileRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status of %d: %w", pid, err)
+	}
+	return parseStatusKB(b, "RssFile:")
+}
+
 func parseStatusKB(b []byte, key string) (uint64, error) {
 	for line := range strings.Lines(string(b)) {
 		rest, ok := strings.CutPrefix(line, key)
