@@ -79,19 +79,26 @@ type Config struct {
 	// HandshakeTimeout bounds TLS and zone-key authentication on the zone port
 	// [--handshake-timeout].
 	HandshakeTimeout time.Duration
-	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout are
-	// hashicorp/raft's timers [--raft-heartbeat-timeout,
-	// --raft-election-timeout, --raft-leader-lease-timeout].
-	RaftHeartbeatTimeout   time.Duration
-	RaftElectionTimeout    time.Duration
+	// RaftHeartbeatTimeout and RaftElectionTimeout are hashicorp/raft's
+	// timers [--raft-heartbeat-timeout, --raft-election-timeout].
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+	// RaftLeaderLeaseTimeout is how long a leader goes on leading without
+	// hearing from a quorum. Writes do not rely on it (each batch confirms
+	// the leadership with a quorum first); it only makes a cut-off leader
+	// step down, so it must outlast the gaps between heartbeats with room
+	// for a busy host [--raft-leader-lease-timeout].
 	RaftLeaderLeaseTimeout time.Duration
 	// RaftHeartbeatInterval is the longest a leader leaves an idle follower
 	// without a heartbeat. hashicorp/raft heartbeats every tenth to fifth of
 	// HeartbeatTimeout — five to ten a second per follower at 1 s, which a
 	// follower needs no more than once per timeout — so the leader runs with
 	// a HeartbeatTimeout of five times this; followers keep theirs, and with
-	// it how fast they notice a dead leader. Zero means half of
-	// RaftHeartbeatTimeout [--raft-heartbeat-interval].
+	// it how fast they notice a dead leader. The leader counts an answer to
+	// a heartbeat as contact, so the interval is at most half the leader
+	// lease: a quorum whose answers came a little late must not make the
+	// leader step down. Zero means half of RaftHeartbeatTimeout or of
+	// RaftLeaderLeaseTimeout, whichever is shorter [--raft-heartbeat-interval].
 	RaftHeartbeatInterval time.Duration
 	// RaftCommitTimeout is how often the leader sends each follower an
 	// AppendEntries when nothing new was appended, to tell it the commit index.
@@ -135,7 +142,7 @@ func DefaultConfig() Config {
 		HandshakeTimeout:       5 * time.Second,
 		RaftHeartbeatTimeout:   time.Second,
 		RaftElectionTimeout:    time.Second,
-		RaftLeaderLeaseTimeout: 500 * time.Millisecond,
+		RaftLeaderLeaseTimeout: time.Second,
 		RaftCommitTimeout:      500 * time.Millisecond,
 		SnapshotInterval:       2 * time.Minute,
 		SnapshotThreshold:      4096,
@@ -147,7 +154,7 @@ func (c *Config) leaderHeartbeatInterval() time.Duration {
 	if c.RaftHeartbeatInterval > 0 {
 		return c.RaftHeartbeatInterval
 	}
-	return c.RaftHeartbeatTimeout / 2
+	return min(c.RaftHeartbeatTimeout, c.RaftLeaderLeaseTimeout) / 2
 }
 
 // Validate checks the whole configuration and names the flag of every problem.
@@ -229,6 +236,10 @@ func (c *Config) ValidateFlags() error {
 	if c.RaftHeartbeatInterval > c.RaftHeartbeatTimeout/2 {
 		bad("--raft-heartbeat-interval %s must be at most half --raft-heartbeat-timeout %s, or one late heartbeat starts an election",
 			c.RaftHeartbeatInterval, c.RaftHeartbeatTimeout)
+	}
+	if c.RaftHeartbeatInterval > c.RaftLeaderLeaseTimeout/2 {
+		bad("--raft-heartbeat-interval %s must be at most half --raft-leader-lease-timeout %s, or a few late answers make the leader step down",
+			c.RaftHeartbeatInterval, c.RaftLeaderLeaseTimeout)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("--snapshot-threshold must be positive")

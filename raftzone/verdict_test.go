@@ -186,6 +186,9 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		{"--raft-leader-lease-timeout", func(c *Config) { c.RaftLeaderLeaseTimeout = 2 * c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = -time.Second }},
+		{"--raft-leader-lease-timeout", func(c *Config) {
+			c.RaftHeartbeatInterval, c.RaftLeaderLeaseTimeout = c.RaftHeartbeatTimeout/2, c.RaftHeartbeatTimeout/2
+		}},
 	}
 	for _, tc := range tests {
 		c := good

@@ -599,7 +599,7 @@ func agentTimers(k float64) []string {
 		"--heartbeat-batch-window=" + d(time.Second),
 		"--raft-heartbeat-timeout=" + d(time.Second),
 		"--raft-election-timeout=" + d(time.Second),
-		"--raft-leader-lease-timeout=" + d(500*time.Millisecond),
+		"--raft-leader-lease-timeout=" + d(time.Second),
 		"--raft-commit-timeout=" + d(500*time.Millisecond),
 		"--zone-lease-renew=" + d(LeaseRenew),
 		"--apiserver-check-period=" + d(2*time.Second),
