@@ -50,8 +50,9 @@ type Live struct {
 	SpareSent, SpareRecv, SpareCPU, SpareRSS float64
 	// LeaderRSSFile and SpareRSSFile are the part of the leader's and the
 	// largest spare's RSS mapped from files at the end of the window: the
-	// binary's code and data, shared and reclaimable; 0 when not read.
-	LeaderRSSFile, SpareRSSFile float64 `json:",omitempty"`
+	// binary's code and data, shared and reclaimable; 0 or NaN when not
+	// read.
+	LeaderRSSFile, SpareRSSFile float64
 	// The stand-ins' mean bytes/s each, and their process's CPU and peak RSS.
 	StandInSent, StandInRecv, StandInCPU, StandInRSS float64
 	// HostBusy is the machine's CPU utilisation in the window, 0..1.

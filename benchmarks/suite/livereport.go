@@ -81,7 +81,7 @@ func measuredOrNaN(v float64) float64 {
 
 // withFilePages is a peak RSS in MiB and, when measured, its file-backed part.
 func withFilePages(rss, file float64) string {
-	if file <= 0 {
+	if !(file > 0) { // 0 or NaN: not read
 		return num(rss/(1<<20), 0)
 	}
 	return fmt.Sprintf("%s (%.0f MiB in file pages)", num(rss/(1<<20), 0), file/(1<<20))
