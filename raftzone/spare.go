@@ -133,11 +133,6 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusMisdirectedRequest, "not_server", errors.New("this member is not a Raft server in contact with a leader"))
 		return
 	}
-	v, err := s.store.ExportView(caller.Node)
-	if err != nil {
-		s.writeError(w, http.StatusServiceUnavailable, "store", err)
-		return
-	}
 	c := viewCluster{Term: s.raft.CurrentTerm(), Servers: map[string]string{}}
 	c.Leader, c.LeaderAddress, _ = s.Leader()
 	if cfg, err := s.configuration(); err == nil {
@@ -145,26 +140,44 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 			c.Servers[id] = suffrage(srv.Suffrage)
 		}
 	}
-	ans := viewAnswer{Applied: v.Applied, AppliedTerm: v.AppliedTerm, Last: v.Last}
-	c.Tag = digest(v.Members, v.Verdicts, c)
-	if q := r.URL.Query(); q.Get("have") != c.Tag {
-		ans.Shared, ans.Members, ans.Verdicts, ans.Cluster = true, v.Members, v.Verdicts, &c
+	// The tags come from the stored bytes, so a spare that holds the parts
+	// already costs this server no decoding and no encoding of them.
+	q := r.URL.Query()
+	var ans viewAnswer
+	v, err := s.store.ExportViewParts(caller.Node, func(sums store.ViewSums) (bool, bool) {
+		c.Tag = clusterTag(sums.Shared, c)
+		ans.RowTag = hex.EncodeToString(sums.Row[:tagLen])
+		ans.Shared, ans.RowSent = q.Get("have") != c.Tag, q.Get("row") != ans.RowTag
+		return ans.Shared, ans.RowSent
+	})
+	if err != nil {
+		s.writeError(w, http.StatusServiceUnavailable, "store", err)
+		return
 	}
-	if ans.RowTag = digest(v.Row); r.URL.Query().Get("row") != ans.RowTag {
-		ans.RowSent, ans.Row = true, v.Row
+	ans.Applied, ans.AppliedTerm, ans.Last = v.Applied, v.AppliedTerm, v.Last
+	if ans.Shared {
+		ans.Members, ans.Verdicts, ans.Cluster = v.Members, v.Verdicts, &c
+	}
+	if ans.RowSent {
+		ans.Row = v.Row
 	}
 	s.metrics.viewsServed.Inc()
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// digest is a short stable digest of parts' JSON encoding.
-func digest(parts ...any) string {
+// tagLen is how many bytes of a SHA-256 sum a view tag keeps: enough that two
+// different parts never meet, short enough for a query string.
+const tagLen = 12
+
+// clusterTag is the tag of a view's shared part: the stored members and
+// verdicts (their sum) and the cluster as this server sees it.
+func clusterTag(shared [sha256.Size]byte, c viewCluster) string {
 	h := sha256.New()
-	enc := json.NewEncoder(h)
-	for _, p := range parts {
-		_ = enc.Encode(p)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
+	h.Write(shared[:])
+	// Encoding a struct of strings and a map cannot fail; json sorts map
+	// keys, so equal clusters encode equally.
+	_ = json.NewEncoder(h).Encode(c)
+	return hex.EncodeToString(h.Sum(nil)[:tagLen])
 }
 
 // spareLoop keeps the view of a spare fresh: every report period, while this

@@ -146,10 +146,10 @@ func TestViewOnlyForMembers(t *testing.T) {
 			break
 		}
 	}
-	get := func(p testPeer) (int, viewAnswer, string) {
+	getQuery := func(p testPeer, query string) (int, viewAnswer, string) {
 		t.Helper()
 		sn := peerNet(t, z.fabric.Host(caller.ip), z.keys, p, z.list)
-		resp, err := sn.httpClient().Get("https://" + l.ip + ":9470/v1/view")
+		resp, err := sn.httpClient().Get("https://" + l.ip + ":9470/v1/view" + query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +161,7 @@ func TestViewOnlyForMembers(t *testing.T) {
 		_ = jsonUnmarshal(raw, &eb)
 		return resp.StatusCode, ans, eb.Reason
 	}
+	get := func(p testPeer) (int, viewAnswer, string) { t.Helper(); return getQuery(p, "") }
 
 	me := peerOf(t, caller)
 	status, ans, reason := get(me)
@@ -177,6 +178,20 @@ func TestViewOnlyForMembers(t *testing.T) {
 	}
 	if want, _ := l.srv.store.MatrixRow(caller.name); len(ans.Row) != len(want) {
 		t.Errorf("row of %s has %d cells, the leader's replica %d", caller.name, len(ans.Row), len(want))
+	}
+
+	// A caller that holds the shared part gets only what changed. The
+	// zone is steady (every verdict healthy, one leader), so the shared
+	// part stays as it was.
+	status, again, reason := getQuery(me, "?have="+ans.Cluster.Tag)
+	if status != http.StatusOK || again.Shared || again.Members != nil || again.Cluster != nil {
+		t.Errorf("caller that holds the shared part got %d %s: shared %v, %d members", status, reason, again.Shared, len(again.Members))
+	}
+	if !again.RowSent || again.RowTag != ans.RowTag && again.Applied == ans.Applied {
+		t.Errorf("caller that named no row got row sent %v, tag %q (was %q at the same index)", again.RowSent, again.RowTag, ans.RowTag)
+	}
+	if _, other, _ := getQuery(me, "?have=0123&row="+again.RowTag); !other.Shared || len(other.Members) != 3 {
+		t.Errorf("caller with a stale tag got shared %v, %d members", other.Shared, len(other.Members))
 	}
 
 	impostor := me

@@ -109,3 +109,31 @@ func BenchmarkSnapshotRestore129(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "snapshot-bytes")
 }
+
+// BenchmarkExportView129 measures what a server's store does for one spare's
+// view request in a zone of 129 with a verdict for every member: "copy" when
+// the spare needs every part, "unchanged" when it holds them all already (the
+// common case, which only sums the stored bytes).
+func BenchmarkExportView129(b *testing.B) {
+	s, a, nodes := benchStore(b, Options{NoSync: true})
+	a.mustApply(fullBatch(nodes, 1))
+	var vb VerdictBatch
+	for _, n := range nodes {
+		vb.Verdicts = append(vb.Verdicts, verdict(n, zone.Healthy))
+	}
+	a.mustApply(vb)
+	for _, bc := range []struct {
+		name string
+		want bool
+	}{{"copy", true}, {"unchanged", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v, err := s.ExportViewParts(nodes[7], func(ViewSums) (bool, bool) { return bc.want, bc.want })
+				if err != nil || (len(v.Members) == benchZone) != bc.want {
+					b.Fatalf("export: %d members, %v", len(v.Members), err)
+				}
+			}
+		})
+	}
+}

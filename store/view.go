@@ -1,9 +1,12 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 
 	"go.etcd.io/bbolt"
 
@@ -44,27 +47,61 @@ var ErrBadView = errors.New("bad zone view")
 // ExportView copies what node needs from this replica, in one read
 // transaction so the parts agree.
 func (s *Store) ExportView(node string) (View, error) {
+	return s.ExportViewParts(node, func(ViewSums) (bool, bool) { return true, true })
+}
+
+// ViewSums are SHA-256 digests of a view's parts as this replica stores them:
+// Shared of the members and verdicts, Row of one member's row. A server serves
+// every spare of a large zone every report period, and mostly the spare holds
+// these parts already; the sums tell that from the stored bytes, without
+// decoding or encoding a member. Equal sums mean equal parts.
+type ViewSums struct{ Shared, Row [sha256.Size]byte }
+
+// ExportViewParts is ExportView for a caller that may hold parts already:
+// parts gets the sums of this replica's parts and says which to copy; the
+// others stay empty. The sums and the copy come from one read transaction.
+func (s *Store) ExportViewParts(node string, parts func(ViewSums) (shared, row bool)) (View, error) {
 	v := View{Node: node, Row: map[string]Cell{}}
 	err := s.view(func(tx *bbolt.Tx) error {
 		v.Applied, v.AppliedTerm = appliedPos(tx)
-		err := tx.Bucket(bucketMembers).ForEach(func(_, b []byte) error {
-			m, err := decodeMember(b)
-			v.Members = append(v.Members, m)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bucketVerdicts).ForEach(func(_, b []byte) error {
-			vd, err := decodeVerdict(b)
-			v.Verdicts = append(v.Verdicts, vd)
-			return err
-		})
-		if err != nil {
+		members, verdicts := tx.Bucket(bucketMembers), tx.Bucket(bucketVerdicts)
+		rowBucket := tx.Bucket(bucketMatrix).Bucket([]byte(node))
+		var sums ViewSums
+		h := sha256.New()
+		if err := sumBucket(h, members); err != nil {
 			return err
 		}
-		if b := tx.Bucket(bucketMatrix).Bucket([]byte(node)); b != nil {
-			if v.Row, err = decodeRow(b); err != nil {
+		if err := sumBucket(h, verdicts); err != nil {
+			return err
+		}
+		h.Sum(sums.Shared[:0])
+		h.Reset()
+		if err := sumBucket(h, rowBucket); err != nil {
+			return err
+		}
+		h.Sum(sums.Row[:0])
+		shared, row := parts(sums)
+		if shared {
+			err := members.ForEach(func(_, b []byte) error {
+				m, err := decodeMember(b)
+				v.Members = append(v.Members, m)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			err = verdicts.ForEach(func(_, b []byte) error {
+				vd, err := decodeVerdict(b)
+				v.Verdicts = append(v.Verdicts, vd)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if row && rowBucket != nil {
+			var err error
+			if v.Row, err = decodeRow(rowBucket); err != nil {
 				return err
 			}
 		}
@@ -81,6 +118,31 @@ func (s *Store) ExportView(node string) (View, error) {
 		return View{}, fmt.Errorf("store: export view for %s: %w", node, err)
 	}
 	return v, nil
+}
+
+// sumBucket writes b's keys and values to h, each with its length first so
+// that no two different buckets write the same bytes, and a count last so a
+// bucket's end is marked. A nil bucket writes what an empty one does.
+func sumBucket(h hash.Hash, b *bbolt.Bucket) error {
+	var n uint64
+	var lens [16]byte
+	if b != nil {
+		err := b.ForEach(func(k, v []byte) error {
+			binary.BigEndian.PutUint64(lens[:8], uint64(len(k)))
+			binary.BigEndian.PutUint64(lens[8:], uint64(len(v)))
+			h.Write(lens[:])
+			h.Write(k)
+			h.Write(v)
+			n++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	binary.BigEndian.PutUint64(lens[:8], n)
+	h.Write(lens[:8])
+	return nil
 }
 
 // Validate reports whether v is a consistent replica's view: members valid as

@@ -101,3 +101,66 @@ func TestViewRefusesInconsistent(t *testing.T) {
 		}
 	}
 }
+
+// TestViewSums follows the sums a server tags view parts with through the
+// changes a zone makes: another member's report keeps both sums, a new
+// verdict or member changes the shared one, a report of the spare's own the
+// row's; parts the caller does not ask for are not copied.
+func TestViewSums(t *testing.T) {
+	src := newStore(t)
+	a := newApplier(t, src)
+	a.mustApply(members("a", "b", "c"))
+	a.mustApply(batch(1, report("b", 1, ok("a", 90), fail("c"))))
+	sums := func() ViewSums {
+		t.Helper()
+		var got ViewSums
+		v, err := src.ExportViewParts("b", func(s ViewSums) (bool, bool) { got = s; return false, false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Members != nil || v.Verdicts != nil || len(v.Row) != 0 {
+			t.Fatalf("parts not asked for were copied: %+v", v)
+		}
+		if v.Last == nil || v.Last.Seq == 0 {
+			t.Fatalf("the last report is always copied; got %+v", v.Last)
+		}
+		return got
+	}
+	start := sums()
+	if start.Shared == start.Row {
+		t.Fatal("shared and row sums are equal")
+	}
+
+	a.mustApply(batch(2, report("a", 1, ok("b", 80))))
+	if got := sums(); got != start {
+		t.Errorf("another member's report changed b's sums: %x, was %x", got, start)
+	}
+	a.mustApply(batch(3, report("b", 2, ok("a", 90), ok("c", 70))))
+	changedRow := sums()
+	if changedRow.Row == start.Row || changedRow.Shared != start.Shared {
+		t.Errorf("a changed cell: row sum changed %v, shared sum changed %v; want true, false",
+			changedRow.Row != start.Row, changedRow.Shared != start.Shared)
+	}
+	a.mustApply(VerdictBatch{Verdicts: []zone.Verdict{verdict("c", zone.Unhealthy)}})
+	withVerdict := sums()
+	if withVerdict.Shared == changedRow.Shared || withVerdict.Row != changedRow.Row {
+		t.Error("a verdict must change the shared sum and only it")
+	}
+	a.mustApply(members("a", "b", "c", "d"))
+	if sums().Shared == withVerdict.Shared {
+		t.Error("a new member left the shared sum as it was")
+	}
+
+	// Asked for, the parts are what ExportView copies.
+	all, err := src.ExportView("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := src.ExportViewParts("b", func(ViewSums) (bool, bool) { return true, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(parts, all) || len(all.Members) != 4 || len(all.Verdicts) != 1 || len(all.Row) != 2 {
+		t.Errorf("ExportViewParts with every part = %+v, ExportView = %+v", parts, all)
+	}
+}
