@@ -126,7 +126,7 @@ func (in *intake) verify(r *zone.Report) *RejectError {
 	// The zone key proves the report comes from inside the zone; the
 	// node key that it comes from its sender. Every replica checks the
 	// same signature again when it applies the batch.
-	if pub, err := zone.ParseNodeKey(m.PublicKey); err != nil || !r.VerifySig(pub) {
+	if pub, err := zone.ParseNodeKey(m.PublicKey); err != nil || !r.VerifySigMemo(pub, s.sigs) {
 		return reject(RejectBadSig, http.StatusUnauthorized, fmt.Errorf("%w: %s", ErrBadSig, r.From))
 	}
 	if skew := s.clock.Since(r.SentAt); skew > s.cfg.MaxClockSkew || skew < -s.cfg.MaxClockSkew {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // ErrNotLeader is returned by leader-only operations on a follower.
@@ -55,6 +56,9 @@ type Server struct {
 	// member, where a new spare asks for its first view.
 	admittedBy atomic.Pointer[string]
 	seq        *seqAllocator
+	// sigs remembers the report signatures the intake verified, so the
+	// replica does not verify them again when it applies their batch.
+	sigs *zone.SigMemo
 
 	net       *secureNet
 	client    *http.Client
@@ -80,6 +84,11 @@ type Server struct {
 	running atomic.Bool
 	started chan struct{}
 }
+
+// sigMemoSize is how many verified report signatures a member remembers: more
+// than a zone of 129 reports between the intake and the commit of a batch. A
+// signature forgotten is only verified again.
+const sigMemoSize = 1024
 
 // New validates cfg and prepares a Server from cfg and the parts in deps; Run
 // starts it. Nothing is opened or started here.
@@ -123,6 +132,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		net:        deps.Port.net,
 		client:     deps.Port.client,
 		started:    make(chan struct{}),
+		sigs:       zone.NewSigMemo(sigMemoSize),
 
 		reconcileKick: make(chan struct{}, 1),
 	}
@@ -203,7 +213,7 @@ func (s *Server) open() error {
 	}
 	// The zone port read (or made) the server ID with the node key.
 	s.serverID = s.net.serverID
-	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), store.Options{})
+	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), store.Options{SigMemo: s.sigs})
 	if err != nil {
 		return fmt.Errorf("open replicated state in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
@@ -238,7 +248,7 @@ func (s *Server) resetStore() error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("discard replicated state: %w", err)
 	}
-	st, err := store.Open(path, store.Options{})
+	st, err := store.Open(path, store.Options{SigMemo: s.sigs})
 	if err != nil {
 		return fmt.Errorf("reopen replicated state: %w", err)
 	}

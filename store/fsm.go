@@ -104,7 +104,7 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 			resp[i] = fmt.Errorf("store: log %d: %w", l.Index, err)
 			continue
 		}
-		res, err := applyCommand(tx, cmd)
+		res, err := applyCommand(tx, cmd, s.opts.SigMemo)
 		if err != nil {
 			return fmt.Errorf("log %d (%v): %w", l.Index, cmd.Type(), err)
 		}
@@ -149,10 +149,10 @@ func (s *Store) refusedReports(reason string) *atomic.Uint64 {
 
 // applyCommand changes state within tx. Decoding already validated cmd, so an
 // error here is the storage's, never the command's.
-func applyCommand(tx *bbolt.Tx, cmd Command) (*ApplyResult, error) {
+func applyCommand(tx *bbolt.Tx, cmd Command, sigs *zone.SigMemo) (*ApplyResult, error) {
 	switch c := cmd.(type) {
 	case ReportBatch:
-		return applyReports(tx, c)
+		return applyReports(tx, c, sigs)
 	case VerdictBatch:
 		return applyVerdicts(tx, c)
 	case MemberSet:
@@ -202,7 +202,7 @@ func SeqInReach(r *zone.Report, last uint64) bool {
 	return r.Seq <= base || r.Seq-base <= MaxSeqJump
 }
 
-func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
+func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult, error) {
 	members, err := memberKeys(tx)
 	if err != nil {
 		return nil, err
@@ -220,8 +220,9 @@ func applyReports(tx *bbolt.Tx, b ReportBatch) (*ApplyResult, error) {
 		}
 		// Every replica checks the sender's own signature, so not even a
 		// leader can commit words a member did not say: a report that fails
-		// is skipped here the same way on every replica.
-		if !r.VerifySig(pub) {
+		// is skipped here the same way on every replica. The memo only
+		// spares the leader checking again what its intake checked.
+		if !r.VerifySigMemo(pub, sigs) {
 			res.refuse(RefuseSignature)
 			continue
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"math"
 	"os"
@@ -509,7 +510,18 @@ func (w *wrapped) Unwrap() []error { return []error{w.a, w.b} }
 // a leader built — cannot make a member say what it did not sign, and a seq that
 // would lock the sender out for good is refused too.
 func TestApplyRefusesReportsTheSenderDidNotSign(t *testing.T) {
-	s := newStore(t)
+	t.Run("no memo", func(t *testing.T) { testApplyRefusesForgeries(t, nil) })
+	// With a memo that remembered the genuine reports — as the leader's
+	// does after its intake — the forgeries are refused all the same.
+	t.Run("memo", func(t *testing.T) { testApplyRefusesForgeries(t, zone.NewSigMemo(16)) })
+}
+
+func testApplyRefusesForgeries(t *testing.T, memo *zone.SigMemo) {
+	s, err := Open(filepath.Join(t.TempDir(), "fsm.db"), Options{SigMemo: memo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	a := newApplier(t, s)
 	noKey := member("c")
 	noKey.PublicKey = ""
@@ -520,13 +532,20 @@ func TestApplyRefusesReportsTheSenderDidNotSign(t *testing.T) {
 		t.Fatal(err)
 	}
 	altered := report("b", 6, ok("a", 100))
+	genuineA := report("a", 1, ok("b", 90))
+	for _, r := range []zone.Report{altered, genuineA} {
+		pub := nodeKey(r.From).Public().(ed25519.PublicKey)
+		if !r.VerifySigMemo(pub, memo) {
+			t.Fatalf("%s's genuine report does not verify", r.From)
+		}
+	}
 	altered.Results[0].OK = false // changed after b signed
 	unsigned := report("b", 7, fail("a"))
 	unsigned.Sig = nil
 	lockout := resign(zone.Report{Zone: "z1", From: "b", Seq: 1 << 63, SentAt: at(0), KeyID: "k1", MAC: []byte{1}})
 	fromKeyless := report("c", 1, fail("a"))
 
-	res := a.mustApply(batch(1, byOther, altered, unsigned, lockout, fromKeyless, report("a", 1, ok("b", 90))))
+	res := a.mustApply(batch(1, byOther, altered, unsigned, lockout, fromKeyless, genuineA))
 	if res.Applied != 1 || res.Skipped != 5 {
 		t.Fatalf("Applied %d, Skipped %d; want 1 and 5 (only a's own report)", res.Applied, res.Skipped)
 	}

@@ -53,6 +53,10 @@ type Options struct {
 	// means DefaultInitialMmapSize. It reserves address space; bbolt also
 	// extends the file by up to 16 MiB ahead of use, as a sparse file.
 	InitialMmapSize int
+	// SigMemo, when set, remembers the report signatures this process
+	// verified, so a report the leader's intake verified is not verified
+	// again when the leader applies it. Nil verifies every report.
+	SigMemo *zone.SigMemo
 }
 
 // Validate reports options that cannot work, naming the field.

@@ -112,7 +112,11 @@ func (r *Report) SignNode(priv ed25519.PrivateKey) error {
 
 // VerifySig reports whether r.Sig is From's signature under pub. A report
 // without a signature, or a key of the wrong size, never verifies.
-func (r *Report) VerifySig(pub ed25519.PublicKey) bool {
+func (r *Report) VerifySig(pub ed25519.PublicKey) bool { return r.VerifySigMemo(pub, nil) }
+
+// VerifySigMemo is VerifySig through memo, for a process that meets the same
+// report more than once.
+func (r *Report) VerifySigMemo(pub ed25519.PublicKey, memo *SigMemo) bool {
 	if len(pub) != ed25519.PublicKeySize || len(r.Sig) != ed25519.SignatureSize {
 		return false
 	}
@@ -120,5 +124,5 @@ func (r *Report) VerifySig(pub ed25519.PublicKey) bool {
 	if err != nil {
 		return false
 	}
-	return ed25519.Verify(pub, msg, r.Sig)
+	return memo.Verify(pub, msg, r.Sig)
 }
