@@ -325,7 +325,9 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // merge reads results.json files and joins their sizes into one report (the
-// first file's header), so a long run can be done in parts.
+// first file's header, its date and duration too: each later run is named
+// with its own date where its figures appear), so a long run can be done in
+// parts.
 func merge(paths []string) (*suite.Report, error) {
 	var rep *suite.Report
 	var first string // the first file's run, for a size whose baseline stays
@@ -343,7 +345,6 @@ func merge(paths []string) (*suite.Report, error) {
 			first = fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
 			continue
 		}
-		rep.Took += r.Took
 		from := fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
 		for _, sr := range r.Sizes {
 			i := slices.IndexFunc(rep.Sizes, func(x suite.SizeResult) bool { return x.N == sr.N })

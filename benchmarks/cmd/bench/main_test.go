@@ -69,10 +69,10 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
-	full := suite.Report{Commit: "aaa", Sizes: []suite.SizeResult{{N: 5,
+	full := suite.Report{Commit: "aaa", Took: time.Hour, Sizes: []suite.SizeResult{{N: 5,
 		Ours:  suite.System{Name: "edgequorum", Ran: true, FormSeconds: 5},
 		Lossy: []suite.LossLevel{{Percent: 20, Ours: suite.LossFigures{Ran: true, FalseVerdicts: 3}}}}}}
-	lossy := suite.Report{Commit: "bbb", Started: time.Date(2026, 11, 24, 13, 20, 0, 0, time.UTC),
+	lossy := suite.Report{Commit: "bbb", Started: time.Date(2026, 11, 24, 13, 20, 0, 0, time.UTC), Took: 10 * time.Minute,
 		Signing: suite.SigningCost{SignNs: 40000},
 		Sizes: []suite.SizeResult{{N: 5, Ours: suite.System{Name: "edgequorum"},
 			Lossy: []suite.LossLevel{{Percent: 5, Ours: suite.LossFigures{Ran: true}}, {Percent: 20, Ours: suite.LossFigures{Ran: true}}}}}}
@@ -97,6 +97,11 @@ func TestMergeKeepsAFullRunAndAddsLossyLevels(t *testing.T) {
 	}
 	if rep.Signing.SignNs != 40000 {
 		t.Errorf("signing cost %+v, want the later run's", rep.Signing)
+	}
+	// The header's duration is the full run's; the later run's figures
+	// carry its own date.
+	if rep.Took != time.Hour {
+		t.Errorf("took %s, want the full run's 1h0m0s", rep.Took)
 	}
 }
 
