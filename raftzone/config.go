@@ -72,8 +72,9 @@ type Config struct {
 	BatchWindow time.Duration
 	// HeartbeatBatchWindow is how long the leader gathers reports that change
 	// nothing (heartbeats) before committing them. Every entry goes to every
-	// follower, so in a large zone this is what keeps Raft traffic down; a
-	// report carrying a change cuts the wait to BatchWindow
+	// follower, so this is what keeps Raft traffic down: near a report period,
+	// one entry carries a report of every member. A report carrying a change
+	// cuts the wait to BatchWindow. Zero means nine tenths of ReportPeriod
 	// [--heartbeat-batch-window].
 	HeartbeatBatchWindow time.Duration
 	// HandshakeTimeout bounds TLS and zone-key authentication on the zone port
@@ -103,8 +104,9 @@ type Config struct {
 	// RaftCommitTimeout is how often the leader sends each follower an
 	// AppendEntries when nothing new was appended, to tell it the commit index.
 	// hashicorp/raft's 50 ms default costs 20 RPCs a second per follower; a
-	// follower's replica only needs to be fresh for status and report deltas
-	// [--raft-commit-timeout].
+	// follower's replica only needs to be fresh for status, report deltas and
+	// spares' views, and the next entry (one a report period at the least)
+	// brings the index anyway [--raft-commit-timeout].
 	RaftCommitTimeout time.Duration
 	// SnapshotInterval and SnapshotThreshold control log compaction
 	// [--snapshot-interval, --snapshot-threshold].
@@ -138,15 +140,22 @@ func DefaultConfig() Config {
 		ReconcilePeriod:        5 * time.Second,
 		JoinRetry:              time.Second,
 		BatchWindow:            20 * time.Millisecond,
-		HeartbeatBatchWindow:   time.Second,
 		HandshakeTimeout:       5 * time.Second,
 		RaftHeartbeatTimeout:   time.Second,
 		RaftElectionTimeout:    time.Second,
 		RaftLeaderLeaseTimeout: time.Second,
-		RaftCommitTimeout:      500 * time.Millisecond,
+		RaftCommitTimeout:      2 * time.Second,
 		SnapshotInterval:       2 * time.Minute,
 		SnapshotThreshold:      4096,
 	}
+}
+
+// heartbeatBatchWindow is HeartbeatBatchWindow with its default applied.
+func (c *Config) heartbeatBatchWindow() time.Duration {
+	if c.HeartbeatBatchWindow > 0 {
+		return c.HeartbeatBatchWindow
+	}
+	return c.ReportPeriod * 9 / 10
 }
 
 // leaderHeartbeatInterval is RaftHeartbeatInterval with its default applied.
@@ -204,7 +213,7 @@ func (c *Config) ValidateFlags() error {
 		{"--vote-timeout", c.VoteTimeout}, {"--max-clock-skew", c.MaxClockSkew},
 		{"--dead-voter-timeout", c.DeadVoterTimeout}, {"--apiserver-fail-timeout", c.APIServerFailTimeout},
 		{"--reconcile-period", c.ReconcilePeriod}, {"--join-retry", c.JoinRetry},
-		{"--report-batch-window", c.BatchWindow}, {"--heartbeat-batch-window", c.HeartbeatBatchWindow},
+		{"--report-batch-window", c.BatchWindow},
 		{"--handshake-timeout", c.HandshakeTimeout},
 		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
 		{"--raft-leader-lease-timeout", c.RaftLeaderLeaseTimeout}, {"--raft-commit-timeout", c.RaftCommitTimeout},
@@ -221,11 +230,14 @@ func (c *Config) ValidateFlags() error {
 	if c.BatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
 		bad("--report-batch-window %s must be shorter than --report-period %s", c.BatchWindow, c.ReportPeriod)
 	}
-	if c.HeartbeatBatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
-		bad("--heartbeat-batch-window %s must be shorter than --report-period %s", c.HeartbeatBatchWindow, c.ReportPeriod)
+	if c.HeartbeatBatchWindow < 0 {
+		bad("--heartbeat-batch-window must not be negative, got %s", c.HeartbeatBatchWindow)
 	}
-	if c.HeartbeatBatchWindow < c.BatchWindow {
-		bad("--heartbeat-batch-window %s must not be shorter than --report-batch-window %s", c.HeartbeatBatchWindow, c.BatchWindow)
+	if hbw := c.heartbeatBatchWindow(); hbw >= c.ReportPeriod && c.ReportPeriod > 0 {
+		bad("--heartbeat-batch-window %s must be shorter than --report-period %s", hbw, c.ReportPeriod)
+	}
+	if hbw := c.heartbeatBatchWindow(); hbw < c.BatchWindow {
+		bad("--heartbeat-batch-window %s must not be shorter than --report-batch-window %s", hbw, c.BatchWindow)
 	}
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
 		bad("--raft-leader-lease-timeout %s must not exceed --raft-heartbeat-timeout %s", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)

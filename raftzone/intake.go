@@ -219,7 +219,7 @@ func (in *intake) run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-in.s.clock.After(in.s.cfg.HeartbeatBatchWindow):
+			case <-in.s.clock.After(in.s.cfg.heartbeatBatchWindow()):
 			case <-in.hurry:
 				urgent = true
 			}

@@ -79,7 +79,7 @@ func (s *Server) reportOnce(ctx context.Context) {
 	}
 	// The leader may hold a heartbeat for HeartbeatBatchWindow before it
 	// commits it; the wait must cover that and the commit.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReportPeriod+s.cfg.HeartbeatBatchWindow)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReportPeriod+s.cfg.heartbeatBatchWindow())
 	defer cancel()
 	if s.Term() != 0 {
 		err = s.intake.submit(ctx, rep)

@@ -183,6 +183,9 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		{"--vote-period", func(c *Config) { c.VotePeriod = 0 }},
 		{"--vote-timeout", func(c *Config) { c.VoteTimeout = c.ReportPeriod }},
 		{"--report-batch-window", func(c *Config) { c.BatchWindow = c.ReportPeriod }},
+		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = c.ReportPeriod }},
+		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = -time.Second }},
+		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = c.BatchWindow / 2 }},
 		{"--raft-leader-lease-timeout", func(c *Config) { c.RaftLeaderLeaseTimeout = 2 * c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = -time.Second }},
@@ -197,5 +200,16 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {
 			t.Errorf("%s: err = %v", tc.flag, err)
 		}
+	}
+
+	// The heartbeat batch window follows the report period unless set, so
+	// an operator who only shortens the period gets a window that fits it.
+	if got := good.heartbeatBatchWindow(); got != 1800*time.Millisecond {
+		t.Errorf("default heartbeat batch window at a 2s report period = %s, want 1.8s", got)
+	}
+	fast := good
+	fast.ReportPeriod, fast.VoteTimeout = time.Second, 5*time.Second
+	if err := fast.Validate(); err != nil || fast.heartbeatBatchWindow() != 900*time.Millisecond {
+		t.Errorf("--report-period 1s alone: err %v, window %s; want valid, 900ms", err, fast.heartbeatBatchWindow())
 	}
 }

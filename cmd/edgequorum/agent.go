@@ -60,7 +60,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&r.ReconcilePeriod, "reconcile-period", r.ReconcilePeriod, "how often the leader reconciles membership and voters")
 	fs.DurationVar(&r.JoinRetry, "join-retry", r.JoinRetry, "pause between join attempts of a member without a cluster")
 	fs.DurationVar(&r.BatchWindow, "report-batch-window", r.BatchWindow, "how long the leader gathers reports into one Raft entry once one of them changes a result")
-	fs.DurationVar(&r.HeartbeatBatchWindow, "heartbeat-batch-window", r.HeartbeatBatchWindow, "how long the leader gathers reports that change nothing before committing them")
+	fs.DurationVar(&r.HeartbeatBatchWindow, "heartbeat-batch-window", r.HeartbeatBatchWindow, "how long the leader gathers reports that change nothing before committing them (0: nine tenths of --report-period)")
 	fs.DurationVar(&r.HandshakeTimeout, "handshake-timeout", r.HandshakeTimeout, "bound on TLS and zone-key authentication of a zone connection")
 	fs.DurationVar(&r.RaftHeartbeatTimeout, "raft-heartbeat-timeout", r.RaftHeartbeatTimeout, "hashicorp/raft HeartbeatTimeout")
 	fs.DurationVar(&r.RaftElectionTimeout, "raft-election-timeout", r.RaftElectionTimeout, "hashicorp/raft ElectionTimeout")
