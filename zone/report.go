@@ -118,7 +118,7 @@ func (r *Report) VerifySig(pub ed25519.PublicKey) bool { return r.VerifySigMemo(
 // report more than once.
 func (r *Report) VerifySigMemo(pub ed25519.PublicKey, memo *SigMemo) bool {
 	if len(pub) != ed25519.PublicKeySize || len(r.Sig) != ed25519.SignatureSize {
-		return false
+		return false // before encoding the report: nothing to verify
 	}
 	msg, err := r.SigningBytes()
 	if err != nil {

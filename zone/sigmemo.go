@@ -28,8 +28,13 @@ func NewSigMemo(size int) *SigMemo {
 }
 
 // Verify is ed25519.Verify, answered from the memo when this key, message and
-// signature verified before.
+// signature verified before. A key or signature of the wrong size never
+// verifies (ed25519.Verify would panic on such a key), which also keeps the
+// memo's key — key, signature and message back to back — unambiguous.
 func (m *SigMemo) Verify(pub ed25519.PublicKey, msg, sig []byte) bool {
+	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+		return false
+	}
 	if m == nil || m.size <= 0 {
 		return ed25519.Verify(pub, msg, sig)
 	}

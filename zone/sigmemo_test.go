@@ -63,6 +63,15 @@ func TestSigMemo(t *testing.T) {
 	if !nilMemo.Verify(pub, msg, sig) || nilMemo.Verify(pub, msg, bent) {
 		t.Error("a nil memo does not verify as ed25519.Verify does")
 	}
+
+	// Sizes from a hostile member list or report: false, never a panic,
+	// and no key that a shifted split of the same bytes could match.
+	for _, memo := range []*SigMemo{nil, m} {
+		if memo.Verify(pub[:31], msg, sig) || memo.Verify(pub, msg, sig[:63]) ||
+			memo.Verify(append(pub[:32:32], sig[0]), msg, sig[1:]) {
+			t.Errorf("a key or signature of the wrong size verified (memo %v)", memo != nil)
+		}
+	}
 }
 
 // TestSigMemoConcurrent has the intake and the replica meet the same
