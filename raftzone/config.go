@@ -230,13 +230,17 @@ func (c *Config) ValidateFlags() error {
 	if c.BatchWindow >= c.ReportPeriod && c.ReportPeriod > 0 {
 		bad("--report-batch-window %s must be shorter than --report-period %s", c.BatchWindow, c.ReportPeriod)
 	}
-	if c.HeartbeatBatchWindow < 0 {
+	switch hbw := c.heartbeatBatchWindow(); {
+	case c.HeartbeatBatchWindow < 0:
 		bad("--heartbeat-batch-window must not be negative, got %s", c.HeartbeatBatchWindow)
-	}
-	if hbw := c.heartbeatBatchWindow(); hbw >= c.ReportPeriod && c.ReportPeriod > 0 {
+	case c.ReportPeriod <= 0:
+		// Reported above; the window follows the period.
+	case hbw >= c.ReportPeriod:
 		bad("--heartbeat-batch-window %s must be shorter than --report-period %s", hbw, c.ReportPeriod)
-	}
-	if hbw := c.heartbeatBatchWindow(); hbw < c.BatchWindow {
+	case hbw < c.BatchWindow && c.HeartbeatBatchWindow == 0:
+		bad("--report-batch-window %s must not be longer than the heartbeat batch window, which defaults to nine tenths of --report-period (%s); shorten it or set --heartbeat-batch-window",
+			c.BatchWindow, hbw)
+	case hbw < c.BatchWindow:
 		bad("--heartbeat-batch-window %s must not be shorter than --report-batch-window %s", hbw, c.BatchWindow)
 	}
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {

@@ -186,6 +186,10 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = c.ReportPeriod }},
 		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = -time.Second }},
 		{"--heartbeat-batch-window", func(c *Config) { c.HeartbeatBatchWindow = c.BatchWindow / 2 }},
+		// The window left at its default: the message names the flag the
+		// operator set and the one that would fix it.
+		{"--report-batch-window 1.9s must not be longer than the heartbeat batch window, which defaults to nine tenths of --report-period (1.8s); shorten it or set --heartbeat-batch-window",
+			func(c *Config) { c.BatchWindow = 1900 * time.Millisecond }},
 		{"--raft-leader-lease-timeout", func(c *Config) { c.RaftLeaderLeaseTimeout = 2 * c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = c.RaftHeartbeatTimeout }},
 		{"--raft-heartbeat-interval", func(c *Config) { c.RaftHeartbeatInterval = -time.Second }},
@@ -211,5 +215,10 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 	fast.ReportPeriod, fast.VoteTimeout = time.Second, 5*time.Second
 	if err := fast.Validate(); err != nil || fast.heartbeatBatchWindow() != 900*time.Millisecond {
 		t.Errorf("--report-period 1s alone: err %v, window %s; want valid, 900ms", err, fast.heartbeatBatchWindow())
+	}
+	noPeriod := good
+	noPeriod.ReportPeriod = 0
+	if err := noPeriod.Validate(); err == nil || strings.Contains(err.Error(), "heartbeat batch window") || strings.Contains(err.Error(), "--heartbeat-batch-window") {
+		t.Errorf("--report-period 0: want the period's error alone, not one about the window that follows it; got %v", err)
 	}
 }
