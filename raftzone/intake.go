@@ -124,8 +124,9 @@ func (in *intake) verify(r *zone.Report) *RejectError {
 		return reject(RejectNotMember, http.StatusForbidden, fmt.Errorf("%w: %s", ErrNotMember, r.From))
 	}
 	// The zone key proves the report comes from inside the zone; the
-	// node key that it comes from its sender. Every replica checks the
-	// same signature again when it applies the batch.
+	// node key that it comes from its sender. Every follower checks the
+	// same signature again when it applies the batch; this member's own
+	// replica finds it in s.sigs.
 	if pub, err := zone.ParseNodeKey(m.PublicKey); err != nil || !r.VerifySigMemo(pub, s.sigs) {
 		return reject(RejectBadSig, http.StatusUnauthorized, fmt.Errorf("%w: %s", ErrBadSig, r.From))
 	}

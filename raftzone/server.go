@@ -56,8 +56,9 @@ type Server struct {
 	// member, where a new spare asks for its first view.
 	admittedBy atomic.Pointer[string]
 	seq        *seqAllocator
-	// sigs remembers the report signatures the intake verified, so the
-	// replica does not verify them again when it applies their batch.
+	// sigs remembers the report signatures this member verified (at the
+	// intake while it leads), so its replica does not verify them again
+	// when it applies their batch.
 	sigs *zone.SigMemo
 
 	net       *secureNet

@@ -187,7 +187,7 @@ func TestViewOnlyForMembers(t *testing.T) {
 	if status != http.StatusOK || again.Shared || again.Members != nil || again.Cluster != nil {
 		t.Errorf("caller that holds the shared part got %d %s: shared %v, %d members", status, reason, again.Shared, len(again.Members))
 	}
-	if !again.RowSent || again.RowTag != ans.RowTag && again.Applied == ans.Applied {
+	if !again.RowSent || (again.RowTag != ans.RowTag && again.Applied == ans.Applied) {
 		t.Errorf("caller that named no row got row sent %v, tag %q (was %q at the same index)", again.RowSent, again.RowTag, ans.RowTag)
 	}
 	if _, other, _ := getQuery(me, "?have=0123&row="+again.RowTag); !other.Shared || len(other.Members) != 3 {
