@@ -9,7 +9,9 @@
 //   - the probers, one per kind, and the Prober interface a caller can implement;
 //   - the worker rule that a probe's state flips only after SuccessThreshold or
 //     FailureThreshold consecutive identical results, and stays Unknown until one
-//     of them is first met;
+//     of them is first met, and that an agent probe which misses its timeout
+//     fails at once but is not given up until the next one is due, so a slow
+//     peer does not also cost a new authenticated connection each period;
 //   - the Checker that turns per-probe states into a score and an OK/not-OK
 //     judgement, and refuses weights that do not add up;
 //   - the Manager that runs one worker per (peer, probe), lets peers come and go,

@@ -62,13 +62,20 @@ type worker struct {
 	metrics *metrics
 	report  func(probeUpdate)
 	th      threshold
+
+	// linger lets a probe that missed its timeout keep running until the
+	// next one is due (agent probes; see callLingering). pending is closed
+	// when such a probe's call has returned; nil when none is in flight.
+	linger  bool
+	pending chan struct{}
 }
 
 func newWorker(index int, spec Spec, host string, p Prober, clk clock.Clock, rand func() float64,
 	m *metrics, report func(probeUpdate)) *worker {
 	return &worker{
 		index: index, spec: spec, host: host, prober: p, clock: clk, rand: rand, metrics: m, report: report,
-		th: threshold{success: spec.SuccessThreshold, failure: spec.FailureThreshold},
+		th:     threshold{success: spec.SuccessThreshold, failure: spec.FailureThreshold},
+		linger: spec.Kind == KindAgent,
 	}
 }
 
@@ -100,6 +107,7 @@ func nextStart(prev, now time.Time, period time.Duration) time.Time {
 // ticker because a timer can be stopped on every clock implementation, which
 // keeps removed targets from leaving anything behind.
 func (w *worker) run(ctx context.Context) {
+	defer w.awaitPending()
 	delay := firstDelay(w.spec, w.rand)
 	scheduled := w.clock.Now().Add(delay)
 	timer := w.clock.NewTimer(delay)
@@ -127,7 +135,15 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) probeOnce(ctx context.Context) (probeUpdate, bool) {
 	start := w.clock.Now()
 	pctx, cancel := context.WithTimeout(ctx, w.spec.Timeout)
-	raw, err := w.call(pctx)
+	var (
+		raw Result
+		err error
+	)
+	if w.linger {
+		raw, err = w.callLingering(ctx, pctx)
+	} else {
+		raw, err = w.call(pctx)
+	}
 	cancel()
 	if ctx.Err() != nil {
 		return probeUpdate{}, false
@@ -144,6 +160,67 @@ func (w *worker) probeOnce(ctx context.Context) (probeUpdate, bool) {
 	}
 	w.metrics.observe(w.spec.Kind, raw, took)
 	return probeUpdate{index: w.index, raw: raw, state: w.th.observe(raw), err: err, at: start, latency: took}, true
+}
+
+// callLingering runs an agent probe whose answer counts only if it comes within
+// pctx's timeout, but whose call may go on until the next probe is due: one
+// period after it started, or at once on shutdown (ctx). An agent probe travels
+// on a long-lived authenticated connection, and an HTTP request given up before
+// its answer costs that connection; the next probe would then pay a new TLS
+// handshake and zone-key proof on both ends — to a peer that was slow because
+// it was busy. Under load that turned late answers into a storm of handshakes
+// that kept every member busy. A late answer is discarded, but it leaves the
+// connection ready for the next probe.
+//
+// A probe that finds its predecessor still in flight waits for it within its
+// own timeout and sends nothing more to a peer that has not answered; if the
+// predecessor is still running at the timeout, the probe fails.
+func (w *worker) callLingering(ctx, pctx context.Context) (Result, error) {
+	if w.pending != nil {
+		select {
+		case <-w.pending:
+			w.pending = nil
+		case <-pctx.Done():
+			return Failure, fmt.Errorf("previous probe still unanswered after %s: %w", w.spec.Timeout, pctx.Err())
+		}
+	}
+	type outcome struct {
+		raw Result
+		err error
+	}
+	out := make(chan outcome, 1)
+	done := make(chan struct{})
+	lctx, lcancel := context.WithTimeout(ctx, w.spec.Period)
+	go func() {
+		defer close(done)
+		defer lcancel()
+		raw, err := w.call(lctx)
+		out <- outcome{raw, err}
+	}()
+	select {
+	case o := <-out:
+		<-done
+		return o.raw, o.err
+	case <-pctx.Done():
+	}
+	select {
+	case o := <-out: // answered on the deadline: the answer wins
+		<-done
+		return o.raw, o.err
+	default:
+	}
+	w.pending = done
+	return Failure, fmt.Errorf("no answer within %s: %w", w.spec.Timeout, pctx.Err())
+}
+
+// awaitPending waits for a lingering probe's call to return. Its context is
+// the worker's, so once the worker stops it returns promptly; waiting keeps
+// the promise that a stopped worker leaves no goroutine behind.
+func (w *worker) awaitPending() {
+	if w.pending != nil {
+		<-w.pending
+		w.pending = nil
+	}
 }
 
 // call runs the prober, turning a panic into Unknown: a buggy injected Prober

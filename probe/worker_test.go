@@ -3,7 +3,15 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,11 +110,12 @@ type gateProber struct {
 
 type gateCall struct {
 	at    time.Time
+	ctx   context.Context // the probe's context, to tell whether it was given up
 	reply chan Result
 }
 
 func (p *gateProber) Probe(ctx context.Context, _ string) (Result, error) {
-	c := gateCall{at: p.clk.Now(), reply: make(chan Result)}
+	c := gateCall{at: p.clk.Now(), ctx: ctx, reply: make(chan Result)}
 	select {
 	case p.calls <- c:
 	case <-ctx.Done():
@@ -121,10 +130,18 @@ func (p *gateProber) Probe(ctx context.Context, _ string) (Result, error) {
 }
 
 // startWorker runs a worker on a fake clock and stops it at cleanup.
-func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock, *gateProber, *[]probeUpdate, context.CancelFunc) {
+func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock, *gateProber, func() []probeUpdate, context.CancelFunc) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	p := &gateProber{clk: clk, calls: make(chan gateCall)}
+	updates, cancel := runWorker(t, spec, "peer", p, clk, rand)
+	return clk, p, updates, cancel
+}
+
+// runWorker runs a worker of spec with prober p against host on clk until
+// cleanup. The returned function gives the updates reported so far.
+func runWorker(t *testing.T, spec Spec, host string, p Prober, clk *clocktesting.FakeClock, rand float64) (func() []probeUpdate, context.CancelFunc) {
+	t.Helper()
 	var (
 		mu      sync.Mutex
 		updates []probeUpdate
@@ -133,7 +150,7 @@ func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorker(0, spec.withDefaults(), "peer", p, clk, func() float64 { return rand }, m,
+	w := newWorker(0, spec.withDefaults(), host, p, clk, func() float64 { return rand }, m,
 		func(u probeUpdate) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -149,7 +166,11 @@ func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock
 		cancel()
 		<-done
 	})
-	return clk, p, &updates, cancel
+	return func() []probeUpdate {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(updates)
+	}, cancel
 }
 
 func expectCall(t *testing.T, p *gateProber) gateCall {
@@ -232,8 +253,131 @@ func TestWorkerDiscardsOutcomeOnStop(t *testing.T) {
 	expectCall(t, p) // never answered: the probe is in flight
 	cancel()
 	poll.UntilTrue(t, waitTimeout, "worker stopped", func() bool { return !clk.HasWaiters() })
-	if len(*updates) != 0 {
-		t.Fatalf("worker reported %+v for a probe cancelled by shutdown", *updates)
+	if u := updates(); len(u) != 0 {
+		t.Fatalf("worker reported %+v for a probe cancelled by shutdown", u)
+	}
+}
+
+// TestWorkerLingersAgentProbes lets an agent probe miss its timeout: it counts
+// as a failure at once, but its call goes on until the next probe is due, that
+// probe sends nothing while it does, and an answer frees the next one. Every
+// other kind gives its call up at the timeout.
+func TestWorkerLingersAgentProbes(t *testing.T) {
+	const period, timeout = time.Minute, 50 * time.Millisecond
+	updatesBy := func(t *testing.T, updates func() []probeUpdate, n int) []probeUpdate {
+		t.Helper()
+		poll.UntilTrue(t, waitTimeout, strconv.Itoa(n)+" updates", func() bool { return len(updates()) >= n })
+		return updates()
+	}
+	t.Run("agent", func(t *testing.T) {
+		clk, p, updates, _ := startWorker(t, Spec{Kind: KindAgent, Period: period, Timeout: timeout}, 0)
+		armed := func() bool { return clk.Waiters() == 1 }
+		poll.UntilTrue(t, waitTimeout, "worker armed", armed)
+		clk.Step(0)
+		first := expectCall(t, p)
+		u := updatesBy(t, updates, 1)[0]
+		if u.raw != Failure || !errors.Is(u.err, context.DeadlineExceeded) {
+			t.Fatalf("unanswered probe = %v (%v), want a Failure for the deadline", u.raw, u.err)
+		}
+		if first.ctx.Err() != nil {
+			t.Fatalf("the late probe's call was given up at its timeout: %v", first.ctx.Err())
+		}
+
+		poll.UntilTrue(t, waitTimeout, "worker re-armed", armed)
+		clk.Step(period)
+		u = updatesBy(t, updates, 2)[1]
+		if u.raw != Failure || !strings.Contains(fmt.Sprint(u.err), "previous probe still unanswered") {
+			t.Fatalf("probe behind an unanswered one = %v (%v), want a Failure naming its predecessor", u.raw, u.err)
+		}
+		select {
+		case c := <-p.calls:
+			t.Fatalf("a second probe went out at +%v while the first was unanswered", c.at.Sub(first.at))
+		default:
+		}
+
+		first.reply <- Success // late: frees the way, changes nothing
+		poll.UntilTrue(t, waitTimeout, "worker re-armed", armed)
+		clk.Step(period)
+		third := expectCall(t, p)
+		third.reply <- Success
+		u = updatesBy(t, updates, 3)[2]
+		if u.raw != Success {
+			t.Fatalf("probe after the late answer = %v (%v), want Success", u.raw, u.err)
+		}
+		if n := len(updates()); n != 3 {
+			t.Fatalf("%d updates, want 3: the late answer must not count", n)
+		}
+	})
+	t.Run("agent stopped while lingering", func(t *testing.T) {
+		clk, p, updates, cancel := startWorker(t, Spec{Kind: KindAgent, Period: period, Timeout: timeout}, 0)
+		poll.UntilTrue(t, waitTimeout, "worker armed", func() bool { return clk.Waiters() == 1 })
+		clk.Step(0)
+		first := expectCall(t, p)
+		updatesBy(t, updates, 1)
+		cancel()
+		select {
+		case <-first.ctx.Done():
+		case <-time.After(waitTimeout):
+			t.Fatal("stopping the worker did not cancel its lingering probe")
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		clk, p, updates, _ := startWorker(t, Spec{Kind: KindTCP, Port: 1, Period: period, Timeout: timeout}, 0)
+		poll.UntilTrue(t, waitTimeout, "worker armed", func() bool { return clk.Waiters() == 1 })
+		clk.Step(0)
+		first := expectCall(t, p)
+		updatesBy(t, updates, 1)
+		if first.ctx.Err() == nil {
+			t.Fatal("a tcp probe's call outlived its timeout")
+		}
+	})
+}
+
+// TestAgentProbeKeepsItsConnection runs the real agent prober against a server
+// that answers its first probe late: the second probe goes out on the same
+// connection, where giving up the first request would have cost a new one (and,
+// between zone members, a new handshake on both ends).
+func TestAgentProbeKeepsItsConnection(t *testing.T) {
+	release := make(chan struct{})
+	var first atomic.Bool
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+	}))
+	var conns atomic.Int32
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) }) // runs first: a failed test must not hang ts.Close
+
+	spec := mustParse(t, "agent:port="+serverPort(t, ts)+",timeout=50ms,period=1m")
+	p, err := NewProber(spec, ProberOptions{AgentClient: ts.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	updates, _ := runWorker(t, spec, "127.0.0.1", p, clk, 0)
+	armed := func() bool { return clk.Waiters() == 1 }
+	poll.UntilTrue(t, waitTimeout, "worker armed", armed)
+	clk.Step(0)
+	poll.UntilTrue(t, waitTimeout, "the first probe to time out", func() bool { return len(updates()) == 1 })
+	if u := updates()[0]; u.raw != Failure || !errors.Is(u.err, context.DeadlineExceeded) {
+		t.Fatalf("late probe = %v (%v), want a Failure for the deadline", u.raw, u.err)
+	}
+	release <- struct{}{}
+	poll.UntilTrue(t, waitTimeout, "worker re-armed", armed)
+	clk.Step(time.Minute)
+	poll.UntilTrue(t, waitTimeout, "the second probe", func() bool { return len(updates()) == 2 })
+	if u := updates()[1]; u.raw != Success {
+		t.Fatalf("second probe = %v (%v), want Success", u.raw, u.err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("the server saw %d connections, want 1: the late probe's was given up", n)
 	}
 }
 
