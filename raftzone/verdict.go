@@ -24,33 +24,37 @@ func Tally(members []zone.Member, last map[string]store.LastReport, matrix store
 		return nil
 	}
 	q := zone.Quorum(m)
-	fresh := map[string]bool{}
-	for _, mem := range members {
+	// One pass over each fresh checker's row, counting into slices: the
+	// leader runs this every vote period over N² cells, and a lookup per
+	// (checker, checked) pair cost twice the map work for the same counts.
+	index := make(map[string]int, m)
+	for i, mem := range members {
+		index[mem.Node] = i
+	}
+	pros, cons := make([]int, m), make([]int, m)
+	for _, c := range members {
 		// A report stamped far in the future (a new leader whose clock is
 		// behind) is not fresh forever: only |age| ≤ voteTimeout counts.
-		if lr, ok := last[mem.Node]; ok {
-			if age := now.Sub(lr.ReceivedAt); age <= voteTimeout && age >= -voteTimeout {
-				fresh[mem.Node] = true
+		lr, ok := last[c.Node]
+		if age := now.Sub(lr.ReceivedAt); !ok || age > voteTimeout || age < -voteTimeout {
+			continue
+		}
+		for peer, cell := range matrix[c.Node] {
+			i, ok := index[peer]
+			if !ok || peer == c.Node {
+				continue
+			}
+			if cell.OK {
+				pros[i]++
+			} else {
+				cons[i]++
 			}
 		}
 	}
 	out := make(map[string]zone.Verdict, m)
 	for _, x := range members {
-		v := zone.Verdict{Node: x.Node, State: zone.Unknown, Members: m}
-		for _, c := range members {
-			if c.Node == x.Node || !fresh[c.Node] {
-				continue
-			}
-			cell, ok := matrix[c.Node][x.Node]
-			if !ok {
-				continue
-			}
-			if cell.OK {
-				v.Pros++
-			} else {
-				v.Cons++
-			}
-		}
+		i := index[x.Node]
+		v := zone.Verdict{Node: x.Node, State: zone.Unknown, Members: m, Pros: pros[i], Cons: cons[i]}
 		switch {
 		case v.Pros >= q:
 			v.State = zone.Healthy

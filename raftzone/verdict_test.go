@@ -2,6 +2,8 @@ package raftzone
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,80 @@ func TestTally(t *testing.T) {
 				t.Error("verdict for a non-member")
 			}
 		})
+	}
+}
+
+// tallyByRule is the verdict rule written as DESIGN states it, one (checker,
+// checked) pair at a time: the reference the faster Tally must agree with.
+func tallyByRule(members []zone.Member, last map[string]store.LastReport, matrix store.Matrix, now time.Time, voteTimeout time.Duration) map[string]zone.Verdict {
+	m := len(members)
+	if m <= 1 {
+		return nil
+	}
+	q := zone.Quorum(m)
+	out := make(map[string]zone.Verdict, m)
+	for _, x := range members {
+		v := zone.Verdict{Node: x.Node, State: zone.Unknown, Members: m}
+		for _, c := range members {
+			lr, ok := last[c.Node]
+			age := now.Sub(lr.ReceivedAt)
+			if c.Node == x.Node || !ok || age > voteTimeout || age < -voteTimeout {
+				continue
+			}
+			if cell, ok := matrix[c.Node][x.Node]; ok {
+				if cell.OK {
+					v.Pros++
+				} else {
+					v.Cons++
+				}
+			}
+		}
+		switch {
+		case v.Pros >= q:
+			v.State = zone.Healthy
+		case v.Cons >= q:
+			v.State = zone.Unhealthy
+		}
+		out[x.Node] = v
+	}
+	return out
+}
+
+// TestTallyFollowsTheRule compares Tally with the rule on random zones: stale,
+// missing and future reports, self-opinions, rows of non-members and opinions
+// about them, sparse and dense rows.
+func TestTallyFollowsTheRule(t *testing.T) {
+	const timeout = 10 * time.Second
+	now := time.Unix(1_700_000_000, 0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ages := []time.Duration{0, time.Second, timeout, timeout + 1, -timeout, -timeout - 1, time.Hour}
+	for round := range 500 {
+		n := rng.IntN(12)
+		names := make([]string, n+3) // the last three are never members
+		for i := range names {
+			names[i] = fmt.Sprintf("n%d", i)
+		}
+		mem := members(names[:n]...)
+		last := map[string]store.LastReport{}
+		matrix := store.Matrix{}
+		density := rng.Float64()
+		for _, c := range names {
+			if rng.IntN(5) > 0 {
+				last[c] = store.LastReport{ReceivedAt: now.Add(-ages[rng.IntN(len(ages))])}
+			}
+			for _, x := range names {
+				if rng.Float64() < density {
+					if matrix[c] == nil {
+						matrix[c] = map[string]store.Cell{}
+					}
+					matrix[c][x] = store.Cell{OK: rng.IntN(2) == 0}
+				}
+			}
+		}
+		got, want := Tally(mem, last, matrix, now, timeout), tallyByRule(mem, last, matrix, now, timeout)
+		if !maps.Equal(got, want) {
+			t.Fatalf("round %d, %d members:\n got  %v\n want %v", round, n, got, want)
+		}
 	}
 }
 
