@@ -329,10 +329,16 @@ func (s *Store) LastSeq(node string) uint64 {
 // Matrix returns every stored cell.
 func (s *Store) Matrix() (Matrix, error) {
 	out := make(Matrix)
+	// The leader reads the whole matrix every vote period. The same node
+	// names key every row, so each is made into a string once, and each row
+	// is sized like the one before it instead of growing cell by cell.
+	names := make(map[string]string)
+	size := 0
 	err := s.view(func(tx *bbolt.Tx) error {
 		matrix := tx.Bucket(bucketMatrix)
 		return matrix.ForEachBucket(func(checker []byte) error {
-			row, err := decodeRow(matrix.Bucket(checker))
+			row, err := decodeRowNamed(matrix.Bucket(checker), size, names)
+			size = len(row)
 			if len(row) > 0 {
 				out[string(checker)] = row
 			}
@@ -367,13 +373,27 @@ func (s *Store) MatrixRow(checker string) (map[string]Cell, error) {
 }
 
 func decodeRow(b *bbolt.Bucket) (map[string]Cell, error) {
-	row := make(map[string]Cell)
+	return decodeRowNamed(b, 0, nil)
+}
+
+// decodeRowNamed decodes a row into a map sized for size cells. With names
+// non-nil, a peer name already in it is shared rather than allocated again, and
+// new ones are added.
+func decodeRowNamed(b *bbolt.Bucket, size int, names map[string]string) (map[string]Cell, error) {
+	row := make(map[string]Cell, size)
 	err := b.ForEach(func(peer, v []byte) error {
 		c, err := decodeCell(v)
 		if err != nil {
 			return err
 		}
-		row[string(peer)] = c
+		name, ok := names[string(peer)]
+		if !ok {
+			name = string(peer)
+			if names != nil {
+				names[name] = name
+			}
+		}
+		row[name] = c
 		return nil
 	})
 	return row, err
