@@ -245,7 +245,7 @@ func targetsFor(r SizeResult) []target {
 		{applies: true, ok: detect <= TargetDetection.Seconds(), value: orNaN(detect, sec(detect)+" s")},
 		{applies: true, ok: fail <= TargetFailover.Seconds(), value: orNaN(fail, sec(fail)+" s")},
 		{applies: true, ok: ratio <= maxRatio, value: orNaN(ratio, fraction(os.ZoneBytes, ss.ZoneBytes))},
-		{applies: true, ok: leader <= node, value: orNaN(leader/node, fmt.Sprintf("%.2f×%s", leader/node, how))},
+		{applies: true, ok: leader <= node, value: orNaN(leader/node, targetTimes(leader/node)+how)},
 		{applies: true, ok: oneWrite, value: orNaN(perChange, fmt.Sprintf("%.2f/change, %.1f Lease/min, %d other", perChange, lease, os.NodeWrites))},
 		{applies: true, ok: rss <= TargetRSS, value: orNaN(rss, fmt.Sprintf("%.0f MiB", rss/(1<<20)))},
 		{applies: at129, ok: cpu <= TargetLeaderCPU, value: orNaN(cpu, fmt.Sprintf("%.1f %%%s", 100*cpu, how))},
@@ -720,6 +720,18 @@ func fraction(a, b float64) string {
 		return fmt.Sprintf("%.2f×", a/b)
 	}
 	return fmt.Sprintf("1/%.1f", b/a)
+}
+
+// targetTimes prints a ratio judged against 1 as "x×" with two decimals, or
+// more when two would round it to 1.00 and hide which side of the target it
+// is on.
+func targetTimes(x float64) string {
+	for prec := 2; ; prec++ {
+		s := strconv.FormatFloat(x, 'f', prec, 64)
+		if x == 1 || prec == 6 || strings.TrimRight(s, "0") != "1." {
+			return s + "×"
+		}
+	}
 }
 
 func ratioX(a, b float64) string {
