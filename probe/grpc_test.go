@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 // startGRPCServer serves gRPC on loopback, with the standard health service
@@ -172,8 +175,11 @@ func TestGRPCProberRefusesMalformedAnswers(t *testing.T) {
 		{"not gRPC", grpcAnswer("text/plain", serving, "0", ""), "is not gRPC"},
 		{"no grpc-status", grpcAnswer("application/grpc", serving, "", ""), "no valid grpc-status"},
 		{"status not a code", grpcAnswer("application/grpc", serving, "OK", ""), "no valid grpc-status"},
-		{"failed call", grpcAnswer("application/grpc", nil, "14", "down%20for%20maintenance"), `code 14: "down for maintenance"`},
-		{"unknown service", grpcAnswer("application/grpc", nil, "5", "unknown service"), "NotFound"},
+		{"status out of range", grpcAnswer("application/grpc", serving, "17", ""), "no valid grpc-status"},
+		{"failed call", grpcAnswer("application/grpc", nil, "14", "down%20for%20maintenance"), `gRPC status Unavailable (14): "down for maintenance"`},
+		{"unknown service", grpcAnswer("application/grpc", nil, "5", "unknown service"), `does not know service ""`},
+		{"no health service", grpcAnswer("application/grpc", nil, "12", ""), "does not implement grpc.health.v1: gRPC status Unimplemented (12)"},
+		{"long message", grpcAnswer("application/grpc", nil, "13", strings.Repeat("x", 10_000)), strings.Repeat("x", maxGRPCMessage) + "…"},
 		{"compressed", grpcAnswer("application/grpc", append([]byte{1}, serving[1:]...), "0", ""), "message flag 0x1"},
 		{"two messages", grpcAnswer("application/grpc", append(slices.Clone(serving), serving...), "0", ""), "want exactly one message"},
 		{"cut short", grpcAnswer("application/grpc", serving[:len(serving)-1], "0", ""), "want exactly one message"},
@@ -242,4 +248,54 @@ func FuzzHealthCheckResponse(f *testing.F) {
 			t.Fatalf("decoded status %d, grpc-go reads %d", got, want.GetStatus())
 		}
 	})
+}
+
+// TestGRPCProberFreshConnectionPerProbe checks the kubelet's rule the probe
+// keeps: each probe dials anew and leaves no connection open behind it, so a
+// target that stops accepting connections fails the next probe instead of
+// answering on one kept from before.
+func TestGRPCProberFreshConnectionPerProbe(t *testing.T) {
+	var (
+		mu             sync.Mutex
+		opened, closed int
+	)
+	ts := httptest.NewUnstartedServer(grpcAnswer("application/grpc", healthAnswer(grpcServing), "0", ""))
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	ts.Config.Protocols = &protocols
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			opened++
+		case http.StateClosed, http.StateHijacked:
+			closed++
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	port := ts.Listener.Addr().(*net.TCPAddr).Port
+	p, err := NewProber(mustParse(t, "grpc:port="+strconv.Itoa(port)), ProberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if r, err := probeWithin(t, p, "127.0.0.1", 5*time.Second); r != Success {
+			t.Fatalf("probe %d = %v (%v), want Success", i+1, r, err)
+		}
+	}
+	poll.UntilTrue(t, waitTimeout, "both probe connections closed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return opened == 2 && closed == 2
+	})
+
+	// The target stops listening: nothing kept lets the next probe pass.
+	if err := ts.Listener.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := probeWithin(t, p, "127.0.0.1", 5*time.Second); r != Failure {
+		t.Fatalf("probe of a closed port = %v (%v), want Failure", r, err)
+	}
 }
