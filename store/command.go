@@ -39,6 +39,12 @@ const (
 	// senders' node signatures. It replaced TypeReportBatch, which is still
 	// read (an old log may hold it) but whose reports, unsigned, are skipped.
 	TypeSignedReportBatch CommandType = 4
+	// TypeTalliedVerdictBatch is a VerdictBatch that names the state it was
+	// tallied from and the vote timeout it used, so that every replica can
+	// tally again and refuse a verdict the evidence does not support. It
+	// replaced TypeVerdictBatch, which is still read, but whose verdicts,
+	// unchecked, are refused.
+	TypeTalliedVerdictBatch CommandType = 5
 )
 
 // String names the type in errors and logs.
@@ -52,6 +58,8 @@ func (t CommandType) String() string {
 		return "MemberSet"
 	case TypeSignedReportBatch:
 		return "SignedReportBatch"
+	case TypeTalliedVerdictBatch:
+		return "TalliedVerdictBatch"
 	}
 	return fmt.Sprintf("CommandType(%d)", byte(t))
 }
@@ -95,9 +103,20 @@ type ReportBatch struct {
 }
 
 // VerdictBatch carries verdicts the leader computed, committed before they are
-// written to the API so that a new leader continues from them.
+// written to the API so that a new leader continues from them. Every replica
+// tallies them again (verdict.go) and applies only those the committed
+// evidence supports.
 type VerdictBatch struct {
 	Verdicts []zone.Verdict `json:"verdicts"`
+	// Basis is the applied index of the state the leader tallied: replicas
+	// check the verdicts only against that same evidence, and refuse the
+	// batch as stale when evidence was applied after it.
+	Basis uint64 `json:"basis,omitempty"`
+	// VoteTimeout is how fresh the leader required a report to be.
+	VoteTimeout time.Duration `json:"voteTimeout,omitempty"`
+	// unchecked marks a batch decoded from the legacy TypeVerdictBatch,
+	// which carries neither.
+	unchecked bool
 }
 
 // MemberSet replaces the member list. It is a full list rather than a diff so
@@ -109,8 +128,8 @@ type MemberSet struct {
 // Type implements Command. Report batches are always written signed.
 func (ReportBatch) Type() CommandType { return TypeSignedReportBatch }
 
-// Type implements Command.
-func (VerdictBatch) Type() CommandType { return TypeVerdictBatch }
+// Type implements Command. Verdict batches are always written tallied.
+func (VerdictBatch) Type() CommandType { return TypeTalliedVerdictBatch }
 
 // Type implements Command.
 func (MemberSet) Type() CommandType { return TypeMemberSet }
@@ -179,6 +198,9 @@ func (b VerdictBatch) Validate() error {
 		if v.Pros < 0 || v.Cons < 0 || v.Members < 0 {
 			return fmt.Errorf("%w: verdict for %q: negative count", ErrBadCommand, v.Node)
 		}
+	}
+	if b.VoteTimeout < 0 {
+		return fmt.Errorf("%w: negative vote timeout %v", ErrBadCommand, b.VoteTimeout)
 	}
 	return nil
 }
@@ -265,10 +287,13 @@ func DecodeCommand(data []byte) (Command, error) {
 		var b ReportBatch
 		err = b.decodeBinary(body, t == TypeSignedReportBatch)
 		c = b
-	case TypeVerdictBatch:
+	case TypeVerdictBatch, TypeTalliedVerdictBatch:
 		var b VerdictBatch
 		err = decodeBody(body, &b)
 		b.normalize()
+		if t == TypeVerdictBatch {
+			b.Basis, b.VoteTimeout, b.unchecked = 0, 0, true
+		}
 		c = b
 	case TypeMemberSet:
 		var m MemberSet

@@ -2,10 +2,11 @@ package store
 
 import (
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
@@ -28,13 +29,20 @@ type ApplyResult struct {
 	// Skipped counts items the rules dropped: reports from non-members or
 	// with a seq not above the sender's last, verdicts for non-members.
 	Skipped int
-	// Refused counts reports dropped because they cannot be the sender's
-	// own (RefuseSignature) or their seq jumps too far (RefuseSeqJump),
-	// by reason. They are in Skipped too.
+	// Refused counts what the replica's own checks dropped, by reason:
+	// reports that cannot be the sender's own (RefuseSignature) or whose
+	// seq jumps too far (RefuseSeqJump), member-list changes its view of
+	// the cluster does not confirm (Hold*), verdicts the evidence does not
+	// support (RefuseVerdict*). They are in Skipped too.
 	Refused map[string]int
 	// AlreadyApplied is set when the log's index was at or below the applied
 	// index, as when raft replays its log after a restart; nothing was done.
 	AlreadyApplied bool
+
+	// evidence is set when the command changed what a tally reads;
+	// evidenceAt is then the report batch's time, if it was one.
+	evidence   bool
+	evidenceAt time.Time
 }
 
 // Apply implements raft.FSM.
@@ -104,9 +112,18 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 			resp[i] = fmt.Errorf("store: log %d: %w", l.Index, err)
 			continue
 		}
-		res, err := applyCommand(tx, cmd, s.opts.SigMemo)
+		res, err := s.applyCommand(tx, cmd, l.Term)
 		if err != nil {
 			return fmt.Errorf("log %d (%v): %w", l.Index, cmd.Type(), err)
+		}
+		if res.evidence {
+			_, at := evidencePos(tx)
+			if !res.evidenceAt.IsZero() {
+				at = res.evidenceAt
+			}
+			if err := putEvidence(tx, l.Index, at); err != nil {
+				return err
+			}
 		}
 		res.Index = l.Index
 		resp[i] = res
@@ -126,7 +143,9 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 	}
 	for _, m := range refused {
 		for reason, n := range m {
-			s.refusedReports(reason).Add(uint64(n))
+			if c := s.refusals.counter(reason); c != nil {
+				c.Add(uint64(n))
+			}
 		}
 	}
 	return nil
@@ -136,27 +155,50 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 // by reason (RefuseSignature, RefuseSeqJump), since the store was opened. A
 // non-zero count on a follower means someone — possibly the leader — put words
 // in a member's mouth.
-func (s *Store) RefusedReports(reason string) uint64 {
-	return s.refusedReports(reason).Load()
+func (s *Store) RefusedReports(reason string) uint64 { return s.Refused(reason) }
+
+// Refused counts what this replica refused or held back of committed commands
+// since the store was opened, by reason: reports (RefuseSignature,
+// RefuseSeqJump), member-list changes its view of the cluster does not confirm
+// (Hold*), verdicts the evidence does not support (RefuseVerdict*). Unknown
+// reasons count zero.
+func (s *Store) Refused(reason string) uint64 {
+	if c := s.refusals.counter(reason); c != nil {
+		return c.Load()
+	}
+	return 0
 }
 
-func (s *Store) refusedReports(reason string) *atomic.Uint64 {
-	if reason == RefuseSeqJump {
-		return &s.refusedSeq
-	}
-	return &s.refusedSig
+// RefusalReasons are every reason Refused counts.
+var RefusalReasons = []string{RefuseSignature, RefuseSeqJump, HoldUnregistered, HoldKeyOfAnother, HoldStillInZone,
+	RefuseVerdictStale, RefuseVerdictUnsupported, RefuseVerdictTerm, RefuseVerdictUnchecked}
+
+// refusals is a counter per reason; the set of reasons is fixed.
+type refusals struct {
+	once sync.Once
+	by   map[string]*atomic.Uint64
+}
+
+func (r *refusals) counter(reason string) *atomic.Uint64 {
+	r.once.Do(func() {
+		r.by = make(map[string]*atomic.Uint64, len(RefusalReasons))
+		for _, reason := range RefusalReasons {
+			r.by[reason] = new(atomic.Uint64)
+		}
+	})
+	return r.by[reason]
 }
 
 // applyCommand changes state within tx. Decoding already validated cmd, so an
 // error here is the storage's, never the command's.
-func applyCommand(tx *bbolt.Tx, cmd Command, sigs *zone.SigMemo) (*ApplyResult, error) {
+func (s *Store) applyCommand(tx *bbolt.Tx, cmd Command, term uint64) (*ApplyResult, error) {
 	switch c := cmd.(type) {
 	case ReportBatch:
-		return applyReports(tx, c, sigs)
+		return applyReports(tx, c, s.opts.SigMemo)
 	case VerdictBatch:
-		return applyVerdicts(tx, c)
+		return applyVerdicts(tx, c, term, s.opts.MaxVoteTimeout)
 	case MemberSet:
-		return applyMembers(tx, c)
+		return applyMembers(tx, c, s.opts.Witness)
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnknownType, cmd)
 }
@@ -248,6 +290,7 @@ func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult
 			return nil, err
 		}
 		res.Applied++
+		res.evidence, res.evidenceAt = true, b.At
 		if len(r.Results) == 0 {
 			continue
 		}
@@ -282,85 +325,22 @@ func (r *ApplyResult) refuse(reason string) {
 	r.Refused[reason]++
 }
 
-func applyVerdicts(tx *bbolt.Tx, b VerdictBatch) (*ApplyResult, error) {
-	members, verdicts := tx.Bucket(bucketMembers), tx.Bucket(bucketVerdicts)
-	res := &ApplyResult{}
-	for _, v := range b.Verdicts {
-		node := []byte(v.Node)
-		if members.Get(node) == nil {
-			res.Skipped++
-			continue
-		}
-		val, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		if err := verdicts.Put(node, val); err != nil {
-			return nil, err
-		}
-		res.Applied++
+// applyMembers records m as the leader's claim of the member list and moves
+// this replica's list toward it as far as its witness confirms (witness.go).
+// What waits is counted in Refused and applied by Settle later.
+func applyMembers(tx *bbolt.Tx, m MemberSet, w Witness) (*ApplyResult, error) {
+	if err := putClaims(tx, m.Members); err != nil {
+		return nil, err
 	}
-	return res, nil
-}
-
-// applyMembers replaces the member list. A node that left takes everything
-// about it along, so a later node of the same name starts clean. A node that
-// came back with a new server ID (its data dir was wiped) restarts its seq and
-// its own row, but what others observed about it stays valid.
-func applyMembers(tx *bbolt.Tx, m MemberSet) (*ApplyResult, error) {
-	membersB, reports, matrix, verdicts :=
-		tx.Bucket(bucketMembers), tx.Bucket(bucketReports), tx.Bucket(bucketMatrix), tx.Bucket(bucketVerdicts)
-
-	next := make(map[string]zone.Member, len(m.Members))
-	for _, mem := range m.Members {
-		next[mem.Node] = mem
-	}
-	prevIDs := make(map[string]string)
-	err := membersB.ForEach(func(k, v []byte) error {
-		old, err := decodeMember(v)
-		if err != nil {
-			return err
-		}
-		prevIDs[string(k)] = old.ServerID
-		return nil
-	})
+	changed, held, err := settleMembers(tx, w)
 	if err != nil {
 		return nil, err
 	}
-
-	var removed []string
-	for _, node := range sortedKeys(prevIDs) {
-		mem, stays := next[node]
-		switch {
-		case !stays:
-			removed = append(removed, node)
-			if err := forget(membersB, reports, matrix, verdicts, node); err != nil {
-				return nil, err
-			}
-		case mem.ServerID != prevIDs[node]:
-			if err := reports.Delete([]byte(node)); err != nil {
-				return nil, err
-			}
-			if err := deleteBucket(matrix, []byte(node)); err != nil {
-				return nil, err
-			}
-		}
+	res := &ApplyResult{Applied: len(m.Members), Refused: held, evidence: changed}
+	for _, n := range held {
+		res.Skipped += n
 	}
-	if len(removed) > 0 {
-		if err := dropColumns(matrix, removed); err != nil {
-			return nil, err
-		}
-	}
-	for _, node := range sortedKeys(next) {
-		val, err := json.Marshal(next[node])
-		if err != nil {
-			return nil, err
-		}
-		if err := membersB.Put([]byte(node), val); err != nil {
-			return nil, err
-		}
-	}
-	return &ApplyResult{Applied: len(next)}, nil
+	return res, nil
 }
 
 // forget deletes every record keyed by node; dropColumns handles the cells

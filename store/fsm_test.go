@@ -23,9 +23,13 @@ func TestApplyCommands(t *testing.T) {
 	failCell := func(sec int) Cell { return Cell{OK: false, Score: 0, Latency: time.Second, At: at(sec)} }
 
 	tests := []struct {
-		name         string
-		setup        []Command
-		cmd          Command
+		name  string
+		setup []Command
+		// verdicts are stored as committed after setup.
+		verdicts []zone.Verdict
+		cmd      Command
+		// decide builds cmd from the state after setup when cmd is nil.
+		decide       func(a *applier) Command
 		wantApplied  int
 		wantSkipped  int
 		wantMembers  []string
@@ -107,25 +111,33 @@ func TestApplyCommands(t *testing.T) {
 			wantMatrix:  Matrix{"a": {"b": okCell(90, 1)}},
 		},
 		{
-			name:         "verdicts stored for members only",
-			setup:        []Command{members("a", "b")},
-			cmd:          VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("ghost", zone.Healthy)}},
+			name:  "verdicts stored for members only",
+			setup: []Command{members("a", "b", "c"), batch(1, report("b", 1, ok("a", 90)), report("c", 1, ok("a", 80)))},
+			decide: func(a *applier) Command {
+				b := a.decide(at(2), map[string]zone.State{"a": zone.Healthy})
+				ghost := verdict("ghost", zone.Healthy)
+				ghost.DecidedAt = at(2)
+				b.Verdicts = append(b.Verdicts, ghost)
+				return b
+			},
 			wantApplied:  1,
 			wantSkipped:  1,
-			wantMembers:  []string{"a", "b"},
-			wantSeq:      map[string]uint64{},
-			wantMatrix:   Matrix{},
+			wantMembers:  []string{"a", "b", "c"},
+			wantSeq:      map[string]uint64{"b": 1, "c": 1},
+			wantMatrix:   Matrix{"b": {"a": okCell(90, 1)}, "c": {"a": okCell(80, 1)}},
 			wantVerdicts: map[string]zone.State{"a": zone.Healthy},
 		},
 		{
-			name: "later verdict replaces earlier",
-			setup: []Command{members("a", "b"),
-				VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("b", zone.Healthy)}}},
-			cmd:          VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Unhealthy)}},
+			name:     "later verdict replaces earlier",
+			setup:    []Command{members("a", "b", "c"), batch(1, report("b", 1, fail("a")), report("c", 1, fail("a")))},
+			verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("b", zone.Healthy)},
+			decide: func(a *applier) Command {
+				return a.decide(at(2), map[string]zone.State{"a": zone.Unhealthy})
+			},
 			wantApplied:  1,
-			wantMembers:  []string{"a", "b"},
-			wantSeq:      map[string]uint64{},
-			wantMatrix:   Matrix{},
+			wantMembers:  []string{"a", "b", "c"},
+			wantSeq:      map[string]uint64{"b": 1, "c": 1},
+			wantMatrix:   Matrix{"b": {"a": failCell(1)}, "c": {"a": failCell(1)}},
 			wantVerdicts: map[string]zone.State{"a": zone.Unhealthy, "b": zone.Healthy},
 		},
 		{
@@ -134,8 +146,8 @@ func TestApplyCommands(t *testing.T) {
 				members("a", "b", "c"),
 				batch(1, report("a", 1, ok("b", 90), ok("c", 80)), report("b", 1, ok("a", 70), ok("c", 60)),
 					report("c", 1, ok("a", 50), ok("b", 40))),
-				VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("c", zone.Healthy)}},
 			},
+			verdicts:     []zone.Verdict{verdict("a", zone.Healthy), verdict("c", zone.Healthy)},
 			cmd:          members("a", "b"),
 			wantApplied:  2,
 			wantMembers:  []string{"a", "b"},
@@ -148,8 +160,8 @@ func TestApplyCommands(t *testing.T) {
 			setup: []Command{
 				members("a", "b"),
 				batch(1, report("a", 7, ok("b", 90)), report("b", 9, ok("a", 70))),
-				VerdictBatch{Verdicts: []zone.Verdict{verdict("b", zone.Healthy)}},
 			},
+			verdicts:     []zone.Verdict{verdict("b", zone.Healthy)},
 			cmd:          MemberSet{Members: []zone.Member{member("a"), {Node: "b", ServerID: "wiped", Role: zone.Nonvoter}}},
 			wantApplied:  2,
 			wantMembers:  []string{"a", "b"},
@@ -191,7 +203,12 @@ func TestApplyCommands(t *testing.T) {
 			for _, c := range tt.setup {
 				a.mustApply(c)
 			}
-			res := a.mustApply(tt.cmd)
+			storeVerdicts(t, s, tt.verdicts...)
+			cmd := tt.cmd
+			if cmd == nil {
+				cmd = tt.decide(a)
+			}
+			res := a.mustApply(cmd)
 			if res.Applied != tt.wantApplied || res.Skipped != tt.wantSkipped || res.Index != a.index || res.AlreadyApplied {
 				t.Errorf("result %+v, want applied %d skipped %d at index %d", res, tt.wantApplied, tt.wantSkipped, a.index)
 			}
@@ -250,9 +267,11 @@ func TestApplyStoresFullRecords(t *testing.T) {
 	r.KeyID = "key-2"
 	r = resign(r)
 	a.mustApply(ReportBatch{At: at(1).In(cet), Reports: []zone.Report{r}})
-	v := verdict("b", zone.Unknown)
-	v.DecidedAt = at(3).In(cet)
-	a.mustApply(VerdictBatch{Verdicts: []zone.Verdict{v}})
+	vb := a.decide(at(3), map[string]zone.State{"b": zone.Healthy})
+	vb.Verdicts[0].DecidedAt = at(3).In(cet)
+	if res := a.mustApply(vb); res.Applied != 1 {
+		t.Fatalf("verdict batch: %+v", res)
+	}
 
 	wantMember := member("a")
 	if got, err := s.Member("a"); err != nil || !reflect.DeepEqual(got, wantMember) {
@@ -262,8 +281,7 @@ func TestApplyStoresFullRecords(t *testing.T) {
 	if got, err := s.LastReport("a"); err != nil || !reflect.DeepEqual(got, wantReport) {
 		t.Errorf("LastReport(a) = %+v, %v; want %+v", got, err, wantReport)
 	}
-	wantVerdict := verdict("b", zone.Unknown)
-	wantVerdict.DecidedAt = at(3)
+	wantVerdict := zone.Verdict{Node: "b", State: zone.Healthy, Pros: 1, Members: 2, Term: 1, Leader: "a", DecidedAt: at(3)}
 	if got, err := s.Verdict("b"); err != nil || !reflect.DeepEqual(got, wantVerdict) {
 		t.Errorf("Verdict(b) = %+v, %v; want %+v", got, err, wantVerdict)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -301,10 +302,62 @@ func populate(t testing.TB, s *Store) {
 		report("c", 4, fail("a")),
 	))
 	a.mustApply(batch(2, report("a", 2), report("b", 2, fail("c"))))
-	a.mustApply(VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("c", zone.Unhealthy)}})
+	if res := a.mustApply(a.decide(at(3), map[string]zone.State{"c": zone.Unhealthy})); res.Applied != 1 {
+		t.Fatalf("verdict for c: %+v", res)
+	}
+	storeVerdicts(t, s, verdict("a", zone.Healthy))
 }
 
 func isErr(resp any, target error) bool {
 	err, ok := resp.(error)
 	return ok && errors.Is(err, target)
+}
+
+// storeVerdicts writes verdicts into s as committed ones, without the tally a
+// replica checks them with: for tests of what the store does with verdicts it
+// holds (views, snapshots, removals), not of which verdicts it accepts.
+func storeVerdicts(t testing.TB, s *Store, vs ...zone.Verdict) {
+	t.Helper()
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		for _, v := range vs {
+			val, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketVerdicts).Put([]byte(v.Node), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testVoteTimeout is the vote timeout the tests' leaders tally with.
+const testVoteTimeout = 10 * time.Second
+
+// decide builds the verdict batch an honest leader would commit now: each
+// node's tally at decidedAt from the store's committed evidence, which must
+// give the state asked for.
+func (a *applier) decide(decidedAt time.Time, want map[string]zone.State) VerdictBatch {
+	a.t.Helper()
+	in, err := a.s.TallyInput()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	tally := Tally(in.Members, in.Last, in.Matrix, decidedAt, testVoteTimeout)
+	b := VerdictBatch{Basis: in.Applied, VoteTimeout: testVoteTimeout}
+	for _, node := range sortedKeys(want) {
+		v, ok := tally[node]
+		if !ok {
+			v = zone.Verdict{Node: node, State: want[node]}
+		} else if v.State != want[node] {
+			a.t.Fatalf("the evidence judges %s %s, not %s", node, v.State, want[node])
+		}
+		v.Term, v.Leader, v.DecidedAt = 1, "a", decidedAt
+		b.Verdicts = append(b.Verdicts, v)
+	}
+	return b
 }

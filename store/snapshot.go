@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -11,11 +12,13 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
 	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // A snapshot stream is a frame around the bytes of one bbolt read transaction:
@@ -155,6 +158,9 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 	defer s.mu.Unlock()
 	if s.db == nil {
 		return fmt.Errorf("store: restore: %w", ErrClosed)
+	}
+	if err := s.vetSnapshot(tmp); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
 	}
 	if err := s.db.Close(); err != nil {
 		s.db = nil
@@ -297,6 +303,160 @@ func checkSnapshotFile(path string, size int64) (err error) {
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	return nil
+}
+
+// vetSnapshot holds a received snapshot to the rules this replica applies to
+// every command, before it replaces anything: its member list is a claim,
+// applied only as far as this replica's witness confirms it against this
+// replica's current list (witness.go), and a verdict that differs from this
+// replica's own and that the snapshot's evidence, tallied at its latest report
+// batch, contradicts is replaced by this replica's own (or dropped). The
+// snapshot's rows carry no signatures and are taken as they are (DESIGN.md,
+// "What is left"). Called with s.mu held.
+func (s *Store) vetSnapshot(path string) error {
+	if s.opts.Witness == nil {
+		return nil
+	}
+	var (
+		current  map[string]zone.Member
+		verdicts map[string]zone.Verdict
+	)
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		ms, err := readMembers(tx)
+		if err != nil {
+			return err
+		}
+		current = make(map[string]zone.Member, len(ms))
+		for _, m := range ms {
+			current[m.Node] = m
+		}
+		verdicts, err = readVerdicts(tx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: DefaultLockTimeout, NoSync: s.opts.NoSync})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	held := map[string]int{}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		// A snapshot of a store that kept no claims: its list is the
+		// claim.
+		if _, ok, err := readClaims(tx); err != nil {
+			return err
+		} else if !ok {
+			ms, err := readMembers(tx)
+			if err != nil {
+				return err
+			}
+			if err := putClaims(tx, ms); err != nil {
+				return err
+			}
+		}
+		// The list this replica holds now is what the snapshot's claim
+		// is measured against.
+		membersB := tx.Bucket(bucketMembers)
+		var stale [][]byte
+		if err := membersB.ForEach(func(k, _ []byte) error {
+			stale = append(stale, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if _, keep := current[string(k)]; !keep {
+				if err := membersB.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		for node, m := range current {
+			val, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			if err := membersB.Put([]byte(node), val); err != nil {
+				return err
+			}
+		}
+		_, h, err := settleMembers(tx, s.opts.Witness)
+		if err != nil {
+			return err
+		}
+		for reason, n := range h {
+			held[reason] += n
+		}
+		return vetVerdicts(tx, verdicts, s.opts.MaxVoteTimeout, held)
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for reason, n := range held {
+		if c := s.refusals.counter(reason); c != nil {
+			c.Add(uint64(n))
+		}
+	}
+	return nil
+}
+
+// snapshotVoteTimeout tallies a snapshot's verdicts when the replica sets no
+// MaxVoteTimeout: the agent's default --vote-timeout.
+const snapshotVoteTimeout = 10 * time.Second
+
+// vetVerdicts keeps each verdict of the snapshot in tx that equals this
+// replica's own (own) or that the snapshot's evidence does not contradict.
+func vetVerdicts(tx *bbolt.Tx, own map[string]zone.Verdict, voteTimeout time.Duration, held map[string]int) error {
+	if voteTimeout <= 0 {
+		voteTimeout = snapshotVoteTimeout
+	}
+	members, err := readMembers(tx)
+	if err != nil {
+		return err
+	}
+	last, err := readLastReports(tx)
+	if err != nil {
+		return err
+	}
+	matrix, err := readMatrix(tx)
+	if err != nil {
+		return err
+	}
+	theirs, err := readVerdicts(tx)
+	if err != nil {
+		return err
+	}
+	_, at := evidencePos(tx)
+	tally := Tally(members, last, matrix, at, voteTimeout)
+	b := tx.Bucket(bucketVerdicts)
+	for node, v := range theirs {
+		if mine, ok := own[node]; ok && mine == v {
+			continue
+		}
+		t, ok := tally[node]
+		if !ok || t.State == zone.Unknown || t.State == v.State {
+			continue
+		}
+		held[RefuseVerdictUnsupported]++
+		if mine, ok := own[node]; ok {
+			val, err := json.Marshal(mine)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(node), val); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.Delete([]byte(node)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

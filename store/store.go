@@ -57,6 +57,17 @@ type Options struct {
 	// verified, so a report the leader's intake verified is not verified
 	// again when the leader applies it. Nil verifies every report.
 	SigMemo *zone.SigMemo
+	// Witness is the replica's own view of the cluster: which key each node
+	// registers and whether it is in the zone (witness.go). A replica checks
+	// every member list a leader commits against it. Nil takes member lists
+	// as committed: only for stores that are no replica of a zone (a
+	// spare's view, tests of other rules).
+	Witness Witness
+	// MaxVoteTimeout is the longest vote timeout a leader may tally a
+	// verdict with for this replica to accept it: this member's own
+	// --vote-timeout, so a leader cannot count opinions older than every
+	// honest member would. Zero accepts any.
+	MaxVoteTimeout time.Duration
 }
 
 // Validate reports options that cannot work, naming the field.
@@ -144,9 +155,9 @@ type Store struct {
 	// failed is set when a write transaction fails; see ErrFailed.
 	failed atomic.Pointer[error]
 
-	// refusedSig and refusedSeq count reports refused on apply; see
-	// RefusedReports.
-	refusedSig, refusedSeq atomic.Uint64
+	// refusals count what this replica refused or held back on apply, by
+	// reason; see Refused.
+	refusals refusals
 }
 
 // Open opens or creates the store file at path. The directory must exist.
@@ -242,20 +253,28 @@ func (s *Store) view(fn func(*bbolt.Tx) error) error {
 func (s *Store) Members() ([]zone.Member, error) {
 	var out []zone.Member
 	err := s.view(func(tx *bbolt.Tx) error {
-		// bbolt iterates keys in byte order, which is the order we promise.
-		return tx.Bucket(bucketMembers).ForEach(func(_, v []byte) error {
-			m, err := decodeMember(v)
-			if err != nil {
-				return err
-			}
-			out = append(out, m)
-			return nil
-		})
+		var err error
+		out, err = readMembers(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: members: %w", err)
 	}
 	return out, nil
+}
+
+func readMembers(tx *bbolt.Tx) ([]zone.Member, error) {
+	var out []zone.Member
+	// bbolt iterates keys in byte order, which is the order we promise.
+	err := tx.Bucket(bucketMembers).ForEach(func(_, v []byte) error {
+		m, err := decodeMember(v)
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
 }
 
 // Member returns the member record of node, or an error wrapping ErrNotFound.
@@ -297,21 +316,29 @@ func (s *Store) LastReport(node string) (LastReport, error) {
 
 // LastReports returns the latest applied report of every sender that has one.
 func (s *Store) LastReports() (map[string]LastReport, error) {
-	out := make(map[string]LastReport)
+	var out map[string]LastReport
 	err := s.view(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketReports).ForEach(func(k, v []byte) error {
-			r, err := decodeLastReport(v)
-			if err != nil {
-				return err
-			}
-			out[string(k)] = r
-			return nil
-		})
+		var err error
+		out, err = readLastReports(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: last reports: %w", err)
 	}
 	return out, nil
+}
+
+func readLastReports(tx *bbolt.Tx) (map[string]LastReport, error) {
+	out := make(map[string]LastReport)
+	err := tx.Bucket(bucketReports).ForEach(func(k, v []byte) error {
+		r, err := decodeLastReport(v)
+		if err != nil {
+			return err
+		}
+		out[string(k)] = r
+		return nil
+	})
+	return out, err
 }
 
 // LastSeq is the seq of node's latest applied report: intake rejects a report
@@ -328,27 +355,35 @@ func (s *Store) LastSeq(node string) uint64 {
 
 // Matrix returns every stored cell.
 func (s *Store) Matrix() (Matrix, error) {
+	var out Matrix
+	err := s.view(func(tx *bbolt.Tx) error {
+		var err error
+		out, err = readMatrix(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: matrix: %w", err)
+	}
+	return out, nil
+}
+
+func readMatrix(tx *bbolt.Tx) (Matrix, error) {
 	out := make(Matrix)
 	// The leader reads the whole matrix every vote period. The same node
 	// names key every row, so each is made into a string once, and each row
 	// is sized like the one before it instead of growing cell by cell.
 	names := make(map[string]string)
 	size := 0
-	err := s.view(func(tx *bbolt.Tx) error {
-		matrix := tx.Bucket(bucketMatrix)
-		return matrix.ForEachBucket(func(checker []byte) error {
-			row, err := decodeRowNamed(matrix.Bucket(checker), size, names)
-			size = len(row)
-			if len(row) > 0 {
-				out[string(checker)] = row
-			}
-			return err
-		})
+	matrix := tx.Bucket(bucketMatrix)
+	err := matrix.ForEachBucket(func(checker []byte) error {
+		row, err := decodeRowNamed(matrix.Bucket(checker), size, names)
+		size = len(row)
+		if len(row) > 0 {
+			out[string(checker)] = row
+		}
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: matrix: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // MatrixRow returns one checker's committed opinions (checked → cell), empty if
@@ -401,21 +436,29 @@ func decodeRowNamed(b *bbolt.Bucket, size int, names map[string]string) (map[str
 
 // Verdicts returns the latest committed verdict of every member that has one.
 func (s *Store) Verdicts() (map[string]zone.Verdict, error) {
-	out := make(map[string]zone.Verdict)
+	var out map[string]zone.Verdict
 	err := s.view(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketVerdicts).ForEach(func(k, v []byte) error {
-			vd, err := decodeVerdict(v)
-			if err != nil {
-				return err
-			}
-			out[string(k)] = vd
-			return nil
-		})
+		var err error
+		out, err = readVerdicts(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: verdicts: %w", err)
 	}
 	return out, nil
+}
+
+func readVerdicts(tx *bbolt.Tx) (map[string]zone.Verdict, error) {
+	out := make(map[string]zone.Verdict)
+	err := tx.Bucket(bucketVerdicts).ForEach(func(k, v []byte) error {
+		vd, err := decodeVerdict(v)
+		if err != nil {
+			return err
+		}
+		out[string(k)] = vd
+		return nil
+	})
+	return out, err
 }
 
 // Verdict returns node's latest committed verdict, or an error wrapping

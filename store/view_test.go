@@ -141,7 +141,7 @@ func TestViewSums(t *testing.T) {
 		t.Errorf("a changed cell: row sum changed %v, shared sum changed %v; want true, false",
 			changedRow.Row != start.Row, changedRow.Shared != start.Shared)
 	}
-	a.mustApply(VerdictBatch{Verdicts: []zone.Verdict{verdict("c", zone.Unhealthy)}})
+	storeVerdicts(t, src, verdict("c", zone.Unhealthy))
 	withVerdict := sums()
 	if withVerdict.Shared == changedRow.Shared || withVerdict.Row != changedRow.Row {
 		t.Error("a verdict must change the shared sum and only it")
