@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/benchmarks/baseline"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -37,7 +36,7 @@ func BenchmarkTally(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if v := raftzone.Tally(members, last, matrix, now, 10*time.Second); len(v) != n {
+				if v := store.Tally(members, last, matrix, now, 10*time.Second); len(v) != n {
 					b.Fatalf("%d verdicts", len(v))
 				}
 			}

@@ -67,7 +67,9 @@ func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 func (s *Server) admit(ctx context.Context, m zone.Member) error {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
-	members, err := s.store.Members()
+	// The list as last committed: what this leader's own replica still
+	// holds back of it is committed again with it, not dropped.
+	members, err := s.store.MemberClaims()
 	if err != nil {
 		return err
 	}
@@ -210,7 +212,10 @@ func (s *Server) kickReconcile() {
 func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err error) {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
-	members, err := s.store.Members()
+	// The list as last committed, not as this replica applied it: a change
+	// its own view of the cluster has not confirmed yet waits in the store
+	// (store.Settle), and committing the list again would not hurry it.
+	members, err := s.store.MemberClaims()
 	if err != nil {
 		return false, err
 	}
@@ -311,12 +316,20 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 				delete(byNode, node)
 				continue
 			}
-			if m.PublicKey == "" && c.PublicKey != nil {
-				// Pinned before node keys existed: pin the key its own
-				// Node registers, once.
-				s.log.Info("pinning the node key a member registered", "peer", node)
-				m.PublicKey = zone.EncodeNodeKey(c.PublicKey)
-				byNode[node] = m
+			if reg := zone.EncodeNodeKey(c.PublicKey); c.PublicKey != nil && reg != m.PublicKey {
+				// Pinned before node keys existed, or to a key its Node
+				// does not register (a leader before replicas checked
+				// keys could pin anything): the key its own Node
+				// registers, unless another member holds it. Every
+				// replica checks it against its own view again.
+				if other, held := keyHolder(current, node, reg); held {
+					s.log.Warn("member's Node registers a key another member holds; keeping its pinned one",
+						"peer", node, "holder", other)
+				} else {
+					s.log.Info("pinning the node key a member registered", "peer", node)
+					m.PublicKey = reg
+					byNode[node] = m
+				}
 			}
 			if c.RaftAddress != m.RaftAddress || c.ProbeAddress != m.ProbeAddress {
 				// A kubelet sets its own Node's addresses, so a stolen node
@@ -340,6 +353,16 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 	}
 	slices.SortFunc(out, func(a, b zone.Member) int { return strings.Compare(a.Node, b.Node) })
 	return out
+}
+
+// keyHolder returns the member other than node that holds key in ms.
+func keyHolder(ms []zone.Member, node, key string) (string, bool) {
+	for _, m := range ms {
+		if m.Node != node && m.PublicKey == key {
+			return m.Node, true
+		}
+	}
+	return "", false
 }
 
 // addressHolder returns the member other than node that holds raftAddr or

@@ -128,6 +128,14 @@ type memberIndex struct {
 	byNode  map[string]zone.Member
 }
 
+// invalidate drops the cached maps: the member list changed without a new
+// applied index (store.Settle).
+func (c *memberIndex) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byID, c.byNode = nil, nil
+}
+
 func (s *Server) memberByID(id string) (zone.Member, bool) {
 	byID, _ := s.memberMaps()
 	m, ok := byID[id]

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/atomicfile"
-	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -219,34 +218,37 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 	}
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
-	members, err := s.store.Members()
+	members, err := s.store.MemberClaims()
 	if err != nil {
 		return err
 	}
-	var verdicts []zone.Verdict
+	verdicts, err := s.store.Verdicts()
+	if err != nil {
+		return err
+	}
+	// The named dead leave once the survivors' reports judged them: every
+	// replica checks that verdict against those reports, and lets a member
+	// whose Node still carries the zone label go only when it stands.
 	var keep []zone.Member
-	now := s.clock.Now().UTC()
+	var waiting []string
 	for _, m := range members {
-		if slices.Contains(req.Dead, m.Node) {
-			verdicts = append(verdicts, zone.Verdict{Node: m.Node, State: zone.Unhealthy, Members: len(members), Term: term, Leader: s.cfg.Node, DecidedAt: now})
+		if !slices.Contains(req.Dead, m.Node) {
+			keep = append(keep, m)
 			continue
 		}
-		keep = append(keep, m)
+		if v, ok := verdicts[m.Node]; !ok || v.State != zone.Unhealthy {
+			waiting = append(waiting, m.Node)
+			keep = append(keep, m)
+		}
 	}
-	if len(verdicts) > 0 {
-		cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: verdicts})
-		if err != nil {
-			return err
-		}
-		if _, err := s.apply(ctx, "verdicts", cmd); err != nil {
-			return fmt.Errorf("commit the verdicts of the lost voters: %w", err)
-		}
-		if s.deps.Sink != nil {
-			s.deps.Sink.Verdicts(term, verdicts, false)
-		}
+	if len(keep) < len(members) {
 		if err := s.commitMembers(ctx, keep); err != nil {
 			return fmt.Errorf("remove the lost voters from the zone: %w", err)
 		}
+	}
+	if len(waiting) > 0 {
+		s.log.Info("recovery: waiting for the survivors' reports to judge the lost voters before they leave the zone", "waiting", waiting, "term", term)
+		return nil
 	}
 	s.log.Warn("recovery finished: lost voters judged unhealthy and removed from the zone", "dead", req.Dead, "term", term)
 	s.recoveryPending.Store(false)

@@ -195,6 +195,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goRun(s.leadershipLoop)
 	goRun(s.reportLoop)
 	goRun(s.spareLoop)
+	goRun(s.settleLoop)
 	close(s.started)
 	s.log.Info("zone member started", "serverID", s.serverID, "address", s.cfg.raftAddress())
 
@@ -214,7 +215,7 @@ func (s *Server) open() error {
 	}
 	// The zone port read (or made) the server ID with the node key.
 	s.serverID = s.net.serverID
-	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), store.Options{SigMemo: s.sigs})
+	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), s.replicaOptions())
 	if err != nil {
 		return fmt.Errorf("open replicated state in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
@@ -240,6 +241,14 @@ func (s *Server) open() error {
 	return nil
 }
 
+// replicaOptions are the options of this member's replica: it re-checks every
+// member list against its own view of the cluster and every verdict against
+// the committed evidence, with this member's own vote timeout as the longest
+// a leader may use.
+func (s *Server) replicaOptions() store.Options {
+	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout}
+}
+
 func (s *Server) resetStore() error {
 	path := s.store.Path()
 	if err := s.store.Close(); err != nil {
@@ -249,7 +258,7 @@ func (s *Server) resetStore() error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("discard replicated state: %w", err)
 	}
-	st, err := store.Open(path, store.Options{SigMemo: s.sigs})
+	st, err := store.Open(path, s.replicaOptions())
 	if err != nil {
 		return fmt.Errorf("reopen replicated state: %w", err)
 	}

@@ -4,67 +4,10 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
-
-// Tally computes every member's verdict from the replicated evidence, exactly as
-// DESIGN.md states the rule: for node X in a zone of M members count only the
-// opinions of the other M−1 members whose last report is fresher than
-// voteTimeout; healthy if pros ≥ q, unhealthy if cons ≥ q, q = ⌊(M−1)/2⌋+1,
-// otherwise unknown. A zone of one member has no verdicts.
-//
-// It is a pure function of its inputs so the rule can be tested exhaustively and
-// every leader computes the same answer from the same committed state.
-func Tally(members []zone.Member, last map[string]store.LastReport, matrix store.Matrix, now time.Time, voteTimeout time.Duration) map[string]zone.Verdict {
-	m := len(members)
-	if m <= 1 {
-		return nil
-	}
-	q := zone.Quorum(m)
-	// One pass over each fresh checker's row, counting into slices: the
-	// leader runs this every vote period over N² cells, and a lookup per
-	// (checker, checked) pair cost twice the map work for the same counts.
-	index := make(map[string]int, m)
-	for i, mem := range members {
-		index[mem.Node] = i
-	}
-	pros, cons := make([]int, m), make([]int, m)
-	for _, c := range members {
-		// A report stamped far in the future (a new leader whose clock is
-		// behind) is not fresh forever: only |age| ≤ voteTimeout counts.
-		lr, ok := last[c.Node]
-		if age := now.Sub(lr.ReceivedAt); !ok || age > voteTimeout || age < -voteTimeout {
-			continue
-		}
-		for peer, cell := range matrix[c.Node] {
-			i, ok := index[peer]
-			if !ok || peer == c.Node {
-				continue
-			}
-			if cell.OK {
-				pros[i]++
-			} else {
-				cons[i]++
-			}
-		}
-	}
-	out := make(map[string]zone.Verdict, m)
-	for _, x := range members {
-		i := index[x.Node]
-		v := zone.Verdict{Node: x.Node, State: zone.Unknown, Members: m, Pros: pros[i], Cons: cons[i]}
-		switch {
-		case v.Pros >= q:
-			v.State = zone.Healthy
-		case v.Cons >= q:
-			v.State = zone.Unhealthy
-		}
-		out[x.Node] = v
-	}
-	return out
-}
 
 // verdictChanges picks the tallies that change a committed verdict. Unknown
 // never replaces a verdict: without a quorum the zone keeps its last judgement.
@@ -102,41 +45,74 @@ func (s *Server) voteLoop(ctx context.Context, term uint64) {
 }
 
 func (s *Server) vote(ctx context.Context, term uint64) error {
-	members, err := s.store.Members()
-	if err != nil {
-		return err
+	// A report batch committed between the tally's read and the verdicts'
+	// commit makes every replica refuse them as stale (store/verdict.go):
+	// tally again at once, a few times.
+	for range voteAttempts {
+		stale, err := s.voteOnce(ctx, term)
+		if err != nil || !stale {
+			return err
+		}
 	}
-	matrix, err := s.store.Matrix()
+	return nil
+}
+
+// voteAttempts bounds the tallies of one vote round that lose the race with a
+// report batch.
+const voteAttempts = 3
+
+// voteOnce tallies the committed evidence, commits the changes with the index
+// they were tallied at, and hands the sink the verdicts this member's own
+// replica applied: the same check every replica makes.
+func (s *Server) voteOnce(ctx context.Context, term uint64) (stale bool, err error) {
+	in, err := s.store.TallyInput()
 	if err != nil {
-		return err
-	}
-	committed, err := s.store.Verdicts()
-	if err != nil {
-		return err
+		return false, err
 	}
 	now := s.clock.Now().UTC()
-	changes := verdictChanges(Tally(members, s.lastReports(), matrix, now, s.cfg.VoteTimeout), committed)
+	changes := verdictChanges(store.Tally(in.Members, in.Last, in.Matrix, now, s.cfg.VoteTimeout), in.Verdicts)
 	if len(changes) == 0 {
-		return nil
+		return false, nil
 	}
 	for i := range changes {
 		changes[i].Term, changes[i].Leader, changes[i].DecidedAt = term, s.cfg.Node, now
 	}
-	cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: changes})
+	cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: changes, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout})
 	if err != nil {
-		return err
+		return false, err
 	}
-	if _, err := s.apply(ctx, "verdicts", cmd); err != nil {
-		return err
+	resp, err := s.apply(ctx, "verdicts", cmd)
+	if err != nil {
+		return false, err
+	}
+	if res, ok := resp.(*store.ApplyResult); ok && res.Applied < len(changes) {
+		if res.Refused[store.RefuseVerdictStale] > 0 {
+			return true, nil
+		}
+		// Our own replica refused what we tallied: a bug, or a replica
+		// that settled its member list between read and apply. Hand out
+		// only what it holds.
+		s.log.Warn("this leader's own replica refused verdicts it tallied", "term", term, "refused", res.Refused)
+		committed, err := s.store.Verdicts()
+		if err != nil {
+			return false, err
+		}
+		kept := changes[:0]
+		for _, v := range changes {
+			if c, ok := committed[v.Node]; ok && c == v {
+				kept = append(kept, v)
+			}
+		}
+		changes = kept
 	}
 	for _, v := range changes {
 		s.metrics.verdictChanges.WithLabelValues(string(v.State)).Inc()
 		s.log.Info("verdict changed", "peer", v.Node, "state", v.State, "pros", v.Pros, "cons", v.Cons, "members", v.Members, "term", term)
 	}
-	if s.deps.Sink != nil {
+	if s.deps.Sink != nil && len(changes) > 0 {
 		s.deps.Sink.Verdicts(term, changes, false)
 	}
-	return nil
+	return false, nil
 }
 
 func sortedVerdicts(m map[string]zone.Verdict) []zone.Verdict {

@@ -111,7 +111,7 @@ func TestTally(t *testing.T) {
 				}
 				matrix[o.from][o.about] = store.Cell{OK: o.ok}
 			}
-			got := Tally(tc.members, last, matrix, now, timeout)
+			got := store.Tally(tc.members, last, matrix, now, timeout)
 			if len(tc.members) <= 1 && len(got) != 0 {
 				t.Fatalf("verdicts for a one-member zone: %v", got)
 			}
@@ -202,7 +202,7 @@ func TestTallyFollowsTheRule(t *testing.T) {
 				}
 			}
 		}
-		got, want := Tally(mem, last, matrix, now, timeout), tallyByRule(mem, last, matrix, now, timeout)
+		got, want := store.Tally(mem, last, matrix, now, timeout), tallyByRule(mem, last, matrix, now, timeout)
 		if !maps.Equal(got, want) {
 			t.Fatalf("round %d, %d members:\n got  %v\n want %v", round, n, got, want)
 		}
