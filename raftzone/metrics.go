@@ -12,24 +12,27 @@ import (
 // metrics are one Server's collectors. Each Server owns its own so that several
 // in one process (tests, benchmarks) never collide in a registry.
 type metrics struct {
-	rpcs              *prometheus.CounterVec
-	peerRequests      *prometheus.CounterVec
-	reportsRejected   *prometheus.CounterVec
-	reportsAccepted   prometheus.Counter
-	reportsSent       *prometheus.CounterVec
-	applyDuration     *prometheus.HistogramVec
-	verdictChanges    *prometheus.CounterVec
-	transfers         *prometheus.CounterVec
-	recoveries        *prometheus.CounterVec
-	membershipChanges *prometheus.CounterVec
-	isLeader          prometheus.Gauge
-	term              prometheus.Gauge
-	members           prometheus.Gauge
-	callerRefused     *prometheus.CounterVec
-	raftRefused       *prometheus.CounterVec
-	viewsServed       prometheus.Counter
-	viewSyncs         *prometheus.CounterVec
-	isSpare           prometheus.Gauge
+	rpcs               *prometheus.CounterVec
+	peerRequests       *prometheus.CounterVec
+	reportsRejected    *prometheus.CounterVec
+	reportsAccepted    prometheus.Counter
+	reportsSent        *prometheus.CounterVec
+	applyDuration      *prometheus.HistogramVec
+	verdictChanges     *prometheus.CounterVec
+	transfers          *prometheus.CounterVec
+	recoveries         *prometheus.CounterVec
+	membershipChanges  *prometheus.CounterVec
+	isLeader           prometheus.Gauge
+	term               prometheus.Gauge
+	members            prometheus.Gauge
+	callerRefused      *prometheus.CounterVec
+	raftRefused        *prometheus.CounterVec
+	viewsServed        prometheus.Counter
+	viewSyncs          *prometheus.CounterVec
+	isSpare            prometheus.Gauge
+	forcedElections    *prometheus.CounterVec
+	leaderStalls       prometheus.Counter
+	reportsUncommitted prometheus.Gauge
 	// replica is the store the refused-report counters read; set once Run
 	// opened it.
 	replica atomic.Pointer[store.Store]
@@ -110,6 +113,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_zone_is_spare",
 			Help: "1 while this member is a spare: outside the Raft configuration, reading the view a server copies to it.",
 		}),
+		forcedElections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_raft_forced_elections_total",
+			Help: "Vote requests asking this member for a leadership transfer (the one way to win a vote while the leader is alive), by candidate node (voters only) and result: allowed, or refused over the candidate's budget. A voter that keeps forcing elections is a stolen or broken box.",
+		}, []string{"candidate", "result"}),
+		leaderStalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_raft_leader_stalls_total",
+			Help: "Leaders this member stopped following because they committed none of its reports for the stall timeout.",
+		}),
+		reportsUncommitted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_zone_reports_uncommitted_seconds",
+			Help: "How long this member's reports have gone uncommitted by the leader it follows; 0 while they commit.",
+		}),
 	}
 	refused := func(reason string) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -127,6 +142,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,
+			m.forcedElections, m.leaderStalls, m.reportsUncommitted,
 			refused(store.RefuseSignature), refused(store.RefuseSeqJump))
 		// The names v0.2.0 exported, until v0.4.
 		reg.MustRegister(

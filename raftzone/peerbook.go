@@ -156,6 +156,17 @@ func (b *peerBook) candidate(node string) (Candidate, bool) {
 	return c, ok && c.PublicKey != nil
 }
 
+// inZone reports whether node is in the cluster's member list, or the list is
+// unavailable (then the pinned members count).
+func (b *peerBook) inZone(node string) bool {
+	v := b.current()
+	if v.cands == nil {
+		return true
+	}
+	_, ok := v.cands[node]
+	return ok
+}
+
 // allowsAddress reports whether ip belongs to a pinned member or a candidate.
 // Everyone else is closed before TLS, so an outsider cannot hold the zone
 // port's handshake slots.

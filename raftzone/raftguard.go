@@ -3,15 +3,21 @@ package raftzone
 import (
 	"fmt"
 	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // guardRaft admits a peer's Raft connection and hands raft a guarded one (see
 // rpcguard.go): every RPC must carry the caller's own server ID and address,
-// elections are heard only from servers of this member's configuration, terms
-// may not leap, and configuration entries and snapshots are checked before
+// its node must still belong to the zone, elections are heard only from voters
+// of this member's configuration, replication only from its servers (or a
+// leader its configuration's majority names, attest.go) and only from the
+// leader this member follows in that term (followguard.go), terms may not
+// leap, and configuration entries and snapshots are checked before
 // hashicorp/raft sees them. The caller must be an identified zone member: a
-// pinned one, or while the cloud's member list is up, one its Node registers
-// (a follower's member list may lag the leader's).
+// pinned one under its pinned server ID, or while the cloud's member list is
+// up, one its Node registers (a follower's member list may lag the leader's).
 func (s *Server) guardRaft(ac *authConn) (net.Conn, error) {
 	p := ac.peer
 	addr := p.RaftAddress
@@ -23,27 +29,82 @@ func (s *Server) guardRaft(ac *authConn) (net.Conn, error) {
 	if addr == "" || p.ServerID == "" {
 		return nil, fmt.Errorf("%w: %s has no known zone-port address or server ID", errRaftCaller, p.Node)
 	}
+	if hasConfig, _ := s.configured(p.ServerID); hasConfig && !p.Pinned {
+		if _, pinned := s.memberByNode(p.Node); pinned {
+			// A pinned node under another server ID lost its Raft state:
+			// it may rejoin, and speaks Raft once the leader added it.
+			return nil, fmt.Errorf("%w: %s claims server ID %s, not its pinned one", errRaftCaller, p.Node, p.ServerID)
+		}
+	}
 	return guardRaftConn(ac, rpcGuard{
 		CallerID:   p.ServerID,
 		CallerAddr: addr,
+		CallerNode: p.Node,
 		LocalTerm:  s.raft.CurrentTerm,
 		Configured: s.configured,
+		Attested:   s.attest.attested,
+		Outsider:   s.attest.outsider,
+		InZone:     func() bool { return s.net.book.inZone(p.Node) },
+		Follow:     s.follow,
+		Forced:     s.forced,
 		Reject:     func(reason string) { s.metrics.raftRefused.WithLabelValues(reason).Inc() },
 	}), nil
 }
 
-// configured reports whether this member has a Raft configuration and whether
-// id is a server in it. raft serves the latest configuration from memory.
-func (s *Server) configured(id string) (hasConfig, member bool) {
+// configured reports whether this member has a Raft configuration and id's
+// place in it. raft serves the latest configuration from memory.
+func (s *Server) configured(id string) (hasConfig bool, place serverPlace) {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false, false
+		return false, placeNone
 	}
 	servers := f.Configuration().Servers
 	for _, srv := range servers {
 		if string(srv.ID) == id {
-			return true, true
+			if srv.Suffrage == raft.Voter {
+				return true, placeVoter
+			}
+			return true, placeNonvoter
 		}
 	}
-	return len(servers) > 0, false
+	return len(servers) > 0, placeNone
+}
+
+// newFollowGuard builds this member's followGuard on its raft.
+func (s *Server) newFollowGuard() *followGuard {
+	return &followGuard{
+		localTerm: s.raft.CurrentTerm,
+		leader: func() (string, time.Time) {
+			if s.raft.State() == raft.Leader {
+				return s.serverID, time.Now()
+			}
+			_, id := s.raft.LeaderWithID()
+			return string(id), s.raft.LastContact()
+		},
+		voted:   s.lastVote,
+		silence: s.cfg.RaftHeartbeatTimeout,
+		now:     time.Now,
+		started: time.Now(),
+	}
+}
+
+// Keys hashicorp/raft keeps its vote under in the stable store (raft.go,
+// keyLastVoteTerm and keyLastVoteCand in v1.7.3).
+var (
+	stableLastVoteTerm = []byte("LastVoteTerm")
+	stableLastVoteCand = []byte("LastVoteCand")
+)
+
+// lastVote reads the vote raft persisted last: the term and the candidate's
+// address.
+func (s *Server) lastVote() (term uint64, candidate string, ok bool) {
+	term, err := s.boltStore.GetUint64(stableLastVoteTerm)
+	if err != nil || term == 0 {
+		return 0, "", false
+	}
+	cand, err := s.boltStore.Get(stableLastVoteCand)
+	if err != nil {
+		return 0, "", false
+	}
+	return term, string(cand), true
 }

@@ -53,6 +53,9 @@ const (
 	guardRejectHeaderID         = "header_id"               // RPCHeader.ID is not the authenticated caller
 	guardRejectHeaderAddr       = "header_addr"             // RPCHeader.Addr or a deprecated leader/candidate address is not the caller's
 	guardRejectNotInConfig      = "not_in_configuration"    // caller is not in this member's Raft configuration
+	guardRejectNotVoter         = "not_a_voter"             // an election from a server that has no vote in this member's configuration
+	guardRejectNotInZone        = "not_in_zone"             // the caller's Node no longer carries the zone label
+	guardRejectForcedBudget     = "forced_election_budget"  // a transfer vote from a candidate over its forced-election budget
 	guardRejectTerm             = "term"                    // a term beyond the allowed jump, or inconsistent terms inside the RPC
 	guardRejectBadConfigEntry   = "bad_configuration_entry" // a configuration that does not decode or is not valid
 	guardRejectDeprecatedEntry  = "deprecated_entry"        // LogAddPeerDeprecated / LogRemovePeerDeprecated
@@ -134,6 +137,15 @@ const (
 	guardPayloadChunk = 32 << 10
 )
 
+// serverPlace is a server's suffrage in a member's Raft configuration.
+type serverPlace int
+
+const (
+	placeNone serverPlace = iota // not in the configuration
+	placeNonvoter
+	placeVoter
+)
+
 // rpcGuard is what the guard knows about the caller and about this member.
 // The functions are called for every RPC, on the connection's goroutine, and
 // must be cheap and safe for concurrent use (raft.CurrentTerm and
@@ -142,10 +154,30 @@ const (
 type rpcGuard struct {
 	CallerID   string        // caller's Raft server ID, proven by the handshake
 	CallerAddr string        // caller's Raft address as the zone knows it
+	CallerNode string        // caller's node, for counting what it does
 	LocalTerm  func() uint64 // this member's current term (raft.CurrentTerm); nil means 0
 	// Configured reports whether this member has a Raft configuration and
-	// whether id is in it. nil means no configuration.
-	Configured       func(id string) (hasConfig, member bool)
+	// id's place in it. nil means no configuration.
+	Configured func(id string) (hasConfig bool, place serverPlace)
+	// Attested reports whether a majority of this member's configuration
+	// names id as the leader of term although this member's configuration
+	// does not list it yet (a lagging follower); nil means never.
+	Attested func(id string, term uint64) bool
+	// Outsider is told of refused replication from a server outside this
+	// member's configuration, so that it can ask the configuration whether
+	// that server leads (see attest.go); nil means nobody is told.
+	Outsider func(id string, term uint64)
+	// InZone reports whether the caller's node still belongs to the zone
+	// as the cloud's member list says (true while the list is unavailable);
+	// nil means yes. An administrator takes a node out of the zone by its
+	// label, and from then on no member follows it or votes for it.
+	InZone func() bool
+	// Follow decides whom this member follows (followguard.go); nil means
+	// the guard checks the wire format and terms only.
+	Follow *followGuard
+	// Forced counts transfer votes and holds each candidate to its budget;
+	// nil means not counted.
+	Forced           *forcedElections
 	MaxTermJump      uint64 // how far above LocalTerm a configured member accepts
 	MaxFreshTerm     uint64 // absolute cap when this member has no configuration yet
 	MaxSnapshotBytes int64  // bound on InstallSnapshot.Size
@@ -351,7 +383,10 @@ func (g *rpcGuard) check(typ byte, body []byte) (snapshot int64, err error) {
 		if err := guardDecode(body, &req); err != nil {
 			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("request vote: %w", err)}
 		}
-		return 0, g.checkVote("request vote", req.RPCHeader, req.Candidate, req.Term, req.LastLogTerm)
+		if err := g.checkVote("request vote", req.RPCHeader, req.Candidate, req.Term, req.LastLogTerm); err != nil {
+			return 0, err
+		}
+		return 0, g.checkTransfer(req.LeadershipTransfer)
 	case guardRPCRequestPreVote:
 		var req raft.RequestPreVoteRequest
 		if err := guardDecode(body, &req); err != nil {
@@ -372,18 +407,22 @@ func (g *rpcGuard) check(typ byte, body []byte) (snapshot int64, err error) {
 		if err := guardDecode(body, &req); err != nil {
 			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("timeout now: %w", err)}
 		}
-		_, err := g.checkCaller("timeout now", req.RPCHeader, nil, true)
-		return 0, err
+		if _, err := g.checkCaller("timeout now", req.RPCHeader, nil, true); err != nil {
+			return 0, err
+		}
+		if r := g.Follow.timeoutNow(g.CallerID); r != nil {
+			return 0, r
+		}
+		return 0, nil
 	}
 	return 0, guardRefuse(guardRejectUnknownType, "rpc type %d", typ)
 }
 
-// checkCaller checks that the RPC speaks for the authenticated caller and, when
-// voters is set (votes, pre-votes, TimeoutNow), that the caller is in this
-// member's Raft configuration: only servers of the configuration may start or
-// force elections. Replication (AppendEntries, InstallSnapshot) is heard from
-// any authenticated zone member, because a follower that missed the entry
-// adding the leader learns of it only from that leader. deprecated is the
+// checkCaller checks that the RPC speaks for the authenticated caller, that
+// the caller's node still belongs to the zone, and when voters is set (votes,
+// pre-votes, TimeoutNow) that the caller is a voter of this member's Raft
+// configuration: only voters may start or force elections. Replication is
+// checked against the configuration by checkReplication. deprecated is the
 // pre-header leader or candidate address field (empty from current raft's
 // senders, or equal to the header's Addr), which raft still reads when the
 // header's Addr is empty.
@@ -397,17 +436,64 @@ func (g *rpcGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte,
 	if len(deprecated) > 0 && string(deprecated) != g.CallerAddr {
 		return false, guardRefuse(guardRejectHeaderAddr, "%s: leader/candidate address %q, caller's is %q", what, deprecated, g.CallerAddr)
 	}
+	if g.InZone != nil && !g.InZone() {
+		return false, guardRefuse(guardRejectNotInZone, "%s: %s is no longer in the zone", what, g.CallerNode)
+	}
 	if g.Configured == nil {
 		return false, nil
 	}
-	hasConfig, member := g.Configured(g.CallerID)
-	if voters && hasConfig && !member {
-		return true, guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+	hasConfig, place := g.Configured(g.CallerID)
+	if voters && hasConfig {
+		switch place {
+		case placeNone:
+			return true, guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+		case placeNonvoter:
+			return true, guardRefuse(guardRejectNotVoter, "%s: %q has no vote in this member's raft configuration", what, g.CallerID)
+		}
 	}
 	return hasConfig, nil
 }
 
-// checkTerm bounds the term an RPC may move this member to.
+// checkReplication decides whether the caller may replicate (AppendEntries,
+// InstallSnapshot) to this member at term: it must be a server of this
+// member's configuration — or, while this member's configuration lags, one
+// the configuration's majority names as its leader (Attested) — and the
+// leader this member follows in that term (followGuard). A member without a
+// configuration yet (being added) hears the first leader that reaches it.
+func (g *rpcGuard) checkReplication(what string, hasConfig bool, term uint64) error {
+	if hasConfig && g.Configured != nil {
+		if _, place := g.Configured(g.CallerID); place == placeNone {
+			if g.Attested == nil || !g.Attested(g.CallerID, term) {
+				if g.Outsider != nil {
+					g.Outsider(g.CallerID, term)
+				}
+				return guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+			}
+		}
+	}
+	if r := g.Follow.replication(g.CallerID, g.CallerAddr, term); r != nil {
+		return &guardRefusal{reason: r.reason, err: fmt.Errorf("%s: %w", what, r.err)}
+	}
+	return nil
+}
+
+// checkTransfer counts a vote request that asks for a leadership transfer and
+// refuses it beyond the candidate's budget.
+func (g *rpcGuard) checkTransfer(transfer bool) error {
+	if !transfer || g.Forced == nil {
+		return nil
+	}
+	if !g.Forced.add(g.CallerNode) {
+		return guardRefuse(guardRejectForcedBudget, "request vote: %s forced more than %d elections in %s", g.CallerNode, forcedElectionBudget, forcedElectionWindow)
+	}
+	return nil
+}
+
+// checkTerm bounds the term an RPC may move this member to. While this member
+// follows a live leader, an honest election can only be the next term (with
+// pre-vote, a voter that lost the leader starts one only once a majority
+// agrees); a member whose leader is gone may be behind by the elections it
+// missed, up to MaxTermJump.
 func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
 	limit := g.MaxFreshTerm
 	if hasConfig {
@@ -415,7 +501,11 @@ func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
 		if g.LocalTerm != nil {
 			local = g.LocalTerm()
 		}
-		limit = local + g.MaxTermJump
+		jump := g.MaxTermJump
+		if g.Follow.leaderAlive(g.CallerID) {
+			jump = 1
+		}
+		limit = local + jump
 		if limit < local { // overflow
 			limit = math.MaxUint64
 		}
@@ -488,7 +578,9 @@ func (g *rpcGuard) checkAppendEntries(req *raft.AppendEntriesRequest) error {
 			return guardRefuse(guardRejectUnknownEntryType, "%s: entry %d has unknown type %d", what, e.Index, e.Type)
 		}
 	}
-	return nil
+	// Last: the RPC is well-formed, and followGuard records its sender as
+	// the leader of its term when it passes.
+	return g.checkReplication(what, hasConfig, req.Term)
 }
 
 // checkInstallSnapshot checks the header, term, size and the configuration
@@ -516,7 +608,7 @@ func (g *rpcGuard) checkInstallSnapshot(req *raft.InstallSnapshotRequest) error 
 	if err := guardCheckConfiguration(req.Configuration); err != nil {
 		return &guardRefusal{reason: guardRejectBadConfigEntry, err: fmt.Errorf("%s: %w", what, err)}
 	}
-	return nil
+	return g.checkReplication(what, hasConfig, req.Term)
 }
 
 // guardCheckConfiguration checks an encoded raft.Configuration: it must be

@@ -127,8 +127,16 @@ func guardTestGuard(reject func(string)) rpcGuard {
 		CallerID:   guardTestCaller,
 		CallerAddr: guardTestCallerAddr,
 		LocalTerm:  func() uint64 { return guardTestLocalTerm },
-		Configured: func(id string) (bool, bool) { return true, id == guardTestCaller || id == "member-2" },
-		Reject:     reject,
+		Configured: func(id string) (bool, serverPlace) {
+			switch id {
+			case guardTestCaller, "member-2":
+				return true, placeVoter
+			case "member-3":
+				return true, placeNonvoter
+			}
+			return true, placeNone
+		},
+		Reject: reject,
 	}
 }
 
@@ -309,7 +317,7 @@ func TestGuardPipelinedRPCs(t *testing.T) {
 func TestGuardFreshMember(t *testing.T) {
 	fresh := func(g *rpcGuard) {
 		g.LocalTerm = func() uint64 { return 0 }
-		g.Configured = func(string) (bool, bool) { return false, false }
+		g.Configured = func(string) (bool, serverPlace) { return false, placeNone }
 	}
 	req := guardTestAppend()
 	req.Term = guardDefaultMaxFreshTerm
@@ -348,8 +356,10 @@ func TestGuardRefusesBadRPCs(t *testing.T) {
 	voter := func(id, addr string) raft.Server {
 		return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)}
 	}
-	otherConfigured := func(g *rpcGuard) { g.Configured = func(string) (bool, bool) { return true, false } }
-	fresh := func(g *rpcGuard) { g.Configured = func(string) (bool, bool) { return false, false } }
+	otherConfigured := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return true, placeNone } }
+	nonvoter := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return true, placeNonvoter } }
+	fresh := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return false, placeNone } }
+	outOfZone := func(g *rpcGuard) { g.InZone = func() bool { return false } }
 	freshUnlimited := func(g *rpcGuard) {
 		fresh(g)
 		g.MaxFreshTerm = math.MaxUint64
@@ -372,10 +382,16 @@ func TestGuardRefusesBadRPCs(t *testing.T) {
 		{"timeout now header addr", enc(guardRPCTimeoutNow, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ID: []byte(guardTestCaller), Addr: []byte("127.0.0.1:1")}}), nil, guardRejectHeaderAddr},
 		{"prevote header id", enc(guardRPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("x"), Addr: []byte(guardTestCallerAddr)}, Term: 11}), nil, guardRejectHeaderID},
 
-		// AppendEntries from a member outside this member's configuration
-		// passes: see TestGuardReplicationFromALeaderNotYetConfigured.
+		{"append not in configuration", enc(guardRPCAppendEntries, guardTestAppend()), otherConfigured, guardRejectNotInConfig},
+		{"heartbeat not in configuration", enc(guardRPCAppendEntries, guardTestHeartbeat()), otherConfigured, guardRejectNotInConfig},
+		{"snapshot not in configuration", enc(guardRPCInstallSnapshot, guardTestSnapshot(10)), otherConfigured, guardRejectNotInConfig},
 		{"vote not in configuration", enc(guardRPCRequestVote, guardTestVote()), otherConfigured, guardRejectNotInConfig},
 		{"timeout now not in configuration", enc(guardRPCTimeoutNow, guardTestTimeoutNow()), otherConfigured, guardRejectNotInConfig},
+		{"vote from a nonvoter", enc(guardRPCRequestVote, guardTestVote()), nonvoter, guardRejectNotVoter},
+		{"prevote from a nonvoter", enc(guardRPCRequestPreVote, guardTestPreVote()), nonvoter, guardRejectNotVoter},
+		{"timeout now from a nonvoter", enc(guardRPCTimeoutNow, guardTestTimeoutNow()), nonvoter, guardRejectNotVoter},
+		{"append out of the zone", enc(guardRPCAppendEntries, guardTestAppend()), outOfZone, guardRejectNotInZone},
+		{"vote out of the zone", enc(guardRPCRequestVote, guardTestVote()), outOfZone, guardRejectNotInZone},
 
 		{"append term jump", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = guardTestLocalTerm + guardDefaultMaxTermJump + 1 }), nil, guardRejectTerm},
 		{"append term max", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), nil, guardRejectTerm},
@@ -968,16 +984,37 @@ func guardFuzzDecodeConfiguration(t *testing.T, data []byte) {
 	}
 }
 
-// TestGuardReplicationFromALeaderNotYetConfigured: a follower that missed the
-// entry adding the current leader still hears its AppendEntries, or it could
-// never learn of it; only elections are closed to servers outside its
-// configuration.
-func TestGuardReplicationFromALeaderNotYetConfigured(t *testing.T) {
+// TestGuardReplicationFromOutsideTheConfiguration: a server outside this
+// member's configuration may not replicate to it, however well-formed its
+// RPCs, unless the configuration's majority named it leader of that term
+// (attest.go); the refusal tells the attestor, which asks.
+func TestGuardReplicationFromOutsideTheConfiguration(t *testing.T) {
 	g := guardTestGuard(nil).withDefaults()
-	g.Configured = func(string) (bool, bool) { return true, false }
+	g.Configured = func(string) (bool, serverPlace) { return true, placeNone }
+	var told []uint64
+	g.Outsider = func(id string, term uint64) {
+		if id != guardTestCaller {
+			t.Errorf("outsider %q, want %q", id, guardTestCaller)
+		}
+		told = append(told, term)
+	}
+	attested := uint64(0)
+	g.Attested = func(id string, term uint64) bool { return id == guardTestCaller && term == attested }
 	body := func(typ byte, req any) []byte { return guardTestEncode(t, typ, req)[1:] }
-	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, guardTestAppend())); err != nil {
-		t.Fatalf("append entries from a leader not in the configuration: %v", err)
+	req := guardTestAppend()
+	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err == nil {
+		t.Fatal("append entries from a server outside the configuration passed")
+	}
+	if len(told) != 1 || told[0] != req.Term {
+		t.Fatalf("attestor told %v, want [%d]", told, req.Term)
+	}
+	attested = req.Term
+	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err != nil {
+		t.Fatalf("append entries from an attested leader: %v", err)
+	}
+	req.Term++ // attested for one term only
+	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err == nil {
+		t.Fatal("an attestation for one term let its server replicate in the next")
 	}
 	if _, err := g.check(guardRPCRequestVote, body(guardRPCRequestVote, guardTestVote())); err == nil {
 		t.Fatal("vote request from a server outside the configuration passed")

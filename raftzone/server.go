@@ -67,6 +67,12 @@ type Server struct {
 	transport *countingTransport
 	boltStore *raftboltdb.BoltStore
 	intake    *intake
+	// follow decides whom this member follows (set once raft runs); forced
+	// counts the elections candidates forced; attest vouches for leaders
+	// this member's configuration does not list yet.
+	follow *followGuard
+	forced *forcedElections
+	attest *attestor
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.
@@ -138,6 +144,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		reconcileKick: make(chan struct{}, 1),
 	}
 	s.intake = newIntake(s)
+	s.attest = newAttestor(s)
+	s.forced = &forcedElections{now: time.Now, note: func(node string, allowed bool) {
+		result := "allowed"
+		if !allowed {
+			result = "refused"
+		}
+		s.metrics.forcedElections.WithLabelValues(node, result).Inc()
+		s.log.Warn("a voter forced an election: it asked for votes with the leadership-transfer flag, which a leader that stops or loses the cloud asks its target to do; a voter that keeps doing so is a stolen or broken box",
+			"peer", node, "result", result)
+	}}
 	return s, nil
 }
 
@@ -162,6 +178,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
+	s.follow = s.newFollowGuard()
 	// A spare restarted (even during a cloud outage) reads the view it last
 	// copied until a server answers again.
 	s.spare.Store(s.viewCl.Load() != nil && !s.inConfiguration())
@@ -195,6 +212,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goRun(s.leadershipLoop)
 	goRun(s.reportLoop)
 	goRun(s.spareLoop)
+	goRun(s.attest.run)
 	goRun(s.settleLoop)
 	close(s.started)
 	s.log.Info("zone member started", "serverID", s.serverID, "address", s.cfg.raftAddress())
