@@ -367,3 +367,92 @@ func TestLaggingFollowerCatchesUpWithALeaderItDoesNotKnow(t *testing.T) {
 		return away.srv.raft.AppliedIndex() >= newcomer.srv.raft.CommitIndex(), fmt.Sprintf("applied %d of %d", away.srv.raft.AppliedIndex(), newcomer.srv.raft.CommitIndex())
 	})
 }
+
+// TestElectedThiefThatCommitsNothingIsGivenUp: a stolen voter forces an
+// election, wins it and then only sends heartbeats: it commits no member's
+// report. Each honest member stops following it once its reports have gone
+// uncommitted for the stall timeout, and the zone elects one of its own; the
+// stall is counted and shown in the members' status.
+func TestElectedThiefThatCommitsNothingIsGivenUp(t *testing.T) {
+	z := newTestZone(t, 3)
+	z.startAll()
+	l := z.waitConverged(60*time.Second, 3)
+	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	var stolen *testNode
+	for _, n := range z.running() {
+		if n != l {
+			stolen = n
+		}
+	}
+	th := steal(t, z, stolen, "")
+	z.stop(stolen.name)
+	honest := z.running()
+	term := uint64(0)
+	for _, n := range honest {
+		term = max(term, n.srv.raft.CurrentTerm())
+	}
+	term++
+	granted := 0
+	for _, n := range honest {
+		idx, lt := lastLog(n)
+		var resp raft.RequestVoteResponse
+		req := &raft.RequestVoteRequest{RPCHeader: th.header(), Term: term, LastLogIndex: idx + 1000, LastLogTerm: lt, LeadershipTransfer: true}
+		if err := th.rpc(n, guardRPCRequestVote, req, &resp); err == nil && resp.Granted {
+			granted++
+		}
+	}
+	if granted == 0 {
+		t.Fatal("the thief won no vote; the test needs it elected")
+	}
+	// Heartbeats that commit nothing, until the test ends.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, n := range honest {
+				idx, lt := lastLog(n)
+				var resp raft.AppendEntriesResponse
+				th.rpc(n, guardRPCAppendEntries, &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term, Leader: []byte(th.addr),
+					PrevLogEntry: idx, PrevLogTerm: lt, LeaderCommitIndex: idx}, &resp)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	poll.Until(t, 10*time.Second, "the honest members follow the thief", func() (bool, string) {
+		follows := 0
+		for _, n := range honest {
+			if _, id := n.srv.raft.LeaderWithID(); string(id) == th.me.serverID {
+				follows++
+			}
+		}
+		return follows > 0, fmt.Sprintf("%d follow it", follows)
+	})
+	poll.Until(t, 60*time.Second, "an honest member leads again", func() (bool, string) {
+		for _, n := range honest {
+			if n.srv.raft.State() == raft.Leader {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("leaders %v", leadersOf(z))
+	})
+	stalls := 0.0
+	for _, n := range honest {
+		stalls += testutil.ToFloat64(n.srv.metrics.leaderStalls)
+		if st := n.srv.Status(); len(st.ForcedElections) == 0 || st.ForcedElections[0].Node != stolen.name {
+			t.Errorf("%s's status shows forced elections %+v, want %s's", n.name, st.ForcedElections, stolen.name)
+		}
+	}
+	if stalls == 0 {
+		t.Error("no member counted a stalled leader")
+	}
+	// Verdicts go on: the stolen box, silent, is judged.
+	z.waitVerdicts(60*time.Second, map[string]zone.State{stolen.name: zone.Unhealthy})
+}

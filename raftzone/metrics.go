@@ -138,7 +138,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			return 0
 		})
 	}
+	held := func(reason string) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "edgequorum_store_commands_refused_total",
+			Help:        "Parts of committed commands this replica refused or held back, by reason: member-list changes its own view of the cluster does not confirm (unregistered, key_of_another_member, still_in_zone) and verdicts the committed evidence does not support (verdict_unsupported, verdict_stale, verdict_term, verdict_unchecked). verdict_stale alone is a race an honest leader repeats; the others on a follower mean a leader committed what it should not have.",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 {
+			if st := m.replica.Load(); st != nil {
+				return float64(st.Refused(reason))
+			}
+			return 0
+		})
+	}
 	if reg != nil {
+		for _, reason := range store.RefusalReasons {
+			if reason != store.RefuseSignature && reason != store.RefuseSeqJump {
+				reg.MustRegister(held(reason))
+			}
+		}
 		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,

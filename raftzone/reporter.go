@@ -90,6 +90,10 @@ func (s *Server) reportOnce(ctx context.Context) {
 			err = s.callPeer(ctx, pe.Leader, "/v1/reports", rep, nil)
 		}
 	}
+	if s.inConfiguration() {
+		_, leaderID := s.raft.LeaderWithID()
+		s.watchStall(s.raft.CurrentTerm(), string(leaderID), err == nil)
+	}
 	var pe *PeerError
 	var rj *RejectError
 	switch {

@@ -73,6 +73,9 @@ type Server struct {
 	follow *followGuard
 	forced *forcedElections
 	attest *attestor
+	// stall watches whether the leader this member follows commits its
+	// reports (stall.go).
+	stall stallWatch
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.

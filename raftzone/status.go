@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -43,7 +44,22 @@ type Status struct {
 	// write); PendingWrites the verdicts waiting for the apiserver.
 	LastAPIWrite  *time.Time `json:"lastAPIWrite,omitempty"`
 	PendingWrites int        `json:"pendingWrites"`
-	At            time.Time  `json:"at"`
+	// ForcedElections are the vote requests with the leadership-transfer
+	// flag this member saw, per candidate: a voter with many is a stolen or
+	// broken box (DESIGN.md, "Trust").
+	ForcedElections []ForcedElections `json:"forcedElections,omitempty"`
+	// ReportsUncommittedSeconds is how long the leader this member follows
+	// has committed none of its reports; StalledLeader the last leader it
+	// stopped following for that (a node name, with its term).
+	ReportsUncommittedSeconds float64 `json:"reportsUncommittedSeconds,omitempty"`
+	StalledLeader             string  `json:"stalledLeader,omitempty"`
+	StalledTerm               uint64  `json:"stalledTerm,omitempty"`
+	// Held counts what this member's replica refused or held back of what
+	// its leaders committed, by reason (store.RefusalReasons): reports not
+	// signed by their sender, member changes its view of the cluster does
+	// not confirm, verdicts the evidence does not support.
+	Held map[string]uint64 `json:"held,omitempty"`
+	At   time.Time         `json:"at"`
 }
 
 // MemberStatus is one member as seen in a Status.
@@ -87,6 +103,23 @@ func (s *Server) Status() Status {
 		return st
 	}
 	st.ServerID = s.serverID
+	st.ForcedElections = s.forced.list()
+	waiting, stalled, stalledTerm := s.stall.status()
+	st.ReportsUncommittedSeconds = waiting.Seconds()
+	if stalled != "" {
+		st.StalledLeader, st.StalledTerm = stalled, stalledTerm
+		if m, ok := s.memberByID(stalled); ok {
+			st.StalledLeader = m.Node
+		}
+	}
+	for _, reason := range store.RefusalReasons {
+		if n := s.store.Refused(reason); n > 0 {
+			if st.Held == nil {
+				st.Held = map[string]uint64{}
+			}
+			st.Held[reason] = n
+		}
+	}
 	leaderNode, leaderAddr, hasLeader := s.Leader()
 	st.Leader, st.LeaderAddress = leaderNode, leaderAddr
 	src := s.state()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -139,6 +140,43 @@ func printStatus(w io.Writer, st raftzone.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(role), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
 	}
 	tw.Flush()
+	printTrust(w, st)
+}
+
+// printTrust prints what this member saw that a stolen or broken box does: the
+// elections voters forced, a leader that committed none of its reports, and
+// what its replica refused of what leaders committed. Nothing when all is
+// quiet.
+func printTrust(w io.Writer, st raftzone.Status) {
+	var lines []string
+	for _, f := range st.ForcedElections {
+		line := fmt.Sprintf("%s forced %d election(s), the last %s ago", f.Node, f.Count, st.At.Sub(f.Last).Round(time.Second))
+		if f.Refused > 0 {
+			line += fmt.Sprintf(", %d refused over its budget", f.Refused)
+		}
+		lines = append(lines, line)
+	}
+	if st.ReportsUncommittedSeconds >= 1 {
+		lines = append(lines, fmt.Sprintf("the leader has committed none of this member's reports for %s", time.Duration(st.ReportsUncommittedSeconds*float64(time.Second)).Round(time.Second)))
+	}
+	if st.StalledLeader != "" {
+		lines = append(lines, fmt.Sprintf("stopped following %s in term %d: it committed none of this member's reports", st.StalledLeader, st.StalledTerm))
+	}
+	reasons := make([]string, 0, len(st.Held))
+	for r := range st.Held {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+	for _, r := range reasons {
+		lines = append(lines, fmt.Sprintf("replica refused %d committed item(s): %s", st.Held[r], r))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nTRUST (see DESIGN.md, \"Trust\")")
+	for _, l := range lines {
+		fmt.Fprintln(w, "  "+l)
+	}
 }
 
 func orDash(s string) string {

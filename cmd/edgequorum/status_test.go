@@ -43,3 +43,33 @@ func TestPrintStatusNamesRoles(t *testing.T) {
 		t.Errorf("header does not say the member is a spare:\n%s", b.String())
 	}
 }
+
+// TestPrintStatusShowsWhatAStolenBoxDoes: forced elections, a stalled leader
+// and refusals of the replica are printed under TRUST; a quiet member prints
+// no such section.
+func TestPrintStatusShowsWhatAStolenBoxDoes(t *testing.T) {
+	now := time.Now()
+	st := raftzone.Status{Node: "n1", Zone: "zone-a", State: "Follower", At: now}
+	var quiet bytes.Buffer
+	printStatus(&quiet, st)
+	if strings.Contains(quiet.String(), "TRUST") {
+		t.Errorf("a quiet member prints a TRUST section:\n%s", quiet.String())
+	}
+	st.ForcedElections = []raftzone.ForcedElections{{Node: "n3", Count: 7, Last: now.Add(-time.Minute), Refused: 2}}
+	st.ReportsUncommittedSeconds = 12
+	st.StalledLeader, st.StalledTerm = "n3", 9
+	st.Held = map[string]uint64{"unregistered": 4, "verdict_unsupported": 1}
+	var b bytes.Buffer
+	printStatus(&b, st)
+	for _, want := range []string{
+		"n3 forced 7 election(s), the last 1m0s ago, 2 refused over its budget",
+		"committed none of this member's reports for 12s",
+		"stopped following n3 in term 9",
+		"replica refused 4 committed item(s): unregistered",
+		"replica refused 1 committed item(s): verdict_unsupported",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status does not say %q:\n%s", want, b.String())
+		}
+	}
+}
