@@ -96,8 +96,8 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		// What the agent writes: its node key on its own Node, as the leader a
 		// verdict on any member's, by merge patch or, replacing one, by JSON
 		// patch (apiwriter's verdictPatch).
-		if err := patchAnnotation(ctx, agentA, nodeA, "edgequorum.io/probe", `"a"`, ""); err != nil {
-			t.Errorf("the agent changing an edgequorum.io/ annotation of its node: %v", err)
+		if err := patchAnnotation(ctx, agentA, nodeA, zone.NodeKeyAnnotation, `"a"`, ""); err != nil {
+			t.Errorf("the agent registering its node key: %v", err)
 		}
 		if err := setVerdict(ctx, agentA, nodeB, `{"state":"healthy","zone":"edge-p"}`, ""); err != nil {
 			t.Errorf("the agent writing the verdict of %s: %v", nodeB, err)
@@ -133,8 +133,18 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 			{"changing another annotation", nodeA, `{"metadata":{"annotations":{"example.com/kept":"no"}}}`, "annotation example.com/kept"},
 			{"removing another annotation", nodeA, `{"metadata":{"annotations":{"example.com/kept":null}}}`, "annotation example.com/kept"},
 			{"adding a finalizer", nodeB, `{"metadata":{"finalizers":["example.com/hold"]}}`, "changes finalizers"},
-			{"an edgequorum.io/ annotation along with a taint", nodeA,
-				`{"metadata":{"annotations":{"edgequorum.io/probe":"b"}},"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`, "changes spec"},
+			{"its node key along with a taint", nodeA,
+				`{"metadata":{"annotations":{"edgequorum.io/node-key":"b"}},"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`, "changes spec"},
+			// Named keys only, each within its size: the 200 KB annotation
+			// a stolen token stored on a Node.
+			{"storing an edgequorum.io/ annotation of its own", nodeB, `{"metadata":{"annotations":{"edgequorum.io/notes":"x"}}}`,
+				"may set only edgequorum.io/verdict (at most 2048 bytes)"},
+			{"storing 200 KB under an edgequorum.io/ key", nodeB,
+				`{"metadata":{"annotations":{"edgequorum.io/bulk":"` + strings.Repeat("x", 200_000) + `"}}}`, "edgequorum.io/bulk (200000 bytes)"},
+			{"a verdict of 3 KB", nodeB, `{"metadata":{"annotations":{"edgequorum.io/verdict":"` + strings.Repeat("x", 3000) + `"}}}`,
+				"edgequorum.io/verdict (3000 bytes)"},
+			{"a node key of 200 bytes", nodeA, `{"metadata":{"annotations":{"edgequorum.io/node-key":"` + strings.Repeat("k", 200) + `"}}}`,
+				"edgequorum.io/node-key (200 bytes)"},
 		} {
 			err := patchNode(ctx, agentA, tc.node, types.MergePatchType, tc.patch, "")
 			if requireDeniedBy(t, nodeWritesPolicy, "the agent "+tc.what, err) && !strings.Contains(err.Error(), tc.want) {
@@ -145,7 +155,7 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.Annotations["example.com/kept"] != "yes" || n.Annotations["edgequorum.io/probe"] != "a" || n.Labels[zone.DefaultZoneLabel] != zoneName {
+		if n.Annotations["example.com/kept"] != "yes" || n.Annotations[zone.NodeKeyAnnotation] != "a" || n.Labels[zone.DefaultZoneLabel] != zoneName {
 			t.Errorf("%s changed by refused writes: annotations %v, labels %v", nodeA, n.Annotations, n.Labels)
 		}
 
@@ -176,6 +186,8 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 			{"a condition the verdict does not say", nodeB, verdictWithCondition("healthy", "False"), "whose status its edgequorum.io/verdict annotation says"},
 			{"a condition without a verdict", nodeA, `{"status":{"conditions":[{"type":"EdgeQuorum","status":"True","reason":"Probe"}]}}`,
 				"whose status its edgequorum.io/verdict annotation says"},
+			{"a condition with a message of 2 KB", nodeB, `{"status":{"conditions":[{"type":"EdgeQuorum","status":"False","reason":"Probe","message":"` +
+				strings.Repeat("m", 2048) + `"}]}}`, "a message of at most 1024"},
 		} {
 			err := patchNode(ctx, agentA, tc.node, types.StrategicMergePatchType, tc.patch, "status")
 			if requireDeniedBy(t, nodeWritesPolicy, "the agent through nodes/status "+tc.what, err) && !strings.Contains(err.Error(), tc.want) {
@@ -239,6 +251,32 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		}
 		requireDeniedBy(t, leaseWritesPolicy, "the agent with a token of no node renewing the zone Lease",
 			updateLease(ctx, t, admin, unbound, ns, zone.LeaseName(zoneName), nodeA))
+
+		// What a zone or genesis Lease carries, and no more: a stolen token
+		// stores nothing of its own in this namespace, and bloats no Lease.
+		for _, tc := range []struct {
+			what        string
+			name        string
+			annotations map[string]string
+			labels      map[string]string
+		}{
+			{"an annotation of its own", "edgequorum-p-a", map[string]string{"edgequorum.io/notes": "x"}, nil},
+			{"another annotation", "edgequorum-p-b2", map[string]string{"example.com/x": "y"}, nil},
+			{"endorsements of 20 KB", "edgequorum-p-c", map[string]string{zone.LeaseEndorsesAnnotation: strings.Repeat("n=1,", 5000)}, nil},
+			{"a signature of 1 KB", "edgequorum-p-d", map[string]string{zone.LeaseSignatureAnnotation: strings.Repeat("s", 1024)}, nil},
+			{"a label of its own", "edgequorum-p-e", nil, map[string]string{"example.com/x": "y"}},
+			{"a name of 120 characters", "edgequorum-" + strings.Repeat("z", 109), nil, nil},
+		} {
+			err := createLeaseWith(ctx, agentA, ns, tc.name, nodeA, tc.annotations, tc.labels)
+			if requireDeniedBy(t, leaseWritesPolicy, "the agent creating a Lease with "+tc.what, err) && !strings.Contains(err.Error(), "each within its size") {
+				t.Errorf("the refusal of a Lease with %s does not say what a Lease may carry: %v", tc.what, err)
+			}
+		}
+		full := map[string]string{zone.LeaseTermAnnotation: "18446744073709551615", "edgequorum.io/members": "129",
+			zone.LeaseEndorsesAnnotation: strings.Repeat("edge-p-100=12,", 129), zone.LeaseSignatureAnnotation: strings.Repeat("s", 88)}
+		if err := createLeaseWith(ctx, agentA, ns, zone.LeaseName("edge-p-big"), nodeA, full, map[string]string{"edgequorum.io/zone": "edge-p-big"}); err != nil {
+			t.Errorf("the agent creating the zone Lease of a zone of 129: %v", err)
+		}
 
 		// A new leader takes the zone Lease over; no agent renews a Lease for
 		// another node.
@@ -524,6 +562,18 @@ func createLease(ctx context.Context, cs kubernetes.Interface, ns, name, holder 
 	}
 	if holder != "" {
 		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+	return err
+}
+
+// createLeaseWith has cs create Lease ns/name held by holder, with annotations
+// and labels.
+func createLeaseWith(ctx context.Context, cs kubernetes.Interface, ns, name, holder string, annotations, labels map[string]string) error {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: labels},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NowMicro())},
 	}
 	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
 	return err
