@@ -134,7 +134,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 		return nil, err
 	}
 	srv, err := raftzone.New(cfg.Raft, raftzone.Deps{
-		Members: members, Genesis: leaseGenesis{client: client, namespace: cfg.LeaseNamespace},
+		Members: members, Genesis: leaseGenesis{client: client, namespace: cfg.LeaseNamespace, members: members},
 		APIHealth: writer, Observations: probeObservations{prober}, Sink: writer, Writes: writer,
 		Port: port, Leadership: leadership,
 	})

@@ -37,9 +37,11 @@ func (l *MemberList) Run(ctx context.Context) { l.m.run(ctx) }
 func (l *MemberList) Candidates() ([]raftzone.Candidate, bool) { return l.m.Candidates() }
 
 // NewGenesis is the zone genesis an agent claims: a Lease in namespace (the
-// agent's --lease-namespace) that only one member can create.
-func NewGenesis(client kubernetes.Interface, namespace string) raftzone.Genesis {
-	return leaseGenesis{client: client, namespace: namespace}
+// agent's --lease-namespace) that only one member can create, and that a
+// member takes over when its founder is no node of the zone's member list
+// (see leaseGenesis).
+func NewGenesis(client kubernetes.Interface, namespace string, members raftzone.MemberSource) raftzone.Genesis {
+	return leaseGenesis{client: client, namespace: namespace, members: members}
 }
 
 // RegisterNodeKey publishes pub on node's own Node object, retrying until it

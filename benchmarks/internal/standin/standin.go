@@ -253,7 +253,7 @@ func newStandIn(cfg Config, m Member, list *agent.MemberList, probed map[string]
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
 	}
 	obs := &observations{probed: agent.ProbeObservations(prober), keep: probed}
-	srv, err := raftzone.New(rc, raftzone.Deps{Members: list, Genesis: agent.NewGenesis(client, zone.DefaultLeaseNamespace),
+	srv, err := raftzone.New(rc, raftzone.Deps{Members: list, Genesis: agent.NewGenesis(client, zone.DefaultLeaseNamespace, list),
 		Observations: obs, Port: port})
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
