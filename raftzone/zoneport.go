@@ -59,6 +59,15 @@ func (p *ZonePort) NodeKey() ed25519.PrivateKey { return p.net.nodeKey }
 // uses it to check that a peer's agent is alive and holds the zone key.
 func (p *ZonePort) HTTPClient() *http.Client { return p.client }
 
+// DialRaft opens the Raft channel to the member at address (host:port of its
+// zone port) as this member, over the authenticated zone port, as raft's
+// transport does for its RPCs. It is there for tools that look at a zone's Raft
+// traffic and for the tests that play a stolen member: whatever is sent on it
+// meets the receiving member's RPC guard like any member's RPCs.
+func (p *ZonePort) DialRaft(ctx context.Context, address string) (net.Conn, error) {
+	return p.net.dial(ctx, address, channelRaft)
+}
+
 // claim binds p to one Server: one port has one listener.
 func (p *ZonePort) claim() error {
 	if !p.owned.CompareAndSwap(false, true) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -58,4 +59,11 @@ func agentConfig(ctx context.Context, client kubernetes.Interface, base *rest.Co
 	cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = nil, nil, "", ""
 	cfg.BearerToken = tr.Status.Token
 	return cfg, nil
+}
+
+// AgentConfig returns the credentials node's agent holds (see agentConfig), for
+// tests that play a stolen edge box: root on node holds exactly this token.
+// Install the agent's RBAC first (InstallAgentRBAC, or Start).
+func AgentConfig(ctx context.Context, c *testcluster.Cluster, node string) (*rest.Config, error) {
+	return agentConfig(ctx, c.Client(), c.RESTConfig(), node)
 }
