@@ -10,10 +10,13 @@
 // the leader's POST /v1/reports over the peer API. The leader verifies it (key id,
 // MAC, membership, seq, clock skew, and the store's own well-formedness rules,
 // so no report the FSM would refuse reaches a batch), gathers the reports of a short window into one
-// raft.Apply, and the store FSM on every member applies the batch to bbolt. Every
-// vote period the leader tallies verdicts from that committed evidence (Tally),
-// commits the changes, and only then hands them, stamped with its term, to the
-// VerdictSink (apiwriter) that writes them to the Kubernetes API.
+// raft.Apply, and the store FSM on every member applies the batch to bbolt,
+// checking every signature again. Every vote period the leader tallies verdicts
+// from that committed evidence (store.Tally), commits the changes with the
+// applied index it tallied at, every replica tallies them again and applies
+// only what the evidence supports, and only then does the leader hand them,
+// stamped with its term, to the VerdictSink (apiwriter) that writes them to the
+// Kubernetes API.
 //
 // # Genesis: exactly one cluster per zone
 //
@@ -31,7 +34,9 @@
 //     Create succeeds bootstraps a cluster of itself alone; every other member
 //     finds the object exists and keeps asking to join until the founder's cluster
 //     admits it. A founder that crashed between Create and bootstrap finds its own
-//     record on restart and finishes.
+//     record on restart and finishes. (A genesis object whose founder is no node
+//     of the zone, made by a token of another zone, is taken over by the agent's
+//     Genesis, not obeyed.)
 //  4. With the apiserver unreachable and no cluster found, a stateless member
 //     waits: it can neither found nor join, and guessing could split the zone.
 //
@@ -85,11 +90,35 @@
 //
 // # Security
 //
-// The zone port speaks TLS 1.3 with throwaway self-signed certificates; right
-// after the handshake each side proves knowledge of the zone key with an HMAC over
-// the TLS exported keying material and its role. Raft and the peer API are
-// channels on that one port; nothing is reachable before the proof. Reports carry
-// their own MAC and a per-sender seq that is persisted on both ends.
+// The zone port speaks TLS 1.3 with certificates made from each member's node
+// key (nodekey.go); right after the handshake each side proves knowledge of the
+// zone key with an HMAC over the TLS exported keying material, its role and the
+// node and server ID it claims, and the certificate's key must be that node's
+// pinned or registered key (peerbook.go). Raft and the peer API are channels on
+// that one port; nothing is reachable before the proof. Reports carry their own
+// MAC, the sender's node signature and a per-sender seq that is persisted on
+// both ends.
+//
+// # Trust: what Raft does not give
+//
+// Raft tolerates crashes, not liars, and a stolen member holds everything it
+// needs to send well-formed RPCs. So Raft here only orders and stores:
+//
+//   - The RPC guard (raftguard.go, rpcguard.go, followguard.go) lets only servers
+//     of a member's configuration replicate to it, only the leader it follows in
+//     that term (the candidate it voted for; no new term while its leader is
+//     alive), elections only from voters and only for the next term while the
+//     leader lives. A member whose configuration lags follows a server it does
+//     not list only when a majority of the voters it knows name that server as
+//     their leader (attest.go).
+//   - Every replica checks what it applies (store): report signatures, member
+//     lists against its own view of the cluster (witness.go feeds the store's
+//     Witness), verdicts by tallying the evidence again; snapshots by the same
+//     rules.
+//   - What a stolen voter can still do is bounded and shown: an election it
+//     forces with the leadership-transfer flag is counted, five per ten minutes
+//     at most (followguard.go), and a leader that then commits no member's
+//     reports is given up by each member it starves (stall.go).
 //
 // # Files
 //
@@ -102,9 +131,12 @@
 // bootstrap.go (members, genesis, join), voters.go and voterplan.go (voter
 // placement), spare.go (spares and the view they copy), placement.go
 // (handovers), recover.go (lost quorum), view.go and status.go (read-only
-// views for callers outside), transport.go, zoneport.go and counting.go (the
-// zone port), keys.go and persist.go (on-disk secrets and IDs), config.go,
-// deps.go, metrics.go and hclog.go.
+// views for callers outside), transport.go, frames.go, zoneport.go, peerbook.go,
+// nodekey.go and counting.go (the zone port), raftguard.go, rpcguard.go,
+// followguard.go, attest.go and stall.go (whose Raft RPCs a member hears and
+// whom it follows), witness.go (the replica's view of the cluster), keys.go and
+// persist.go (on-disk secrets and IDs), config.go, deps.go, metrics.go and
+// hclog.go.
 //
 // raftzone must not import client-go or any Kubernetes package: it sees the
 // cluster only through MemberSource, Genesis and APIHealth.

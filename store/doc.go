@@ -4,10 +4,17 @@
 // group (Apply, ApplyBatch, Snapshot, Restore), the encoding of the commands the
 // leader appends (ReportBatch, VerdictBatch, MemberSet), and a typed read API.
 //
-// It must not import Kubernetes or Raft transport code, and it must not decide
-// anything: verdicts are computed by the leader (raftzone) and only stored here.
-// Apply is deterministic — it reads no clock and no local configuration — so that
-// every replica holding the same log holds the same state.
+// It must not import Kubernetes or Raft transport code. It decides nothing a
+// leader decides, but checks all of it: the verdict rule (Tally) lives here so
+// the leader and every replica apply the same one, and a replica applies a
+// committed verdict only when the committed evidence, tallied again, gives
+// exactly that verdict (verdict.go). Apply reads no clock. It reads one input
+// besides the log: the replica's own view of the cluster (Options.Witness),
+// against which it checks every member list a leader commits (witness.go);
+// what that view does not confirm waits, and Settle applies it once the view
+// does, so replicas that see the same cluster hold the same state. Every other
+// rule is deterministic, so every replica holding the same log applies it the
+// same way.
 //
 // # Durability and replay
 //
@@ -41,6 +48,8 @@
 // released; never call them while holding one.
 //
 // Restore replaces the state atomically: it receives the stream into a temporary
-// file beside the store, checks it, then swaps files under an exclusive lock. A
-// damaged snapshot returns an error and leaves the current state in place.
+// file beside the store, checks it (its member list and verdicts by the rules
+// Apply uses, against this replica's current ones), then swaps files under an
+// exclusive lock. A damaged snapshot returns an error and leaves the current
+// state in place.
 package store
