@@ -92,7 +92,7 @@ func (s *Server) reportOnce(ctx context.Context) {
 	}
 	if s.inConfiguration() {
 		_, leaderID := s.raft.LeaderWithID()
-		s.watchStall(s.raft.CurrentTerm(), string(leaderID), err == nil)
+		s.watchStall(s.raft.CurrentTerm(), string(leaderID))
 	}
 	var pe *PeerError
 	var rj *RejectError

@@ -2,6 +2,7 @@ package raftzone
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,9 +11,10 @@ import (
 // A stolen voter that wins an election (it can force one, followguard.go) and
 // then commits nothing stalls its zone: no member's report is committed, no
 // verdict changes, and Raft, which only sees its heartbeats, keeps it as
-// leader. Every member therefore watches its own reports: when the leader it
-// follows has committed none of them for the stall timeout, it stops following
-// that leader for that term. It then hears from it no more, times out and
+// leader. Every member therefore watches its own reports in its own replica —
+// not the leader's answers, which a thief can fake: when the leader it follows
+// has committed none of them for the stall timeout, it stops following that
+// leader for that term. It then hears from it no more, times out and
 // campaigns, and once a majority starved likewise the zone elects another
 // leader. The thief can force another election, five per ten minutes, each
 // costing the zone a stall timeout: bounded, counted
@@ -26,6 +28,9 @@ func (s *Server) stallTimeout() time.Duration { return 3 * s.cfg.VoteTimeout }
 
 // stallWatch follows one member's reports to the leader it follows.
 type stallWatch struct {
+	// seq is the member's own last seq its replica held at the last look.
+	seq atomic.Uint64
+
 	mu sync.Mutex
 	// term and leader are whom the member followed when since was set.
 	term   uint64
@@ -72,12 +77,16 @@ func (w *stallWatch) status() (waiting time.Duration, stalled string, stalledTer
 	return w.waiting, w.stalled, w.stalledTerm
 }
 
-// watchStall updates the stall watch after one report to leaderID (a Raft
-// server ID) at term and gives that leader up when it stalled.
-func (s *Server) watchStall(term uint64, leaderID string, committed bool) {
+// watchStall updates the stall watch after one report while this member
+// follows leaderID (a Raft server ID) at term, and gives that leader up when it
+// stalled. A report counts as committed when this member's own replica holds a
+// later report of its own than at the last look.
+func (s *Server) watchStall(term uint64, leaderID string) {
 	if leaderID == s.serverID {
 		leaderID = ""
 	}
+	seq := s.store.LastSeq(s.cfg.Node)
+	committed := seq != s.stall.seq.Swap(seq)
 	waiting, stall := s.stall.reported(s.clock.Now(), term, leaderID, committed, s.stallTimeout())
 	s.metrics.reportsUncommitted.Set(waiting.Seconds())
 	if !stall {
