@@ -126,29 +126,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "How long this member's reports have gone uncommitted by the leader it follows; 0 while they commit.",
 		}),
 	}
-	refused := func(reason string) prometheus.Collector {
+	// What the replica refused, read from the store when scraped.
+	replicaRefused := func(name, help, reason string) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "edgequorum_store_reports_refused_total",
-			Help:        "Reports in committed batches this replica refused to apply, by reason: bad_signature (not signed by the sender's pinned node key) or seq_jump.",
-			ConstLabels: prometheus.Labels{"reason": reason},
-		}, func() float64 {
-			if st := m.replica.Load(); st != nil {
-				return float64(st.RefusedReports(reason))
-			}
-			return 0
-		})
-	}
-	held := func(reason string) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "edgequorum_store_commands_refused_total",
-			Help:        "Parts of committed commands this replica refused or held back, by reason: member-list changes its own view of the cluster does not confirm (unregistered, key_of_another_member, still_in_zone) and verdicts the committed evidence does not support (verdict_unsupported, verdict_stale, verdict_term, verdict_unchecked). verdict_stale alone is a race an honest leader repeats; the others on a follower mean a leader committed what it should not have.",
-			ConstLabels: prometheus.Labels{"reason": reason},
+			Name: name, Help: help, ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 {
 			if st := m.replica.Load(); st != nil {
 				return float64(st.Refused(reason))
 			}
 			return 0
 		})
+	}
+	refused := func(reason string) prometheus.Collector {
+		return replicaRefused("edgequorum_store_reports_refused_total",
+			"Reports in committed batches this replica refused to apply, by reason: bad_signature (not signed by the sender's pinned node key) or seq_jump.", reason)
+	}
+	held := func(reason string) prometheus.Collector {
+		return replicaRefused("edgequorum_store_commands_refused_total",
+			"Parts of committed commands this replica refused or held back, by reason: member-list changes its own view of the cluster does not confirm (unregistered, key_of_another_member, still_in_zone) and verdicts the committed evidence does not support (verdict_unsupported, verdict_stale, verdict_term, verdict_unchecked). verdict_stale alone is a race an honest leader repeats; the others on a follower mean a leader committed what it should not have.", reason)
 	}
 	if reg != nil {
 		for _, reason := range store.RefusalReasons {
