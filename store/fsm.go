@@ -332,7 +332,7 @@ func applyMembers(tx *bbolt.Tx, m MemberSet, w Witness) (*ApplyResult, error) {
 	if err := putClaims(tx, m.Members); err != nil {
 		return nil, err
 	}
-	changed, held, err := settleMembers(tx, w)
+	changed, held, err := settleMembers(tx, w, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -357,33 +357,9 @@ func (s *Store) vetSnapshot(path string) error {
 				return err
 			}
 		}
-		// The list this replica holds now is what the snapshot's claim
-		// is measured against.
-		membersB := tx.Bucket(bucketMembers)
-		var stale [][]byte
-		if err := membersB.ForEach(func(k, _ []byte) error {
-			stale = append(stale, append([]byte(nil), k...))
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range stale {
-			if _, keep := current[string(k)]; !keep {
-				if err := membersB.Delete(k); err != nil {
-					return err
-				}
-			}
-		}
-		for node, m := range current {
-			val, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			if err := membersB.Put([]byte(node), val); err != nil {
-				return err
-			}
-		}
-		_, h, err := settleMembers(tx, s.opts.Witness)
+		// The snapshot's claim is measured against the list this replica
+		// holds now, as a committed member list is.
+		_, h, err := settleMembers(tx, s.opts.Witness, current)
 		if err != nil {
 			return err
 		}

@@ -63,19 +63,24 @@ func sameIdentity(a, b zone.Member) bool {
 
 // settleMembers moves the member list in tx toward the claimed one as far as w
 // confirms, and restores any pinned key that differs from the one a member's
-// Node registers. It returns what changed the list and what it held back, by
-// reason. A nil w takes the claim as it is (stores that are no replica: a
-// spare's view, tests of other rules).
-func settleMembers(tx *bbolt.Tx, w Witness) (changed bool, held map[string]int, err error) {
+// Node registers. A change is measured against pinned, what this replica held
+// (nil: the list in tx). It returns what changed the list and what it held
+// back, by reason. A nil w takes the claim as it is (stores that are no
+// replica: a spare's view, tests of other rules).
+func settleMembers(tx *bbolt.Tx, w Witness, pinned map[string]zone.Member) (changed bool, held map[string]int, err error) {
 	membersB := tx.Bucket(bucketMembers)
-	current := map[string]zone.Member{}
+	stored := map[string]zone.Member{}
 	err = membersB.ForEach(func(k, v []byte) error {
 		m, err := decodeMember(v)
-		current[string(k)] = m
+		stored[string(k)] = m
 		return err
 	})
 	if err != nil {
 		return false, nil, err
+	}
+	current := stored
+	if pinned != nil {
+		current = pinned
 	}
 	claims, ok, err := readClaims(tx)
 	if err != nil {
@@ -86,7 +91,7 @@ func settleMembers(tx *bbolt.Tx, w Witness) (changed bool, held map[string]int, 
 		claims = current
 	}
 	if w == nil {
-		changed, err = replaceMembers(tx, current, claims)
+		changed, err = replaceMembers(tx, stored, claims)
 		return changed, nil, err
 	}
 	hold := func(reason string) {
@@ -176,7 +181,7 @@ func settleMembers(tx *bbolt.Tx, w Witness) (changed bool, held map[string]int, 
 			next[node] = m
 		}
 	}
-	changed, err = replaceMembers(tx, current, next)
+	changed, err = replaceMembers(tx, stored, next)
 	return changed, held, err
 }
 
@@ -276,7 +281,7 @@ func (s *Store) Settle() (changed bool, err error) {
 	}
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		var err error
-		changed, _, err = settleMembers(tx, s.opts.Witness)
+		changed, _, err = settleMembers(tx, s.opts.Witness, nil)
 		return err
 	})
 	if err != nil {
