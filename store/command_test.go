@@ -170,12 +170,15 @@ func FuzzDecodeCommand(f *testing.F) {
 		batch(1, report("a", 1, ok("b", 90), fail("c")), report("b", 2)),
 		batch(1),
 		VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy), verdict("b", zone.Unhealthy)}},
+		VerdictBatch{Verdicts: []zone.Verdict{verdict("a", zone.Healthy)}, Basis: 42, VoteTimeout: 10 * time.Second},
 		members("a", "b", "c"),
 		MemberSet{},
 	}
 	for _, c := range seeds {
 		f.Add(mustEncode(f, c))
 	}
+	// The legacy verdict batch, which names no basis.
+	f.Add([]byte("\x01\x02{\"verdicts\":[{\"node\":\"a\",\"state\":\"healthy\",\"pros\":2,\"cons\":0,\"members\":3,\"term\":1,\"leader\":\"a\",\"decidedAt\":\"2025-03-01T12:00:00Z\"}]}"))
 	f.Add([]byte{})
 	f.Add([]byte{FormatVersion, byte(TypeReportBatch)})
 	f.Add([]byte("\x01\x03{\"members\":[{\"node\":\"a\",\"serverID\":\"x\",\"role\":\"voter\",\"joinedAt\":\"2025-03-01T12:00:00+01:00\"}]}"))
