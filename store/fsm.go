@@ -138,9 +138,9 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 	if err := putApplied(tx, index, term); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
+	// Counted before the commit makes the applied index visible: whoever
+	// sees the batch applied sees its refusals counted. A commit that fails
+	// fails the store, and the count is of what it refused all the same.
 	for _, m := range refused {
 		for reason, n := range m {
 			if c := s.refusals.counter(reason); c != nil {
@@ -148,7 +148,7 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 			}
 		}
 	}
-	return nil
+	return tx.Commit()
 }
 
 // RefusedReports counts the reports this replica refused in committed batches,
