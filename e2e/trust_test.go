@@ -250,15 +250,15 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 		for round := range 5 {
 			for _, a := range honest {
 				st := status(a)
-				ae := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term + 1, Leader: []byte(th.addr),
+				ae := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term + 1,
 					PrevLogEntry: st.LastIndex, PrevLogTerm: term, LeaderCommitIndex: st.CommitIndex}
 				var resp raft.AppendEntriesResponse
 				if err := th.rpc(a, 0, ae, &resp, nil); err == nil {
 					t.Fatalf("%s, round %d: %s answered the thief's AppendEntries: %+v", tc.name, round, a.Name, resp)
 				}
 				snap := &raft.InstallSnapshotRequest{RPCHeader: th.header(), SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1,
-					Leader: []byte(th.addr), LastLogIndex: st.LastIndex + 100, LastLogTerm: term,
-					Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(th.serverID), Address: raft.ServerAddress(th.addr)}}}),
+					LastLogIndex: st.LastIndex + 100, LastLogTerm: term,
+					Configuration:      raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(th.serverID), Address: raft.ServerAddress(th.addr)}}}),
 					ConfigurationIndex: st.LastIndex + 100, Size: 4}
 				var sresp raft.InstallSnapshotResponse
 				if err := th.rpc(a, 2, snap, &sresp, []byte("junk")); err == nil {
@@ -315,7 +315,7 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 	took := 0
 	for _, a := range honest {
 		st := status(a)
-		ae := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: elected, Leader: []byte(th.addr),
+		ae := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: elected,
 			PrevLogEntry: st.LastIndex, PrevLogTerm: term, LeaderCommitIndex: st.LastIndex + 2,
 			Entries: []*raft.Log{
 				{Index: st.LastIndex + 1, Term: elected, Type: raft.LogCommand, Data: memberSet},

@@ -188,7 +188,7 @@ func TestGuardHoldsTermsNearTheLiveLeader(t *testing.T) {
 	// Replication: a heartbeat of a term the member follows member-2 in
 	// passes for member-2 only.
 	v.now = now
-	hb := &raft.AppendEntriesRequest{RPCHeader: guardTestHeader(), Term: guardTestLocalTerm + 1, Leader: []byte(guardTestCallerAddr)}
+	hb := &raft.AppendEntriesRequest{RPCHeader: guardTestHeader(), Term: guardTestLocalTerm + 1}
 	_, err = g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, hb))
 	if r, ok := err.(*guardRefusal); !ok || r.reason != guardRejectLeaderAlive {
 		t.Fatalf("heartbeat of the next term while the leader is alive: %v", err)

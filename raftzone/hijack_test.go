@@ -128,7 +128,7 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 			for round := range 10 {
 				for _, target := range others {
 					idx, lt := lastLog(target)
-					req := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term + 1, Leader: []byte(th.addr),
+					req := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term + 1,
 						PrevLogEntry: idx, PrevLogTerm: lt, LeaderCommitIndex: idx}
 					if round > 0 {
 						req.Term = term // heartbeats at the zone's own term
@@ -193,10 +193,7 @@ func TestElectedThiefCannotRewriteTheZone(t *testing.T) {
 	// The thief takes the box down and speaks for it.
 	th := steal(t, z, stolen, "")
 	z.stop(stolen.name)
-	var honest []*testNode
-	for _, n := range z.running() {
-		honest = append(honest, n)
-	}
+	honest := z.running()
 	poll.Until(t, 30*time.Second, "the honest members follow one of their own in one term", func() (bool, string) {
 		l, _ := honest[0].srv.raft.LeaderWithID()
 		term := honest[0].srv.raft.CurrentTerm()
@@ -258,7 +255,7 @@ func TestElectedThiefCannotRewriteTheZone(t *testing.T) {
 	took := 0
 	for _, n := range honest {
 		idx, lt := lastLog(n)
-		req := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term, Leader: []byte(th.addr),
+		req := &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term,
 			PrevLogEntry: idx, PrevLogTerm: lt, LeaderCommitIndex: idx + 2,
 			Entries: []*raft.Log{
 				{Index: idx + 1, Term: term, Type: raft.LogCommand, Data: memberSet},
@@ -438,7 +435,7 @@ func TestElectedThiefThatCommitsNothingIsGivenUp(t *testing.T) {
 			for _, n := range honest {
 				idx, lt := lastLog(n)
 				var resp raft.AppendEntriesResponse
-				th.rpc(n, guardRPCAppendEntries, &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term, Leader: []byte(th.addr),
+				th.rpc(n, guardRPCAppendEntries, &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term,
 					PrevLogEntry: idx, PrevLogTerm: lt, LeaderCommitIndex: idx}, &resp)
 			}
 			select {
