@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -226,19 +227,55 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 	if err != nil {
 		return err
 	}
-	// The named dead leave once the survivors' reports judged them: every
-	// replica checks that verdict against those reports, and lets a member
-	// whose Node still carries the zone label go only when it stands.
+	// The named dead are judged unhealthy — not by a tally, which the
+	// survivors, too few for a quorum of the old zone, could never reach,
+	// but as members the recovered configuration left out that have been
+	// silent for a vote timeout, which every replica checks — and then leave
+	// the zone. A named node that still reports, or is a server again, is
+	// neither: the recovery waits for it.
+	var judge []zone.Verdict
 	var keep []zone.Member
 	var waiting []string
+	now := s.clock.Now().UTC()
 	for _, m := range members {
 		if !slices.Contains(req.Dead, m.Node) {
 			keep = append(keep, m)
 			continue
 		}
-		if v, ok := verdicts[m.Node]; !ok || v.State != zone.Unhealthy {
-			waiting = append(waiting, m.Node)
-			keep = append(keep, m)
+		if v, ok := verdicts[m.Node]; ok && v.State == zone.Unhealthy {
+			continue // judged: it leaves
+		}
+		keep = append(keep, m)
+		waiting = append(waiting, m.Node)
+		judge = append(judge, zone.Verdict{Node: m.Node, State: zone.Unhealthy, Members: len(members), Term: term, Leader: s.cfg.Node, DecidedAt: now})
+	}
+	if len(judge) > 0 {
+		in, err := s.store.TallyInput()
+		if err != nil {
+			return err
+		}
+		cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: judge, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout, Recovery: true})
+		if err != nil {
+			return err
+		}
+		resp, err := s.apply(ctx, "verdicts", cmd)
+		if err != nil {
+			return fmt.Errorf("commit the verdicts of the lost voters: %w", err)
+		}
+		if res, ok := resp.(*store.ApplyResult); ok && res.Applied > 0 {
+			committed, err := s.store.Verdicts()
+			if err != nil {
+				return err
+			}
+			var applied []zone.Verdict
+			for _, v := range judge {
+				if c, ok := committed[v.Node]; ok && c == v {
+					applied = append(applied, v)
+				}
+			}
+			if s.deps.Sink != nil && len(applied) > 0 {
+				s.deps.Sink.Verdicts(term, applied, false)
+			}
 		}
 	}
 	if len(keep) < len(members) {
@@ -247,7 +284,8 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 		}
 	}
 	if len(waiting) > 0 {
-		s.log.Info("recovery: waiting for the survivors' reports to judge the lost voters before they leave the zone", "waiting", waiting, "term", term)
+		s.log.Info("recovery: judging the lost voters, which must be out of the configuration and silent for a vote timeout, before they leave the zone",
+			"waiting", waiting, "term", term)
 		return nil
 	}
 	s.log.Warn("recovery finished: lost voters judged unhealthy and removed from the zone", "dead", req.Dead, "term", term)

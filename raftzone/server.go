@@ -267,7 +267,30 @@ func (s *Server) open() error {
 // the committed evidence, with this member's own vote timeout as the longest
 // a leader may use.
 func (s *Server) replicaOptions() store.Options {
-	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout}
+	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout,
+		Configuration: s.configurationServers}
+}
+
+// configurationServers is the server IDs of raft's latest configuration, for
+// the replica's check of a recovery's verdicts. raft serves it from memory;
+// before raft runs there is none.
+func (s *Server) configurationServers() (map[string]bool, bool) {
+	if s.raft == nil {
+		return nil, false
+	}
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		return nil, false
+	}
+	out := make(map[string]bool, len(servers))
+	for _, srv := range servers {
+		out[string(srv.ID)] = true
+	}
+	return out, true
 }
 
 func (s *Server) resetStore() error {

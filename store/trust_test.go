@@ -362,3 +362,55 @@ func TestRestoreHoldsASnapshotToTheSameRules(t *testing.T) {
 		t.Errorf("refusals: verdict %d, members %d", s.Refused(RefuseVerdictUnsupported), s.Refused(HoldUnregistered))
 	}
 }
+
+// TestReplicaAppliesARecoveryOnlyToSilentMembersOutOfTheConfiguration: an
+// operator's recovery judges the lost voters unhealthy although the survivors
+// are too few for a tally; a replica applies that only for members its latest
+// Raft configuration leaves out and that have been silent for the vote
+// timeout.
+func TestReplicaAppliesARecoveryOnlyToSilentMembersOutOfTheConfiguration(t *testing.T) {
+	t.Parallel()
+	servers := map[string]bool{"id-a": true, "id-b": true}
+	s, err := Open(filepath.Join(t.TempDir(), "fsm.db"), Options{MaxVoteTimeout: testVoteTimeout,
+		Configuration: func() (map[string]bool, bool) { return servers, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := newApplier(t, s)
+	a.mustApply(members("a", "b", "c", "d", "e"))
+	// c and d died long ago; e reported a moment ago; a and b survive.
+	a.mustApply(batch(1, report("c", 1, ok("a", 90)), report("d", 1, ok("a", 90))))
+	a.mustApply(batch(30, report("a", 1, fail("c")), report("b", 1, fail("c")), report("e", 1, ok("a", 90))))
+	judge := func(nodes ...string) VerdictBatch {
+		b := VerdictBatch{Basis: a.index, VoteTimeout: testVoteTimeout, Recovery: true}
+		for _, n := range nodes {
+			b.Verdicts = append(b.Verdicts, zone.Verdict{Node: n, State: zone.Unhealthy, Members: 5, Term: 1, Leader: "a", DecidedAt: at(35)})
+		}
+		return b
+	}
+	res := a.mustApply(judge("c", "d", "e", "a"))
+	if res.Applied != 2 || res.Refused[RefuseVerdictUnsupported] != 2 {
+		t.Fatalf("recovery verdicts: %+v, want c and d applied, e (it reports) and a (a server) refused", res)
+	}
+	for node, want := range map[string]bool{"c": true, "d": true, "e": false, "a": false} {
+		if _, err := s.Verdict(node); (err == nil) != want {
+			t.Errorf("verdict of %s stored %v, want %v", node, err == nil, want)
+		}
+	}
+	// Without a configuration to tell the dead from the living, nothing.
+	servers = nil
+	other, err := Open(filepath.Join(t.TempDir(), "fsm.db"), Options{MaxVoteTimeout: testVoteTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	o := newApplier(t, other)
+	o.mustApply(members("a", "b", "c"))
+	o.mustApply(batch(30, report("a", 1, fail("c"))))
+	b := VerdictBatch{Basis: o.index, VoteTimeout: testVoteTimeout, Recovery: true,
+		Verdicts: []zone.Verdict{{Node: "c", State: zone.Unhealthy, Members: 3, Term: 1, Leader: "a", DecidedAt: at(35)}}}
+	if res := o.mustApply(b); res.Applied != 0 {
+		t.Fatalf("a recovery verdict applied without a configuration: %+v", res)
+	}
+}

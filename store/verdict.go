@@ -154,7 +154,7 @@ func putEvidence(tx *bbolt.Tx, index uint64, at time.Time) error {
 
 // applyVerdicts stores the verdicts of b that the evidence in tx supports; term
 // is the term of b's log entry.
-func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration) (*ApplyResult, error) {
+func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration, configuration func() (map[string]bool, bool)) (*ApplyResult, error) {
 	res := &ApplyResult{}
 	refuseAll := func(reason string) (*ApplyResult, error) {
 		for range b.Verdicts {
@@ -185,6 +185,9 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 		return nil, err
 	}
 	verdicts := tx.Bucket(bucketVerdicts)
+	if b.Recovery {
+		return applyRecoveryVerdicts(tx, b, term, members, last, evAt, configuration, res)
+	}
 	// Tallies by decision time: a batch's verdicts share one.
 	tallies := map[time.Time]map[string]zone.Verdict{}
 	for _, v := range b.Verdicts {
@@ -209,6 +212,53 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 			res.refuse(RefuseVerdictStale)
 			continue
 		case v.State == zone.Unknown, want.State != v.State, want.Pros != v.Pros, want.Cons != v.Cons, want.Members != v.Members:
+			res.refuse(RefuseVerdictUnsupported)
+			continue
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if err := verdicts.Put([]byte(v.Node), val); err != nil {
+			return nil, err
+		}
+		res.Applied++
+	}
+	return res, nil
+}
+
+// applyRecoveryVerdicts stores the "unhealthy" of a recovery for each member
+// that this replica's latest Raft configuration leaves out and that
+// has sent no report for the batch's vote timeout: the survivors of a lost
+// quorum re-form the configuration without the dead, and a member that is no
+// server and silent is what a dead one looks like. Anything else is refused.
+func applyRecoveryVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, members []zone.Member, last map[string]LastReport, evAt time.Time,
+	configuration func() (map[string]bool, bool), res *ApplyResult) (*ApplyResult, error) {
+	var servers map[string]bool
+	known := false
+	if configuration != nil {
+		servers, known = configuration()
+	}
+	byNode := make(map[string]zone.Member, len(members))
+	for _, m := range members {
+		byNode[m.Node] = m
+	}
+	verdicts := tx.Bucket(bucketVerdicts)
+	for _, v := range b.Verdicts {
+		m, member := byNode[v.Node]
+		server := servers[m.ServerID]
+		lr, reported := last[v.Node]
+		switch {
+		case !member:
+			res.Skipped++
+			continue
+		case v.Term != term:
+			res.refuse(RefuseVerdictTerm)
+			continue
+		case v.DecidedAt.Before(evAt):
+			res.refuse(RefuseVerdictStale)
+			continue
+		case v.State != zone.Unhealthy || !known || server || (reported && v.DecidedAt.Sub(lr.ReceivedAt) <= b.VoteTimeout):
 			res.refuse(RefuseVerdictUnsupported)
 			continue
 		}
