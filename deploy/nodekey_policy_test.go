@@ -94,11 +94,12 @@ func TestNodeKeyPolicyOnRealAPIServer(t *testing.T) {
 	// The apiserver type-checks the expressions against the Node schema; a
 	// warning there is an expression that may fail at admission time.
 	requirePolicyTypeChecked(ctx, t, admin, "edgequorum-node-key-writer")
-	// The agent's RBAC is in force once it may write an annotation the
-	// policy does not guard (the agent may write edgequorum.io/ annotations
-	// only: agent-policy.yaml); refusals below are then the policy's own.
+	// The agent's RBAC is in force once it may patch its node with what no
+	// policy refuses (removing an edgequorum.io/ annotation it does not
+	// have: agent-policy.yaml lets it remove those); refusals below are then
+	// the policy's own.
 	poll.Until(t, time.Minute, "the agent's RBAC to let it patch its node", func() (bool, string) {
-		err := patchAnnotation(ctx, agentA, nodeA, "edgequorum.io/rbac-probe", `"yes"`, "")
+		err := patchAnnotation(ctx, agentA, nodeA, "edgequorum.io/rbac-probe", `null`, "")
 		return err == nil, fmt.Sprint(err)
 	})
 

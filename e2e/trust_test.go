@@ -67,6 +67,15 @@ func TestStolenTokenCannotStallAnotherZoneOrBloatANode(t *testing.T) {
 			return err == nil, fmt.Sprint(err) // the policies may still be loading
 		})
 	}
+	// The node policy is in force once it refuses the thief a label (a new
+	// value each try: an unchanged one is no change to refuse).
+	try := 0
+	poll.Until(t, time.Minute, "the agent's node policy in force", func() (bool, string) {
+		try++
+		_, err := thief.CoreV1().Nodes().Patch(ctx, thiefNode, types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{"example.com/probe":"x%d"}}}`, try)), metav1.PatchOptions{})
+		return err != nil && strings.Contains(err.Error(), "edgequorum-agent-node-writes"), fmt.Sprint(err)
+	})
 	cloud := testcluster.DefaultCloudNodeName
 	bulk := fmt.Sprintf(`{"metadata":{"annotations":{"edgequorum.io/bulk":%q}}}`, strings.Repeat("x", 200_000))
 	_, err = thief.CoreV1().Nodes().Patch(ctx, cloud, types.MergePatchType, []byte(bulk), metav1.PatchOptions{})
