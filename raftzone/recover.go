@@ -229,9 +229,9 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 	}
 	// The named dead are judged unhealthy — not by a tally, which the
 	// survivors, too few for a quorum of the old zone, could never reach,
-	// but as members the recovered configuration left out that have been
-	// silent for a vote timeout, which every replica checks — and then leave
-	// the zone. A named node that still reports, or is a server again, is
+	// but as members without a vote in the recovered configuration that have
+	// been silent for a vote timeout, which every replica checks — and then
+	// leave the zone. A named node that still reports, or votes again, is
 	// neither: the recovery waits for it.
 	var judge []zone.Verdict
 	var keep []zone.Member
@@ -284,7 +284,7 @@ func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
 		}
 	}
 	if len(waiting) > 0 {
-		s.log.Info("recovery: judging the lost voters, which must be out of the configuration and silent for a vote timeout, before they leave the zone",
+		s.log.Info("recovery: judging the lost voters, which must have no vote and be silent for a vote timeout, before they leave the zone",
 			"waiting", waiting, "term", term)
 		return nil
 	}

@@ -268,13 +268,13 @@ func (s *Server) open() error {
 // a leader may use.
 func (s *Server) replicaOptions() store.Options {
 	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout,
-		Configuration: s.configurationServers}
+		Voters: s.configurationVoters}
 }
 
-// configurationServers is the server IDs of raft's latest configuration, for
-// the replica's check of a recovery's verdicts. raft serves it from memory;
-// before raft runs there is none.
-func (s *Server) configurationServers() (map[string]bool, bool) {
+// configurationVoters is the voters' server IDs of raft's latest
+// configuration, for the replica's check of a recovery's verdicts. raft serves
+// it from memory; before raft runs there is none.
+func (s *Server) configurationVoters() (map[string]bool, bool) {
 	if s.raft == nil {
 		return nil, false
 	}
@@ -288,7 +288,9 @@ func (s *Server) configurationServers() (map[string]bool, bool) {
 	}
 	out := make(map[string]bool, len(servers))
 	for _, srv := range servers {
-		out[string(srv.ID)] = true
+		if srv.Suffrage == raft.Voter {
+			out[string(srv.ID)] = true
+		}
 	}
 	return out, true
 }

@@ -115,9 +115,10 @@ type VerdictBatch struct {
 	// VoteTimeout is how fresh the leader required a report to be.
 	VoteTimeout time.Duration `json:"voteTimeout,omitempty"`
 	// Recovery marks the verdicts of an operator's recovery from a lost
-	// quorum: "unhealthy" for members the recovered configuration left out
-	// that have been silent for VoteTimeout, which no tally of the
-	// survivors could give (they are too few for a quorum of the old zone).
+	// quorum: "unhealthy" for members that are no voters of the recovered
+	// configuration and have been silent for VoteTimeout, which no tally of
+	// the survivors could give (they are too few for a quorum of the old
+	// zone).
 	Recovery bool `json:"recovery,omitempty"`
 	// unchecked marks a batch decoded from the legacy TypeVerdictBatch,
 	// which carries neither.

@@ -196,7 +196,7 @@ func (s *Store) applyCommand(tx *bbolt.Tx, cmd Command, term uint64) (*ApplyResu
 	case ReportBatch:
 		return applyReports(tx, c, s.opts.SigMemo)
 	case VerdictBatch:
-		return applyVerdicts(tx, c, term, s.opts.MaxVoteTimeout, s.opts.Configuration)
+		return applyVerdicts(tx, c, term, s.opts.MaxVoteTimeout, s.opts.Voters)
 	case MemberSet:
 		return applyMembers(tx, c, s.opts.Witness)
 	}

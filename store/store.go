@@ -63,11 +63,11 @@ type Options struct {
 	// as committed: only for stores that are no replica of a zone (a
 	// spare's view, tests of other rules).
 	Witness Witness
-	// Configuration returns the server IDs of this replica's latest Raft
-	// configuration; known is false while it has none. A recovery's
-	// verdicts (VerdictBatch.Recovery) apply only to members it leaves out.
-	// Nil refuses every recovery verdict.
-	Configuration func() (servers map[string]bool, known bool)
+	// Voters returns the server IDs of the voters of this replica's latest
+	// Raft configuration; known is false while it has none. A recovery's
+	// verdicts (VerdictBatch.Recovery) apply only to members that are no
+	// voters. Nil refuses every recovery verdict.
+	Voters func() (voters map[string]bool, known bool)
 	// MaxVoteTimeout is the longest vote timeout a leader may tally a
 	// verdict with for this replica to accept it: this member's own
 	// --vote-timeout, so a leader cannot count opinions older than every

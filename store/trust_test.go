@@ -363,16 +363,15 @@ func TestRestoreHoldsASnapshotToTheSameRules(t *testing.T) {
 	}
 }
 
-// TestReplicaAppliesARecoveryOnlyToSilentMembersOutOfTheConfiguration: an
-// operator's recovery judges the lost voters unhealthy although the survivors
-// are too few for a tally; a replica applies that only for members its latest
-// Raft configuration leaves out and that have been silent for the vote
-// timeout.
-func TestReplicaAppliesARecoveryOnlyToSilentMembersOutOfTheConfiguration(t *testing.T) {
+// TestReplicaAppliesARecoveryOnlyToSilentMembersWithoutAVote: an operator's
+// recovery judges the lost voters unhealthy although the survivors are too few
+// for a tally; a replica applies that only for members that are no voters of
+// its latest Raft configuration and have been silent for the vote timeout.
+func TestReplicaAppliesARecoveryOnlyToSilentMembersWithoutAVote(t *testing.T) {
 	t.Parallel()
 	servers := map[string]bool{"id-a": true, "id-b": true}
 	s, err := Open(filepath.Join(t.TempDir(), "fsm.db"), Options{MaxVoteTimeout: testVoteTimeout,
-		Configuration: func() (map[string]bool, bool) { return servers, true }})
+		Voters: func() (map[string]bool, bool) { return servers, true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,14 +390,14 @@ func TestReplicaAppliesARecoveryOnlyToSilentMembersOutOfTheConfiguration(t *test
 	}
 	res := a.mustApply(judge("c", "d", "e", "a"))
 	if res.Applied != 2 || res.Refused[RefuseVerdictUnsupported] != 2 {
-		t.Fatalf("recovery verdicts: %+v, want c and d applied, e (it reports) and a (a server) refused", res)
+		t.Fatalf("recovery verdicts: %+v, want c and d applied, e (it reports) and a (a voter) refused", res)
 	}
 	for node, want := range map[string]bool{"c": true, "d": true, "e": false, "a": false} {
 		if _, err := s.Verdict(node); (err == nil) != want {
 			t.Errorf("verdict of %s stored %v, want %v", node, err == nil, want)
 		}
 	}
-	// Without a configuration to tell the dead from the living, nothing.
+	// Without a configuration to tell the voters, nothing.
 	servers = nil
 	other, err := Open(filepath.Join(t.TempDir(), "fsm.db"), Options{MaxVoteTimeout: testVoteTimeout})
 	if err != nil {

@@ -154,7 +154,7 @@ func putEvidence(tx *bbolt.Tx, index uint64, at time.Time) error {
 
 // applyVerdicts stores the verdicts of b that the evidence in tx supports; term
 // is the term of b's log entry.
-func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration, configuration func() (map[string]bool, bool)) (*ApplyResult, error) {
+func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration, voters func() (map[string]bool, bool)) (*ApplyResult, error) {
 	res := &ApplyResult{}
 	refuseAll := func(reason string) (*ApplyResult, error) {
 		for range b.Verdicts {
@@ -186,7 +186,7 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 	}
 	verdicts := tx.Bucket(bucketVerdicts)
 	if b.Recovery {
-		return applyRecoveryVerdicts(tx, b, term, members, last, evAt, configuration, res)
+		return applyRecoveryVerdicts(tx, b, term, members, last, evAt, voters, res)
 	}
 	// Tallies by decision time: a batch's verdicts share one.
 	tallies := map[time.Time]map[string]zone.Verdict{}
@@ -228,16 +228,17 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 }
 
 // applyRecoveryVerdicts stores the "unhealthy" of a recovery for each member
-// that this replica's latest Raft configuration leaves out and that
+// that is no voter of this replica's latest Raft configuration and that
 // has sent no report for the batch's vote timeout: the survivors of a lost
-// quorum re-form the configuration without the dead, and a member that is no
-// server and silent is what a dead one looks like. Anything else is refused.
+// quorum re-form the voters without the dead (the recovered leader may still
+// seat a dead member as a stand-by until it leaves), and a member that has no
+// vote and is silent is what a dead one looks like. Anything else is refused.
 func applyRecoveryVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, members []zone.Member, last map[string]LastReport, evAt time.Time,
-	configuration func() (map[string]bool, bool), res *ApplyResult) (*ApplyResult, error) {
+	voters func() (map[string]bool, bool), res *ApplyResult) (*ApplyResult, error) {
 	var servers map[string]bool
 	known := false
-	if configuration != nil {
-		servers, known = configuration()
+	if voters != nil {
+		servers, known = voters()
 	}
 	byNode := make(map[string]zone.Member, len(members))
 	for _, m := range members {
@@ -246,7 +247,7 @@ func applyRecoveryVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, members []
 	verdicts := tx.Bucket(bucketVerdicts)
 	for _, v := range b.Verdicts {
 		m, member := byNode[v.Node]
-		server := servers[m.ServerID]
+		voter := servers[m.ServerID]
 		lr, reported := last[v.Node]
 		switch {
 		case !member:
@@ -258,7 +259,7 @@ func applyRecoveryVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, members []
 		case v.DecidedAt.Before(evAt):
 			res.refuse(RefuseVerdictStale)
 			continue
-		case v.State != zone.Unhealthy || !known || server || (reported && v.DecidedAt.Sub(lr.ReceivedAt) <= b.VoteTimeout):
+		case v.State != zone.Unhealthy || !known || voter || (reported && v.DecidedAt.Sub(lr.ReceivedAt) <= b.VoteTimeout):
 			res.refuse(RefuseVerdictUnsupported)
 			continue
 		}
