@@ -279,15 +279,22 @@ func (s *Store) Settle() (changed bool, err error) {
 	if s.db == nil {
 		return false, ErrClosed
 	}
-	err = s.db.Update(func(tx *bbolt.Tx) error {
-		var err error
+	// Most rounds change nothing: roll those back rather than commit, which
+	// would write and fsync the file every round on every member.
+	tx, err := s.db.Begin(true)
+	if err == nil {
 		changed, _, err = settleMembers(tx, s.opts.Witness, nil)
-		return err
-	})
-	if err != nil {
-		err = fmt.Errorf("store: settle members: %w", err)
+		switch {
+		case err == nil && changed:
+			err = tx.Commit()
+		default:
+			_ = tx.Rollback()
+		}
 	}
-	return changed, err
+	if err != nil {
+		return false, fmt.Errorf("store: settle members: %w", err)
+	}
+	return changed, nil
 }
 
 // MemberClaims is the member list as its leader last committed it, before this
