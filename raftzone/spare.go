@@ -1,6 +1,7 @@
 package raftzone
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -229,7 +230,8 @@ func (s *Server) syncView(ctx context.Context, force bool) (bool, error) {
 	c := s.cluster()
 	var errs []error
 	sources := s.viewSources(cur.Members, c)
-	for i := 0; i < len(sources) && i < viewTries; i++ {
+	tries := viewTries
+	for i := 0; i < len(sources) && i < tries; i++ {
 		addr := sources[i]
 		q := url.Values{"have": {c.Tag}, "row": {c.RowTag}}
 		callCtx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout+time.Second)
@@ -241,6 +243,7 @@ func (s *Server) syncView(ctx context.Context, force bool) (bool, error) {
 			// Another spare: it names the leader, who is asked next.
 			rest := slices.DeleteFunc(slices.Clone(sources[i+1:]), func(a string) bool { return a == pe.Leader })
 			sources = append(append(sources[:i+1:i+1], pe.Leader), rest...)
+			tries = max(tries, i+2) // the leader it names is always asked
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
@@ -310,9 +313,14 @@ func mergeView(cur store.View, c viewCluster, ans viewAnswer) (store.View, viewC
 }
 
 // viewSources lists the zone-port addresses to ask for the view, best first:
-// the servers other than the leader, in an order that differs from spare to
-// spare so that a large zone's spares spread over them, then the leader. A
-// spare that never had a view asks every peer it knows.
+// the servers of the view other than the leader, in an order that differs
+// from spare to spare so that a large zone's spares spread over them, then the
+// leader. The view can be stale — a member that was a server for a while and
+// turns spare again starts from the view it had before, and a zone recovered
+// from a lost quorum has new servers — so a sync's last try goes to a peer
+// outside it, in a new order each time (a spare names the leader, who is
+// asked next). A spare that never had a view asks the leader that admitted
+// it, then every peer it knows.
 func (s *Server) viewSources(members []zone.Member, c viewCluster) []string {
 	type src struct {
 		addr string
@@ -331,34 +339,31 @@ func (s *Server) viewSources(members []zone.Member, c viewCluster) []string {
 		}
 		out = append(out, src{m.RaftAddress, r})
 	}
-	if len(out) == 0 {
-		// No view yet: the leader that admitted this member first, then any
-		// peer, in a new order every time; one that is a spare itself names
-		// the leader. In a zone of a hundred members mostly spares, three
-		// random peers would rarely include a server.
-		var first string
-		if a := s.admittedBy.Load(); a != nil {
-			first = *a
-			out = append(out, src{first, 0})
-		}
-		for _, p := range s.peers(true) {
-			if p.RaftAddress != first {
-				out = append(out, src{p.RaftAddress, rand.Uint64() | 1})
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b src) int {
-		switch {
-		case a.rank < b.rank:
-			return -1
-		case a.rank > b.rank:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b src) int { return cmp.Compare(a.rank, b.rank) })
 	addrs := make([]string, 0, len(out))
 	for _, o := range out {
 		addrs = append(addrs, o.addr)
+	}
+	if len(addrs) >= viewTries {
+		addrs = addrs[:viewTries-1] // the others are peers too, below
+	}
+	// Beyond the view: every peer, in a new order every time, except that a
+	// spare without a view asks the leader that admitted it first. In a
+	// zone of a hundred members mostly spares, three random peers would
+	// rarely include a server.
+	seen := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		seen[a] = true
+	}
+	if a := s.admittedBy.Load(); a != nil && len(out) == 0 {
+		addrs, seen[*a] = append(addrs, *a), true
+	}
+	peers := s.peers(true)
+	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	for _, p := range peers {
+		if p.RaftAddress != "" && !seen[p.RaftAddress] {
+			addrs, seen[p.RaftAddress] = append(addrs, p.RaftAddress), true
+		}
 	}
 	return addrs
 }

@@ -225,3 +225,58 @@ func TestNewSpareAsksItsAdmitterFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleViewLeavesATryOutside checks that a spare's view cannot strand it:
+// a member that turns spare again after a while as a server, or whose zone
+// was recovered from a lost quorum, may hold a view whose servers are all
+// gone. Every sync's last try then goes to a peer outside the view, in a new
+// order each time, so the spare finds a live server, or a spare that names
+// the leader, within a few report periods.
+func TestStaleViewLeavesATryOutside(t *testing.T) {
+	list := &memberList{ok: true}
+	var members []zone.Member
+	view := viewCluster{Leader: "n1", Servers: map[string]string{}}
+	for i := range 10 {
+		n := fmt.Sprintf("n%d", i)
+		addr := fmt.Sprintf("127.0.1.%d:9470", i+1)
+		list.cands = append(list.cands, Candidate{Node: n, RaftAddress: addr})
+		members = append(members, zone.Member{Node: n, ServerID: "id-" + n, RaftAddress: addr})
+		if i >= 1 && i <= 5 {
+			view.Servers["id-"+n] = "voter" // n1..n5, all gone
+		}
+	}
+	admitter := "127.0.1.2:9470" // n1, gone too
+	s := &Server{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
+	s.admittedBy.Store(&admitter)
+	inView := func(addr string) bool {
+		for _, m := range members {
+			if m.RaftAddress == addr {
+				_, ok := view.Servers[m.ServerID]
+				return ok
+			}
+		}
+		return false
+	}
+	outside := map[string]bool{}
+	for range 50 {
+		got := s.viewSources(members, view)
+		if len(got) != 9 || slices.Contains(got, "127.0.1.1:9470") {
+			t.Fatalf("%d sources %v, want the 9 other members, each once", len(got), got)
+		}
+		for i, a := range got[:viewTries-1] {
+			if !inView(a) {
+				t.Fatalf("try %d goes to %s outside the view before the view's servers: %v", i+1, a, got)
+			}
+		}
+		outside[got[viewTries-1]] = true
+	}
+	live := 0
+	for a := range outside {
+		if !inView(a) {
+			live++
+		}
+	}
+	if live < 3 {
+		t.Errorf("the last try of 50 syncs went to %d peers outside the view (%v), want it spread over them", live, outside)
+	}
+}
