@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
@@ -86,6 +87,21 @@ type Config struct {
 	// DeadNodeDwell is how long a node must stay confirmed dead, by the
 	// webhook's clock, before DeadNodeAction acts [--dead-node-dwell].
 	DeadNodeDwell time.Duration
+	// FailoverMaxPerZone is how many nodes of one zone the failover keeps
+	// out of service at once; never more than a minority of the zone either
+	// [--failover-max-per-zone].
+	FailoverMaxPerZone int
+	// FailoverMaxUnhealthy is how many edge nodes (nodes with the zone
+	// label) of the whole cluster the failover keeps out of service at once:
+	// a count, or a percentage of the edge nodes rounded up, as
+	// NodeHealthCheck's maxUnhealthy [--failover-max-unhealthy].
+	FailoverMaxUnhealthy intstr.IntOrString
+	// FailoverMassOutage is the share of edge nodes the cloud sees Unknown
+	// at which the failover acts on no node at all: that many silent nodes
+	// are the cloud's own link or a region down, not dead machines, as the
+	// controller manager's --unhealthy-zone-threshold judges a zone
+	// [--failover-mass-outage-threshold].
+	FailoverMassOutage float64
 	// LeaderElectionID is the name of the repair loop's election Lease in
 	// ElectionNamespace [--leader-election-id].
 	LeaderElectionID string
@@ -151,6 +167,9 @@ func DefaultConfig() Config {
 		RepairBurst:          10,
 		DeadNodeAction:       DeadNodeActionNone,
 		DeadNodeDwell:        20 * time.Second,
+		FailoverMaxPerZone:   1,
+		FailoverMaxUnhealthy: intstr.FromString("10%"),
+		FailoverMassOutage:   0.55,
 		LeaderElectionID:     "edgequorum-webhook-repair",
 		LeaseDuration:        15 * time.Second,
 		RenewDeadline:        10 * time.Second,
@@ -219,6 +238,15 @@ func (c *Config) Validate() error {
 			bad("--dead-node-action=%s needs the repair loop: --repair must be on", c.DeadNodeAction)
 		}
 		positive("dead-node-dwell", c.DeadNodeDwell)
+		if c.FailoverMaxPerZone < 1 {
+			bad("--failover-max-per-zone must be at least 1, got %d", c.FailoverMaxPerZone)
+		}
+		if _, err := maxUnhealthy(c.FailoverMaxUnhealthy, 100); err != nil {
+			bad("--failover-max-unhealthy: %w", err)
+		}
+		if c.FailoverMassOutage <= 0 || c.FailoverMassOutage > 1 {
+			bad("--failover-mass-outage-threshold must be above 0 and at most 1, got %g", c.FailoverMassOutage)
+		}
 	default:
 		bad("--dead-node-action must be %q or %q, got %q", DeadNodeActionNone, DeadNodeActionOutOfService, c.DeadNodeAction)
 	}

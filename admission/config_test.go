@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -44,6 +46,18 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.DeadNodeAction = "evict" }, "--dead-node-action"},
 		{func(c *Config) { c.DeadNodeAction, c.Repair = DeadNodeActionOutOfService, false }, "--dead-node-action"},
 		{func(c *Config) { c.DeadNodeAction, c.DeadNodeDwell = DeadNodeActionOutOfService, 0 }, "--dead-node-dwell"},
+		{func(c *Config) { c.DeadNodeAction, c.FailoverMaxPerZone = DeadNodeActionOutOfService, 0 }, "--failover-max-per-zone"},
+		{func(c *Config) {
+			c.DeadNodeAction, c.FailoverMaxUnhealthy = DeadNodeActionOutOfService, intstr.FromString("ten")
+		}, "--failover-max-unhealthy"},
+		{func(c *Config) {
+			c.DeadNodeAction, c.FailoverMaxUnhealthy = DeadNodeActionOutOfService, intstr.FromString("150%")
+		}, "--failover-max-unhealthy"},
+		{func(c *Config) {
+			c.DeadNodeAction, c.FailoverMaxUnhealthy = DeadNodeActionOutOfService, intstr.FromInt32(-1)
+		}, "--failover-max-unhealthy"},
+		{func(c *Config) { c.DeadNodeAction, c.FailoverMassOutage = DeadNodeActionOutOfService, 0 }, "--failover-mass-outage-threshold"},
+		{func(c *Config) { c.DeadNodeAction, c.FailoverMassOutage = DeadNodeActionOutOfService, 1.5 }, "--failover-mass-outage-threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
@@ -60,5 +74,28 @@ func TestConfigValidate(t *testing.T) {
 	c.Repair, c.Identity, c.RepairQPS = false, "", 0
 	if err := c.Validate(); err != nil {
 		t.Errorf("repair off: %v", err)
+	}
+}
+
+// TestMaxUnhealthy: --failover-max-unhealthy is a count, or a percentage of
+// the edge nodes rounded up, as NodeHealthCheck's maxUnhealthy.
+func TestMaxUnhealthy(t *testing.T) {
+	for _, tt := range []struct {
+		v     intstr.IntOrString
+		total int
+		want  int
+	}{
+		{intstr.FromInt32(3), 1000, 3},
+		{intstr.FromString("10%"), 1000, 100},
+		{intstr.FromString("10%"), 11, 2},
+		{intstr.FromString("10%"), 3, 1},
+		{intstr.FromString("0%"), 50, 0},
+		{intstr.FromString("10%"), 0, 0},
+		{intstr.Parse("5"), 100, 5},
+	} {
+		got, err := maxUnhealthy(tt.v, tt.total)
+		if err != nil || got != tt.want {
+			t.Errorf("maxUnhealthy(%s, %d) = %d, %v; want %d", tt.v.String(), tt.total, got, err, tt.want)
+		}
 	}
 }

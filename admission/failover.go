@@ -54,7 +54,9 @@ const (
 // reaches the cloud and the verdict is the zone's current word (never for a
 // cut-off zone); both have held for the dwell time by the webhook's clock, so
 // a verdict that flaps does not act; and the cloud sees the node's Ready
-// condition Unknown, its kubelet silent too. The dwell runs from the zone's
+// condition Unknown, its kubelet silent too; and the brake (brake.go) lets
+// it: no more nodes out of service at once, per zone and cluster-wide, than
+// the operator allows, and none during a mass outage. The dwell runs from the zone's
 // judgement, not from Unknown: the zone knows within seconds, the controller
 // manager only after its grace period, so failover takes the longer of the
 // two rather than their sum.
@@ -77,6 +79,8 @@ type failover struct {
 	dryRun  bool
 	log     *slog.Logger
 	events  *eventer
+	metrics *metrics
+	brake   *brake
 
 	// forbiddenLogged: the missing `delete pods` right was logged once.
 	forbiddenLogged atomic.Bool
@@ -87,12 +91,14 @@ type failover struct {
 	deadSince map[string]time.Time
 }
 
-func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *eventer) *failover {
+func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *eventer, m *metrics) *failover {
 	if cfg.DeadNodeAction != DeadNodeActionOutOfService {
 		return nil
 	}
-	return &failover{client: client, decider: d, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
-		log: cfg.Logger.With("component", "failover"), events: events, deadSince: map[string]time.Time{}}
+	f := &failover{client: client, decider: d, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
+		log: cfg.Logger.With("component", "failover"), events: events, metrics: m, deadSince: map[string]time.Time{}}
+	f.brake = newBrake(f, cfg)
+	return f
 }
 
 // failoverStep is what the failover would do to a node now.
@@ -104,11 +110,37 @@ const (
 	failoverWait
 	failoverTaint
 	failoverUntaint
+	// failoverHeld: due for the taint, but the brake holds it (see brake).
+	failoverHeld
 )
 
 // step judges n and says what to do, and for failoverWait how long until the
-// dwell time is up.
+// dwell time is up. A node due for the taint that the brake holds is
+// failoverHeld; hold records it.
 func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
+	s, wait, _, _, err := f.judge(n)
+	return s, wait, err
+}
+
+// judge is step that also returns, for failoverHeld, the brake's limit and
+// why it holds.
+func (f *failover) judge(n *corev1.Node) (s failoverStep, wait time.Duration, limit, note string, err error) {
+	s, wait, err = f.plainStep(n)
+	if err != nil || s != failoverTaint {
+		if err == nil && s != failoverWait {
+			f.brake.release(n.Name)
+		}
+		return s, wait, "", "", err
+	}
+	limit, note, err = f.brake.check(n, n.Labels[f.decider.zoneLabel])
+	if err != nil || limit == "" {
+		return s, 0, "", "", err
+	}
+	return failoverHeld, 0, limit, note, nil
+}
+
+// plainStep is step without the brake.
+func (f *failover) plainStep(n *corev1.Node) (failoverStep, time.Duration, error) {
 	j, err := f.decider.judgement(n)
 	if err != nil {
 		return failoverNone, 0, err
@@ -215,6 +247,25 @@ func (f *failover) forget(node string) {
 	f.mu.Lock()
 	delete(f.deadSince, node)
 	f.mu.Unlock()
+	f.brake.release(node)
+	f.brake.tainted(node, "", false)
+}
+
+// hold records that the brake holds n by limit: logged and recorded on the
+// node once per stretch and limit, counted in
+// edgequorum_admission_failover_held_total and shown in
+// edgequorum_admission_failover_held_nodes while it lasts.
+func (f *failover) hold(n *corev1.Node, limit, note string) {
+	if !f.brake.hold(n.Name, limit) {
+		return
+	}
+	note = "not tainting out of service although its zone, reaching the cloud, judges it dead and the cloud sees it Unknown: " + note +
+		"; its pods wait for upstream eviction"
+	f.log.Warn(note, "node", n.Name, "limit", limit)
+	if f.events != nil {
+		f.events.record(nodeEvent{node: n.Name, uid: n.UID, reason: EventFailoverHeld, typ: corev1.EventTypeWarning,
+			action: "Failover", note: note})
+	}
 }
 
 // hasOutOfService reports whether n carries the out-of-service taint, whoever
@@ -249,6 +300,8 @@ func (f *failover) write(ctx context.Context, n *corev1.Node, taint bool) error 
 	if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("update node %s: %w", n.Name, err)
 	}
+	f.brake.tainted(n.Name, n.Labels[f.decider.zoneLabel], taint)
+	f.brake.release(n.Name)
 	f.log.Info(note, "node", n.Name)
 	if f.events != nil {
 		typ := corev1.EventTypeNormal

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -51,6 +52,9 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 		c.MaxZoneLeaseDuration = 24 * time.Hour
 		c.DeadNodeAction = DeadNodeActionOutOfService
 		c.DeadNodeDwell = dwell
+		// Half of this cluster's edge nodes are Unknown: the brake
+		// would see a mass outage (TestFailoverBrake).
+		c.FailoverMassOutage = 1
 	}, objs...)
 	routeAdmission(t, env)
 	env.start(t)
@@ -416,4 +420,138 @@ func freshZoneA(objs []runtime.Object) {
 			withZoneLeaseDuration(24*time.Hour, l)
 		}
 	}
+}
+
+// brakeEnv is a webhook with the failover on (dwell 20 s) over zone z of five
+// nodes, n1 its leader, in which the zone judges n2, n3 and n4 dead while the
+// cloud sees them Unknown, and ready more edge nodes of another zone that the
+// cloud sees Ready.
+func brakeEnv(t *testing.T, ready int, mod func(*Config)) *testEnv {
+	t.Helper()
+	objs := []runtime.Object{
+		testNode("n1", "z", zone.Healthy, corev1.ConditionTrue),
+		testNode("n2", "z", zone.Unhealthy, corev1.ConditionUnknown),
+		testNode("n3", "z", zone.Unhealthy, corev1.ConditionUnknown),
+		testNode("n4", "z", zone.Unhealthy, corev1.ConditionUnknown),
+		testNode("n5", "z", zone.Healthy, corev1.ConditionTrue),
+		testNode("cloud-1", "", "", corev1.ConditionUnknown), // not an edge node: never counted
+		withZoneLeaseDuration(24*time.Hour, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-5*time.Second)))[0],
+	}
+	for i := range ready {
+		objs = append(objs, testNode(fmt.Sprintf("y%d", i), "zone-y", "", corev1.ConditionTrue))
+	}
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.RepairPeriod = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
+		c.DeadNodeAction = DeadNodeActionOutOfService
+		c.DeadNodeDwell = 20 * time.Second
+		if mod != nil {
+			mod(c)
+		}
+	}, objs...)
+	routeAdmission(t, env)
+	env.start(t)
+	return env
+}
+
+// outOfServiceIn lists the nodes among names that carry the out-of-service
+// taint, as the fake apiserver holds them.
+func outOfServiceIn(t *testing.T, env *testEnv, names ...string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range names {
+		obj, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hasOutOfService(obj.(*corev1.Node)) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestFailoverBrake: a zone that judges three of its five nodes dead at once
+// gets no more of them tainted out of service than the brake allows — per
+// zone (--failover-max-per-zone, and never a majority of the zone), across
+// the cluster (--failover-max-unhealthy) and none while the cloud sees most
+// edge nodes Unknown (--failover-mass-outage-threshold) — and every node held
+// is counted, shown and recorded as an Event once. The brake lets go when a
+// tainted node comes back.
+func TestFailoverBrake(t *testing.T) {
+	dead := []string{"n2", "n3", "n4"}
+	held := func(env *testEnv, limit string) float64 {
+		return counter(t, env.w.metrics.failoverHeld.WithLabelValues(limit))
+	}
+	// settle runs the clock well past the dwell time and waits until every
+	// dead node is tainted or held, then checks how many of each.
+	settle := func(t *testing.T, env *testEnv, tainted int, limit string) []string {
+		t.Helper()
+		stepUntil(t, env, fmt.Sprintf("%d tainted and %d held by %s", tainted, len(dead)-tainted, limit), func() bool {
+			return len(outOfServiceIn(t, env, dead...)) == tainted && held(env, limit) == float64(len(dead)-tainted)
+		})
+		env.clock.Step(time.Minute)
+		stepUntil(t, env, "a minute more", func() bool { return env.clock.Since(testNow) > 2*time.Minute })
+		got := outOfServiceIn(t, env, dead...)
+		if len(got) != tainted {
+			t.Errorf("tainted out of service %v, want %d of %v", got, tainted, dead)
+		}
+		if g := counter(t, env.w.metrics.failoverHeldNodes); g != float64(len(dead)-tainted) {
+			t.Errorf("failover_held_nodes = %v, want %d", g, len(dead)-tainted)
+		}
+		if n := counter(t, env.w.metrics.events.WithLabelValues(EventFailoverHeld, "recorded")); n != float64(len(dead)-tainted) {
+			t.Errorf("events_total{%s,recorded} = %v, want one per held node, %d", EventFailoverHeld, n, len(dead)-tainted)
+		}
+		return got
+	}
+
+	t.Run("per zone", func(t *testing.T) {
+		env := brakeEnv(t, 6, nil)
+		got := settle(t, env, 1, brakeZone)
+		// The tainted node comes back: its zone signs it healthy, the
+		// taint goes, and the brake lets one held node go.
+		back := got[0]
+		setVerdictOn(t, env, back, signedVerdict(back, zone.Annotation{State: zone.Healthy, Zone: "z", Term: testTerm,
+			Leader: "n1", At: env.clock.Now(), Pros: 4, Members: 5}))
+		stepUntil(t, env, "another dead node tainted once "+back+" is back", func() bool {
+			now := outOfServiceIn(t, env, dead...)
+			return len(now) == 1 && now[0] != back
+		})
+	})
+	t.Run("never a majority of the zone", func(t *testing.T) {
+		env := brakeEnv(t, 6, func(c *Config) {
+			c.FailoverMaxPerZone = 5
+			c.FailoverMaxUnhealthy = intstr.FromInt32(100)
+		})
+		settle(t, env, 2, brakeZone)
+	})
+	t.Run("across the cluster", func(t *testing.T) {
+		env := brakeEnv(t, 5, func(c *Config) { c.FailoverMaxPerZone = 5 }) // 10 % of 10 edge nodes: 1
+		settle(t, env, 1, brakeCluster)
+	})
+	t.Run("mass outage", func(t *testing.T) {
+		env := brakeEnv(t, 0, nil) // 3 of 5 edge nodes Unknown: 60 %
+		settle(t, env, 0, brakeMassOutage)
+	})
+}
+
+// setVerdictOn writes raw as the node's verdict and waits until the webhook's
+// cache holds it.
+func setVerdictOn(t *testing.T, env *testEnv, name, raw string) {
+	t.Helper()
+	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
+	obj, err := env.client.Tracker().Get(nodes, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := obj.(*corev1.Node).DeepCopy()
+	n.Annotations[zone.AnnotationKey] = raw
+	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, name+"'s new verdict in the webhook's cache", func() bool {
+		c, err := env.w.decider.caches.Nodes.Get(name)
+		return err == nil && c.Annotations[zone.AnnotationKey] == raw
+	})
 }

@@ -48,6 +48,9 @@ type metrics struct {
 	// (or someone else did), once per distinct annotation or renewal.
 	verdictsRefused *prometheus.CounterVec
 	leasesRefused   *prometheus.CounterVec
+	// failoverHeld and failoverHeldNodes are the failover's brake.
+	failoverHeld      *prometheus.CounterVec
+	failoverHeldNodes prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -106,7 +109,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "edgequorum", Subsystem: "admission", Name: "zone_leases_refused_total",
 		Help: "Zone Lease writes not honoured, once per distinct write, by reason (unsigned, zone-mismatch, no-duration, bad-endorsements, holder-not-member, holder-no-key, bad-signature); the last honoured renewal stays in force.",
 	}, []string{"reason"})
+	m.failoverHeld = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_total",
+		Help: "Nodes the failover's brake kept from the out-of-service taint although their zone confirms them dead, once per node and stretch, by limit (zone: --failover-max-per-zone or a minority of the zone; cluster: --failover-max-unhealthy; mass_outage: --failover-mass-outage-threshold of the edge nodes Unknown).",
+	}, []string{"limit"})
+	m.failoverHeldNodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_nodes",
+		Help: "Nodes the failover's brake holds now: confirmed dead, due for the out-of-service taint, and left to upstream eviction.",
+	})
 	var err error
+	if m.failoverHeld, err = register(reg, m.failoverHeld); err != nil {
+		return nil, err
+	}
+	if m.failoverHeldNodes, err = register(reg, m.failoverHeldNodes); err != nil {
+		return nil, err
+	}
 	if m.verdictsRefused, err = register(reg, m.verdictsRefused); err != nil {
 		return nil, err
 	}
@@ -151,6 +168,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.repairs.WithLabelValues(resOutOfService, repairMutated)
 	m.repairs.WithLabelValues(resForceDelete, repairMutated)
 	m.repairs.WithLabelValues(resForceDelete, repairForbidden)
+	for _, l := range []string{brakeZone, brakeCluster, brakeMassOutage} {
+		m.failoverHeld.WithLabelValues(l)
+	}
 	m.requests.WithLabelValues(resNodeStatus, decisionDenied)
 	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus, resNodeStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)

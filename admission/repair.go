@@ -153,6 +153,9 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 			r.metrics.repairLeader.Set(1)
 			r.lead(lctx)
 			r.metrics.repairLeader.Set(0)
+			if r.failover != nil {
+				r.failover.brake.reset() // what it held is the next leader's to judge
+			}
 			<-done
 			r.log.Info("stopped leading the repair loop", "identity", lock.Identity())
 		case <-done:
@@ -627,12 +630,18 @@ func (r *repairer) syncFailover(ctx context.Context, q workqueue.TypedRateLimiti
 	if err != nil {
 		return repairError, err
 	}
-	step, wait, err := r.failover.step(n)
+	step, wait, limit, note, err := r.failover.judge(n)
 	switch {
 	case err != nil:
 		return repairError, err
 	case step == failoverWait:
 		q.AddAfter(key, wait)
+		return "", nil
+	case step == failoverHeld:
+		// Judged again once the brake may have let go: another node
+		// back, or the outage over. Rescans bring it back too.
+		r.failover.hold(n, limit, note)
+		q.AddAfter(key, r.failover.dwell)
 		return "", nil
 	case step == failoverNone:
 		return "", nil

@@ -124,7 +124,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
 			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
 			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(), events: w.events,
-			failover: newFailover(cfg, client, w.decider, w.events), podInformer: podInformer.Informer(),
+			failover: newFailover(cfg, client, w.decider, w.events, m), podInformer: podInformer.Informer(),
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/deploy"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
@@ -35,8 +36,9 @@ const failoverSamples = 3
 // StatefulSet pod: first with the webhook's default --dead-node-action=none
 // (upstream: the Deployment after grace period plus toleration, the
 // StatefulSet never), then with out-of-service, on several deaths. In the same
-// run it checks that the failover never fires in a zone cut off from the
-// cloud, even for a node that dies during the cut.
+// run it checks that the brake lets one node of the zone out of service at a
+// time when two die at once, and that the failover never fires in a zone cut
+// off from the cloud, even for a node that dies during the cut.
 func TestDeadNodeFailover(t *testing.T) {
 	c, z := startZone(t, testcluster.Options{Scheduler: true}, zonerun.Options{Zone: "edge-f", Nodes: 5})
 	ctx := context.Background()
@@ -127,6 +129,47 @@ func TestDeadNodeFailover(t *testing.T) {
 	if !slices.Contains(deleters, webhookDeleter) {
 		t.Errorf("the StatefulSet pods were force-deleted by %v, never by the webhook (%s)", deleters, zonerun.WebhookUser)
 	}
+
+	t.Run("the brake: one node of a zone at a time", func(t *testing.T) {
+		// Two of the zone's five nodes die at once. The webhook's
+		// default --failover-max-per-zone=1 lets one be tainted out of
+		// service and holds the other, saying so, until the first is
+		// back.
+		byName := map[string]*zonerun.Agent{}
+		for _, v := range others[:2] {
+			byName[v.Name] = v
+			kill(t, v)
+		}
+		var first string
+		poll.Until(t, 2*time.Minute, "one of the two dead nodes tainted out of service", func() (bool, string) {
+			tainted := outOfServiceNodes(t, client)
+			if len(tainted) == 1 {
+				first = tainted[0]
+			}
+			return len(tainted) == 1, fmt.Sprintf("tainted: %v", tainted)
+		})
+		var held string
+		for name := range byName {
+			if name != first {
+				held = name
+			}
+		}
+		requireWebhookEvent(t, client, held, admission.EventFailoverHeld)
+		holdFor(t, 20*time.Second, "the brake holds "+held, func() (bool, string) {
+			tainted := outOfServiceNodes(t, client)
+			return slices.Equal(tainted, []string{first}), fmt.Sprintf("tainted: %v", tainted)
+		})
+		revive(t, client, byName[first])
+		poll.Until(t, 2*time.Minute, held+" tainted once "+first+" is back", func() (bool, string) {
+			tainted := outOfServiceNodes(t, client)
+			return slices.Equal(tainted, []string{held}), fmt.Sprintf("tainted: %v", tainted)
+		})
+		revive(t, client, byName[held])
+		poll.Until(t, 2*time.Minute, "no node out of service once both are back", func() (bool, string) {
+			tainted := outOfServiceNodes(t, client)
+			return len(tainted) == 0, fmt.Sprintf("tainted: %v", tainted)
+		})
+	})
 
 	t.Run("never in a zone cut off from the cloud", func(t *testing.T) {
 		z.CutCloud()
@@ -364,6 +407,23 @@ func outOfServiceNodes(t *testing.T, c kubernetes.Interface) []string {
 		}
 	}
 	return out
+}
+
+// requireWebhookEvent waits for the webhook's Event of reason on node.
+func requireWebhookEvent(t *testing.T, client kubernetes.Interface, node, reason string) {
+	t.Helper()
+	poll.Until(t, time.Minute, "the webhook's "+reason+" Event on "+node, func() (bool, string) {
+		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.ReportingController == "edgequorum.io/webhook" && e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Events, none", len(list.Items))
+	})
 }
 
 // named selects the node of that name.

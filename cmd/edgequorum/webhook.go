@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +46,12 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.DeadNodeAction, "dead-node-action", cfg.DeadNodeAction, "what the repair loop does to a node its zone, reaching the cloud, judged unhealthy while the cloud sees it Unknown: none, or out-of-service (the node.kubernetes.io/out-of-service taint: its pods are evicted and their volumes detached without waiting for their toleration; the node must really be down)")
 	fs.StringVar(&cfg.AgentUser, "agent-user", cfg.AgentUser, "username the agents write under; their nodes/status writes (verdicts and the EdgeQuorum condition) are checked")
 	fs.DurationVar(&cfg.DeadNodeDwell, "dead-node-dwell", cfg.DeadNodeDwell, "how long a node must stay confirmed dead before --dead-node-action acts")
+	fs.IntVar(&cfg.FailoverMaxPerZone, "failover-max-per-zone", cfg.FailoverMaxPerZone, "most nodes of one zone --dead-node-action keeps out of service at once (never more than a minority of the zone)")
+	fs.Func("failover-max-unhealthy", "most edge nodes of the cluster --dead-node-action keeps out of service at once: a count, or a percentage of the edge nodes, rounded up (default "+cfg.FailoverMaxUnhealthy.String()+")", func(v string) error {
+		cfg.FailoverMaxUnhealthy = intstr.Parse(v)
+		return nil
+	})
+	fs.Float64Var(&cfg.FailoverMassOutage, "failover-mass-outage-threshold", cfg.FailoverMassOutage, "share of edge nodes the cloud sees Unknown at which --dead-node-action acts on none: a mass outage, not dead machines")
 	fs.StringVar(&cfg.ElectionNamespace, "leader-election-namespace", cfg.ElectionNamespace, "namespace of the repair loop's election Lease: the webhook's own, where agents cannot write (Deployment: the pod's namespace)")
 	fs.StringVar(&cfg.LeaderElectionID, "leader-election-id", cfg.LeaderElectionID, "name of the repair loop's election Lease in --leader-election-namespace")
 	fs.StringVar(&cfg.Identity, "leader-election-identity", "", "this replica's name in the election Lease (default: the host name; Deployment: the pod name)")
