@@ -215,11 +215,7 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 			res.refuse(RefuseVerdictUnsupported)
 			continue
 		}
-		val, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		if err := verdicts.Put([]byte(v.Node), val); err != nil {
+		if err := putVerdict(verdicts, v); err != nil {
 			return nil, err
 		}
 		res.Applied++
@@ -263,14 +259,19 @@ func applyRecoveryVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, members []
 			res.refuse(RefuseVerdictUnsupported)
 			continue
 		}
-		val, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		if err := verdicts.Put([]byte(v.Node), val); err != nil {
+		if err := putVerdict(verdicts, v); err != nil {
 			return nil, err
 		}
 		res.Applied++
 	}
 	return res, nil
+}
+
+// putVerdict stores v as its node's verdict.
+func putVerdict(verdicts *bbolt.Bucket, v zone.Verdict) error {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return verdicts.Put([]byte(v.Node), val)
 }
