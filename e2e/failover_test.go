@@ -154,7 +154,7 @@ func TestDeadNodeFailover(t *testing.T) {
 				held = name
 			}
 		}
-		requireWebhookEvent(t, client, held, admission.EventFailoverHeld)
+		requireNodeEventBy(t, client, "edgequorum.io/webhook", held, admission.EventFailoverHeld)
 		holdFor(t, 20*time.Second, "the brake holds "+held, func() (bool, string) {
 			tainted := outOfServiceNodes(t, client)
 			return slices.Equal(tainted, []string{first}), fmt.Sprintf("tainted: %v", tainted)
@@ -407,23 +407,6 @@ func outOfServiceNodes(t *testing.T, c kubernetes.Interface) []string {
 		}
 	}
 	return out
-}
-
-// requireWebhookEvent waits for the webhook's Event of reason on node.
-func requireWebhookEvent(t *testing.T, client kubernetes.Interface, node, reason string) {
-	t.Helper()
-	poll.Until(t, time.Minute, "the webhook's "+reason+" Event on "+node, func() (bool, string) {
-		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, e := range list.Items {
-			if e.ReportingController == "edgequorum.io/webhook" && e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d Events, none", len(list.Items))
-	})
 }
 
 // named selects the node of that name.

@@ -146,13 +146,20 @@ func requireConditionShowsVerdict(t *testing.T, client kubernetes.Interface, nod
 // requireLeaderEvent waits for the zone leader's Event of reason on node.
 func requireLeaderEvent(t *testing.T, client kubernetes.Interface, node, reason string) {
 	t.Helper()
-	poll.Until(t, time.Minute, "the leader's "+reason+" Event on "+node, func() (bool, string) {
+	requireNodeEventBy(t, client, "edgequorum.io/agent", node, reason)
+}
+
+// requireNodeEventBy waits for an Event of reason on node that controller
+// (edgequorum.io/agent, edgequorum.io/webhook) reported.
+func requireNodeEventBy(t *testing.T, client kubernetes.Interface, controller, node, reason string) {
+	t.Helper()
+	poll.Until(t, time.Minute, "the "+controller+" "+reason+" Event on "+node, func() (bool, string) {
 		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, e := range list.Items {
-			if e.ReportingController == "edgequorum.io/agent" && e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+			if e.ReportingController == controller && e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
 				return true, ""
 			}
 		}
