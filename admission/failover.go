@@ -133,8 +133,12 @@ func (f *failover) judge(n *corev1.Node) (s failoverStep, wait time.Duration, li
 		return s, wait, "", "", err
 	}
 	limit, note, err = f.brake.check(n, n.Labels[f.decider.zoneLabel])
-	if err != nil || limit == "" {
+	if err != nil {
 		return s, 0, "", "", err
+	}
+	if limit == "" {
+		f.brake.release(n.Name) // let go: tainted next, or only counted in a dry run
+		return s, 0, "", "", nil
 	}
 	return failoverHeld, 0, limit, note, nil
 }
