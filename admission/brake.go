@@ -3,7 +3,6 @@ package admission
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,11 +29,6 @@ const (
 // once, per zone and cluster-wide, and none during a mass outage.
 const EventFailoverHeld = "FailoverHeld"
 
-// brakePending is how long a taint this process wrote counts although the
-// node cache does not show it yet: the single repair worker judges the next
-// node before the informer has delivered the last write.
-const brakePending = time.Minute
-
 // brake bounds how many nodes the failover keeps out of service at once. One
 // bad verdict stream, or one bug, must not fail over a whole site or a fleet:
 // the out-of-service taint deletes pods and detaches volumes, which nothing
@@ -47,7 +41,8 @@ const brakePending = time.Minute
 // which is the cloud's own link or a whole region down, not dead machines.
 // Only taints the failover applied count (an admin's are the admin's
 // business). The counts come from the node cache, plus the taints this
-// process wrote that the cache may not show yet.
+// process wrote that the cache does not show yet: the single repair worker
+// judges the next node before the informer has delivered the last write.
 type brake struct {
 	f            *failover
 	perZone      int
@@ -61,9 +56,12 @@ type brake struct {
 	held map[string]string
 }
 
+// pendingTaint is a taint this process wrote: its zone, the annotation value
+// that marks it, and the node's resourceVersion before and after the write.
+// It counts until the cache shows that write, or a later change of the node.
 type pendingTaint struct {
-	zone string
-	at   time.Time
+	zone, stamp       string
+	rvBefore, rvAfter string
 }
 
 func newBrake(f *failover, cfg Config) *brake {
@@ -95,10 +93,11 @@ func (b *brake) check(n *corev1.Node, zoneName string) (limit, note string, err 
 	if err != nil {
 		return "", "", fmt.Errorf("list nodes from cache: %w", err)
 	}
-	now := b.f.clock.Now()
 	var edge, unknown, zoneSize int
 	out := map[string]string{} // out of service by the failover, other than n: node → zone
+	cached := make(map[string]*corev1.Node, len(nodes))
 	for _, m := range nodes {
+		cached[m.Name] = m
 		z := m.Labels[d.zoneLabel]
 		if z == "" {
 			continue
@@ -116,13 +115,15 @@ func (b *brake) check(n *corev1.Node, zoneName string) (limit, note string, err 
 	}
 	b.mu.Lock()
 	for name, p := range b.pending {
+		m, ok := cached[name]
 		switch {
-		case now.Sub(p.at) > brakePending:
+		case !ok, m.Annotations[outOfServiceAnnotation] == p.stamp,
+			m.ResourceVersion != p.rvBefore && m.ResourceVersion != p.rvAfter:
+			// Gone, or the cache shows the write (counted above), or a
+			// later change of the node (the cache knows better).
 			delete(b.pending, name)
 		case name != n.Name:
-			if _, seen := out[name]; !seen {
-				out[name] = p.zone
-			}
+			out[name] = p.zone
 		}
 	}
 	b.mu.Unlock()
@@ -186,13 +187,14 @@ func (b *brake) reset() {
 	b.f.metrics.failoverHeldNodes.Set(0)
 }
 
-// tainted counts node, in zone, as out of service until the cache shows it;
+// tainted counts node, in zone, as out of service until the cache shows the
+// write that tainted it (stamp, the node's resourceVersion before and after);
 // untainted stops counting it.
-func (b *brake) tainted(node, zone string, taint bool) {
+func (b *brake) tainted(node, zone string, taint bool, stamp, rvBefore, rvAfter string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if taint {
-		b.pending[node] = pendingTaint{zone: zone, at: b.f.clock.Now()}
+		b.pending[node] = pendingTaint{zone: zone, stamp: stamp, rvBefore: rvBefore, rvAfter: rvAfter}
 	} else {
 		delete(b.pending, node)
 	}

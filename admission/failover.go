@@ -252,7 +252,7 @@ func (f *failover) forget(node string) {
 	delete(f.deadSince, node)
 	f.mu.Unlock()
 	f.brake.release(node)
-	f.brake.tainted(node, "", false)
+	f.brake.tainted(node, "", false, "", "", "")
 }
 
 // hold records that the brake holds n by limit: logged and recorded on the
@@ -301,10 +301,11 @@ func (f *failover) write(ctx context.Context, n *corev1.Node, taint bool) error 
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, isOutOfService)
 		delete(n.Annotations, outOfServiceAnnotation)
 	}
-	if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	written, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
 		return fmt.Errorf("update node %s: %w", n.Name, err)
 	}
-	f.brake.tainted(n.Name, n.Labels[f.decider.zoneLabel], taint)
+	f.brake.tainted(n.Name, n.Labels[f.decider.zoneLabel], taint, n.Annotations[outOfServiceAnnotation], n.ResourceVersion, written.ResourceVersion)
 	f.brake.release(n.Name)
 	f.log.Info(note, "node", n.Name)
 	if f.events != nil {
