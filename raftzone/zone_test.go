@@ -258,12 +258,23 @@ func assertOneCluster(t *testing.T, z *testZone) {
 		}
 		return true, ""
 	})
-	for _, n := range z.running() {
-		got, _ := n.srv.configuration()
-		if len(got) != len(want) {
-			t.Errorf("%s has %d servers in its configuration, leader %d", n.name, len(got), len(want))
+	// One cluster: no member's configuration names a server the leader's
+	// does not, and each catches up with the leader's (the last change may
+	// still be on its way to a member).
+	poll.Until(t, 30*time.Second, "every member holding "+l.name+"'s configuration", func() (bool, string) {
+		for _, n := range z.running() {
+			got, _ := n.srv.configuration()
+			for id := range got {
+				if _, ok := want[id]; !ok {
+					t.Fatalf("%s's configuration has server %s, which %s's has not: a second cluster", n.name, id, l.name)
+				}
+			}
+			if len(got) != len(want) {
+				return false, fmt.Sprintf("%s has %d servers in its configuration, leader %d", n.name, len(got), len(want))
+			}
 		}
-	}
+		return true, ""
+	})
 	if c := z.genesis.created.Load(); c != 1 {
 		t.Errorf("genesis created %d times", c)
 	}
