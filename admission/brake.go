@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // Limits of the failover's brake: the value of the limit label of
@@ -40,7 +42,8 @@ const EventFailoverHeld = "FailoverHeld"
 // --failover-mass-outage-threshold of the edge nodes are Unknown to the cloud,
 // which is the cloud's own link or a whole region down, not dead machines.
 // Only taints the failover applied count (an admin's are the admin's
-// business). The counts come from the node cache, plus the taints this
+// business), and only on nodes their zone does not sign healthy (a node's
+// kubelet credential can mark its own Node). The counts come from the node cache, plus the taints this
 // process wrote that the cache does not show yet: the single repair worker
 // judges the next node before the informer has delivered the last write.
 type brake struct {
@@ -110,7 +113,16 @@ func (b *brake) check(n *corev1.Node, zoneName string) (limit, note string, err 
 			unknown++
 		}
 		if _, ours := m.Annotations[outOfServiceAnnotation]; ours && hasOutOfService(m) && m.Name != n.Name {
-			out[m.Name] = z
+			// A node's own kubelet credential can mark and taint its
+			// Node: only a node its zone does not vouch for takes a
+			// place, so a stolen box cannot spend its zone's budget.
+			j, err := d.judgement(m)
+			if err != nil {
+				return "", "", fmt.Errorf("judge node %s: %w", m.Name, err)
+			}
+			if j.state != zone.Healthy {
+				out[m.Name] = z
+			}
 		}
 	}
 	b.mu.Lock()

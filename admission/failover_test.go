@@ -426,14 +426,18 @@ func freshZoneA(objs []runtime.Object) {
 // nodes, n1 its leader, in which the zone judges n2, n3 and n4 dead while the
 // cloud sees them Unknown, and ready more edge nodes of another zone that the
 // cloud sees Ready.
-func brakeEnv(t *testing.T, ready int, mod func(*Config)) *testEnv {
+func brakeEnv(t *testing.T, ready int, mod func(*Config), n5 ...corev1.Taint) *testEnv {
 	t.Helper()
+	live := testNode("n5", "z", zone.Healthy, corev1.ConditionTrue, n5...)
+	if len(n5) > 0 {
+		live.Annotations[outOfServiceAnnotation] = testNow.Format(time.RFC3339)
+	}
 	objs := []runtime.Object{
 		testNode("n1", "z", zone.Healthy, corev1.ConditionTrue),
 		testNode("n2", "z", zone.Unhealthy, corev1.ConditionUnknown),
 		testNode("n3", "z", zone.Unhealthy, corev1.ConditionUnknown),
 		testNode("n4", "z", zone.Unhealthy, corev1.ConditionUnknown),
-		testNode("n5", "z", zone.Healthy, corev1.ConditionTrue),
+		live,
 		testNode("cloud-1", "", "", corev1.ConditionUnknown), // not an edge node: never counted
 		withZoneLeaseDuration(24*time.Hour, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-5*time.Second)))[0],
 	}
@@ -529,6 +533,21 @@ func TestFailoverBrake(t *testing.T) {
 	t.Run("across the cluster", func(t *testing.T) {
 		env := brakeEnv(t, 5, func(c *Config) { c.FailoverMaxPerZone = 5 }) // 10 % of 10 edge nodes: 1
 		settle(t, env, 1, brakeCluster)
+	})
+	t.Run("a live node's own mark takes no place", func(t *testing.T) {
+		// n5's stolen kubelet credential marked and tainted its own
+		// Node, which its zone signs healthy: it must not spend the
+		// zone's one place. A dry run writes nothing, so the mark stays.
+		env := brakeEnv(t, 6, func(c *Config) { c.DryRun = true },
+			corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: outOfServiceValue, Effect: corev1.TaintEffectNoExecute})
+		n2, err := env.w.decider.caches.Nodes.Get("n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit, note, err := env.w.repair.failover.brake.check(n2, "z")
+		if err != nil || limit != "" {
+			t.Errorf("brake.check(n2) = %q (%s), %v; want it let go: n5 is alive by its zone", limit, note, err)
+		}
 	})
 	t.Run("mass outage", func(t *testing.T) {
 		env := brakeEnv(t, 0, nil) // 3 of 5 edge nodes Unknown: 60 %
