@@ -57,19 +57,18 @@ const (
 	ReasonBadSignature Reason = "bad-signature"
 	// ReasonNoZoneLease: the zone has no zone Lease the webhook honoured.
 	ReasonNoZoneLease Reason = "no-zone-lease"
-	// ReasonSignerNotLeader: the signer neither holds the zone Lease nor
-	// is an earlier leader the holder vouches for, for verdicts it decided
-	// up to the term the holder names.
+	// ReasonSignerNotLeader: the signer does not hold the zone Lease, and
+	// the holder does not vouch for this verdict.
 	ReasonSignerNotLeader Reason = "signer-not-leader"
-	// ReasonTermAheadOfLease: the verdict claims a term above the zone
-	// Lease's.
+	// ReasonTermAheadOfLease: the verdict claims to be signed under a term
+	// above the zone Lease's.
 	ReasonTermAheadOfLease Reason = "term-ahead-of-lease"
 	// ReasonLeaderMismatch: a verdict of the Lease's own term names another
 	// leader than the Lease holder.
 	ReasonLeaderMismatch Reason = "leader-mismatch"
 	// ReasonSuperseded: the zone signed the verdict, but it is older (by
-	// term, then decision time) than a verdict the webhook already honoured
-	// for the node and which still stands: a replay.
+	// signing term, then decision time) than a verdict the webhook already
+	// honoured for the node and which still stands: a replay.
 	ReasonSuperseded Reason = "superseded"
 	// ReasonNotHealthy: the verdict honoured says unhealthy or unknown.
 	ReasonNotHealthy Reason = "not-healthy"
@@ -243,10 +242,11 @@ func (d *Decider) DecideNode(name string) (Decision, *corev1.Node, error) {
 // cache could not be read; the decision is then "not vouched".
 //
 // A verdict counts only if the zone signed it: its signer is a member of the
-// node's zone whose key is registered on its own Node, and either holds the
-// zone Lease under a term no lower than the verdict's, or is the earlier
-// leader that decided the verdict and whom the holder's signed Lease vouches
-// for up to the verdict's term.
+// node's zone whose key is registered on its own Node, it was signed under a
+// term no higher than the zone Lease's, and either its signer holds the zone
+// Lease or the holder's signed Lease names this very verdict among those it
+// vouches for. Of two verdicts the zone signed, the one signed under the
+// newer term counts (see keptVerdict.newerOrSame).
 // Time is the webhook's own: a Lease renewal counts from when the webhook saw
 // it at the latest, however late its renewTime.
 //
@@ -440,7 +440,7 @@ func (d *Decider) signedBy(node, raw string, verdict *zone.Annotation) (*claim, 
 	switch {
 	case valid == nil:
 		return nil, ReasonNoZoneLease, nil
-	case verdict.Term > valid.Term:
+	case verdict.SigningTerm() > valid.Term:
 		return nil, ReasonTermAheadOfLease, nil
 	case verdict.Signer == valid.Holder:
 		if verdict.Term == valid.Term && verdict.Leader != valid.Holder {
@@ -448,9 +448,9 @@ func (d *Decider) signedBy(node, raw string, verdict *zone.Annotation) (*claim, 
 		}
 		return valid, "", nil
 	}
-	// An earlier leader's verdict, signed by the leader that decided it,
-	// stands while the holder vouches for that leader up to its term.
-	if t, ok := valid.endorses[verdict.Signer]; ok && verdict.Leader == verdict.Signer && verdict.Term <= t {
+	// Another member's verdict stands while the holder vouches for that
+	// very verdict.
+	if valid.endorses.Vouches(node, verdict) {
 		return valid, "", nil
 	}
 	return nil, ReasonSignerNotLeader, nil

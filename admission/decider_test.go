@@ -466,6 +466,102 @@ func TestDecideAcrossAHandover(t *testing.T) {
 	}
 }
 
+// TestDecideEndsAnEarlierLeadersWordWithItsLeadership: a leader that signs a
+// healthy verdict for a node its zone judged dead is believed while it holds
+// the zone Lease (the quorum's word is the remedy for that); once the Lease
+// moves on, the forgery counts no more, though the new holder still vouches
+// for the old leader's committed verdicts, and the new leader's write-back of
+// the committed verdict, decided before the forgery, is honoured, not refused
+// as a replay. Every verdict here is signed under a term (SignedTerm).
+func TestDecideEndsAnEarlierLeadersWordWithItsLeadership(t *testing.T) {
+	ctx := context.Background()
+	sign := func(node, signer string, a zone.Annotation) string {
+		a.Sign(node, signer, testKey(signer))
+		b, _ := json.Marshal(a)
+		return string(b)
+	}
+	committed := zone.Annotation{State: zone.Unhealthy, Zone: "z", Term: testTerm, Leader: "n1", At: nodeLost, Cons: 2, Members: 4, SignedTerm: testTerm}
+	other := zone.Annotation{State: zone.Healthy, Zone: "z", Term: testTerm, Leader: "n1", At: nodeLost, Pros: 2, Members: 4, SignedTerm: testTerm}
+	dead := testNode("n3", "z", "", corev1.ConditionUnknown)
+	dead.Annotations[zone.AnnotationKey] = sign("n3", "n1", committed)
+	cut := testNode("n4", "z", "", corev1.ConditionUnknown)
+	cut.Annotations[zone.AnnotationKey] = sign("n4", "n1", other)
+	env := newDeciderEnv(t, nil, testNode("n1", "z", "", corev1.ConditionTrue), testNode("n2", "z", "", corev1.ConditionTrue), dead, cut,
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow))
+	nodes := env.client.CoreV1().Nodes()
+	set := func(node, raw string) *corev1.Node {
+		t.Helper()
+		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations[zone.AnnotationKey] = raw
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll.UntilTrue(t, waitTimeout, node+"'s verdict in the cache", func() bool {
+			c, err := env.d.caches.Nodes.Get(node)
+			return err == nil && c.Annotations[zone.AnnotationKey] == raw
+		})
+		c, _ := env.d.caches.Nodes.Get(node)
+		return c
+	}
+
+	// n1, leading, forges: honoured while it holds the Lease.
+	env.clock.Step(time.Second)
+	forged := committed
+	forged.State, forged.At, forged.Pros, forged.Cons = zone.Healthy, env.clock.Now(), 3, 0
+	n3 := set("n3", sign("n3", "n1", forged))
+	if got, _ := env.d.Decide(n3); !got.Vouched {
+		t.Fatalf("the Lease holder's own verdict: %+v, want vouched", got)
+	}
+
+	// n2 takes over under the next term and names the verdicts of n1's
+	// that the zone committed: n4's, not the forgery on n3.
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n4Verdict zone.Annotation
+	if n4, err := env.d.caches.Nodes.Get("n4"); err == nil {
+		n4Verdict, _ = zone.ParseAnnotation(n4.Annotations[zone.AnnotationKey])
+	}
+	endorses := zone.FormatEndorsements(map[string]string{"n4": zone.VerdictDigest(n4Verdict.Sig)})
+	l.Spec.HolderIdentity = ptr.To("n2")
+	l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
+	l.Annotations[zone.LeaseEndorsesAnnotation] = endorses
+	if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, "n2's Lease in the cache", func() bool {
+		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2"
+	})
+	if got, _ := env.d.Decide(n3); got.Vouched || got.Reason != ReasonSignerNotLeader {
+		t.Errorf("n1's forgery under n2's Lease: %+v, want not vouched, %s", got, ReasonSignerNotLeader)
+	}
+	n4, _ := env.d.caches.Nodes.Get("n4")
+	if got, _ := env.d.Decide(n4); !got.Vouched {
+		t.Errorf("n1's committed verdict the new Lease names: %+v, want vouched", got)
+	}
+
+	// n2 writes the committed verdict back, signed under its term: the
+	// verdict it states was decided before the forgery, and counts.
+	back := committed
+	back.SignedTerm = testTerm + 1
+	n3 = set("n3", sign("n3", "n2", back))
+	if got, _ := env.d.Decide(n3); got.Reason != ReasonNotHealthy || got.Refused != "" {
+		t.Errorf("the new leader's write-back of the committed verdict: %+v, want honoured (%s)", got, ReasonNotHealthy)
+	}
+	// And the forgery, replayed, is refused as what it is: older by term.
+	n3 = set("n3", sign("n3", "n1", forged))
+	if got, _ := env.d.Decide(n3); got.Vouched || got.Refused == "" {
+		t.Errorf("the forgery replayed after the write-back: %+v, want refused and judged by the write-back", got)
+	}
+}
+
 func mustGetLease(t *testing.T, leases interface {
 	Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
 }) *coordinationv1.Lease {

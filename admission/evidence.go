@@ -66,9 +66,10 @@ type claim struct {
 	zone.LeaseClaim
 	sig string
 	renewal
-	// endorses are the earlier leaders the holder vouches for, with the
-	// highest term of their standing verdicts.
-	endorses map[string]uint64
+	// endorses are the verdicts other members signed that the holder
+	// vouches for; endorsed is false when the annotation does not parse.
+	endorses zone.Endorsements
+	endorsed bool
 }
 
 // zoneRecord is what the webhook knows of one zone Lease.
@@ -222,7 +223,8 @@ func (e *evidence) onZoneLease(obj any) {
 func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 	c := claim{LeaseClaim: apiwriter.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
 	c.renewed = c.Renewed
-	c.endorses, _ = zone.ParseEndorsements(c.Endorses) // nil when it does not parse: refused
+	endorses, err := zone.ParseEndorsements(c.Endorses)
+	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
 	rec := e.zones[l.Name]
 	if rec == nil {
 		rec = &zoneRecord{}
@@ -280,7 +282,7 @@ func (e *evidence) verifyClaim(name string, c claim) (reason string, final bool)
 		return leaseZoneMismatch, true
 	case c.DurationSeconds <= 0:
 		return leaseNoDuration, true
-	case c.endorses == nil:
+	case !c.endorsed:
 		return leaseBadEndorsements, true
 	}
 	key, r := e.memberKey(c.Holder, c.Zone)
@@ -405,12 +407,14 @@ type keptVerdict struct {
 	verdict zone.Annotation
 }
 
-// newerOrSame reports whether v was decided no earlier than o: under a higher
-// term, or under the same term no earlier. Within a term one leader decides,
-// in order.
+// newerOrSame reports whether v was signed no earlier than o: under a higher
+// signing term, or under the same one for a decision no earlier. Within a
+// term one leader signs, in order; a leader's verdict supersedes every verdict
+// of the leaders before it, whatever their decision times, so an earlier
+// leader's word, forged or not, ends with its leadership.
 func (v *keptVerdict) newerOrSame(o *keptVerdict) bool {
-	if v.verdict.Term != o.verdict.Term {
-		return v.verdict.Term > o.verdict.Term
+	if a, b := v.verdict.SigningTerm(), o.verdict.SigningTerm(); a != b {
+		return a > b
 	}
 	return !v.verdict.At.Before(o.verdict.At)
 }

@@ -157,7 +157,7 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 	}
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((w.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
-	if e := zone.FormatEndorsements(w.endorsements()); e != "" {
+	if e := zone.FormatEndorsements(w.endorsements(term)); e != "" {
 		l.Annotations[zone.LeaseEndorsesAnnotation] = e
 	} else {
 		delete(l.Annotations, zone.LeaseEndorsesAnnotation)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,9 @@ type Writer struct {
 	lease         leaseState
 	renewNow      chan struct{}
 	nodes         NodeVerdicts
+	// sigOK remembers which verdicts on the zone's Nodes verify (see
+	// verified).
+	sigOK map[string]bool
 }
 
 // New returns a Writer; Run starts it.
@@ -92,6 +96,7 @@ func New(cfg Config, client kubernetes.Interface, fence Fence, members MemberCou
 		metrics:  newMetrics(cfg.Registerer),
 		pending:  map[string]zone.Verdict{},
 		renewNow: make(chan struct{}, 1),
+		sigOK:    map[string]bool{},
 	}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, cfg.RetryMax),
@@ -243,14 +248,14 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	if err := w.observeRead(err); err != nil {
 		return fmt.Errorf("read node %s: %w", v.Node, err)
 	}
-	want := w.signed(v)
+	if w.superseded(v) {
+		w.metrics.skipped.WithLabelValues(skipSuperseded).Inc()
+		return nil
+	}
+	want := w.signed(v, term)
 	raw, had := node.Annotations[zone.AnnotationKey]
 	value := ""
-	switch skip := holds(node.Annotations, want, term, w.predecessorSigned(v.Node)); skip {
-	case skipFenced:
-		w.metrics.skipped.WithLabelValues(skip).Inc()
-		w.log.Info("not overwriting a verdict from a newer term", "peer", v.Node, "ours", want.Term)
-		return nil
+	switch skip := holds(node.Annotations, want, term, w.predecessorSigned(v.Node, term)); skip {
 	case skipUnchanged:
 		if showsVerdict(node, want) {
 			w.metrics.skipped.WithLabelValues(skip).Inc()
@@ -300,24 +305,27 @@ func showsVerdict(node *corev1.Node, a zone.Annotation) bool {
 	return prev != nil && zone.SameCondition(*prev, zone.Condition(a, prev))
 }
 
-// Why holds leaves a node's annotation alone; values of the reason label of
-// edgequorum_apiwriter_skipped_total.
+// Why the writer leaves a node's annotation alone; values of the reason label
+// of edgequorum_apiwriter_skipped_total.
 const (
 	skipUnchanged = "unchanged"
-	skipFenced    = "fenced"
+	// skipSuperseded: the verdict queued is no longer the zone's committed
+	// one (a newer one is on its way).
+	skipSuperseded = "superseded"
 )
 
 // forgedTerm is holds' answer for a verdict under a term above the one the
 // writer leads: one the zone may never have had (see confirmForged).
 const forgedTerm = "forged-term"
 
-// holds says why annotations need no write of want, signed by this member
-// leading leaderTerm: they already carry it (skipUnchanged), signed by us or by
-// the earlier leader that decided it (endorsed, if endorsed says so), or a
-// verdict from a newer term than want's that must not be overwritten
-// (skipFenced). It returns "" when want must be written, and forgedTerm when
-// the annotation claims a term above leaderTerm: written by a newer leader
-// this one does not know of yet, or forged.
+// holds says why annotations need no write of want, the committed verdict
+// signed by this member leading leaderTerm: they already carry that decision
+// (skipUnchanged), signed by us or by another member (endorsed, if endorsed
+// says so). It returns "" when want must be written over whatever else is
+// there, whatever its decision term: the committed verdict is the zone's
+// word, and want's signing term is the newest this leader knows. It returns
+// forgedTerm when the annotation claims to be signed under a term above
+// leaderTerm: by a newer leader this one does not know of yet, or forged.
 func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint64, endorsed func(zone.Annotation) bool) string {
 	raw, ok := annotations[zone.AnnotationKey]
 	if !ok {
@@ -327,15 +335,33 @@ func holds(annotations map[string]string, want zone.Annotation, leaderTerm uint6
 	switch {
 	case err != nil:
 		return ""
-	case cur.Term > leaderTerm:
+	case cur.SigningTerm() > leaderTerm:
 		return forgedTerm
-	case cur.Term > want.Term:
-		return skipFenced
-	case cur.State == want.State && cur.Term == want.Term && cur.At.Equal(want.At) && cur.Leader == want.Leader &&
-		len(cur.Sig) > 0 && (cur.Signer == want.Signer || endorsed(cur)):
+	case sameDecision(cur, want) && len(cur.Sig) > 0 && (cur.Signer == want.Signer || endorsed(cur)):
 		return skipUnchanged
 	}
 	return ""
+}
+
+// sameDecision reports whether a and b state the same decision: every field
+// but who signed it, when and how.
+func sameDecision(a, b zone.Annotation) bool {
+	return a.State == b.State && a.Zone == b.Zone && a.Term == b.Term && a.Leader == b.Leader && a.At.Equal(b.At) &&
+		a.Pros == b.Pros && a.Cons == b.Cons && a.Members == b.Members
+}
+
+// superseded reports whether v is no longer the zone's committed verdict for
+// its node: the committed one is newer, and queued or on its way. A leader
+// may hold an older verdict queued from an earlier term when it leads again.
+func (w *Writer) superseded(v zone.Verdict) bool {
+	w.mu.Lock()
+	src := w.nodes
+	w.mu.Unlock()
+	if src == nil {
+		return false
+	}
+	c, ok := src.CommittedVerdict(v.Node)
+	return ok && (c.Term > v.Term || c.Term == v.Term && c.DecidedAt.After(v.DecidedAt))
 }
 
 // confirmForged decides what a term above ours means, on an object (a Node's
@@ -357,60 +383,83 @@ func (w *Writer) confirmForged(ctx context.Context, kind, name, found string) er
 }
 
 // predecessorSigned returns the test holds applies to a verdict on node that
-// this leader did not sign: it stands, and the zone Lease vouches for its
-// signer, if endorsable says so.
-func (w *Writer) predecessorSigned(node string) func(zone.Annotation) bool {
+// this leader, leading term, did not sign: it stands if the zone Lease names
+// it (see endorsements).
+func (w *Writer) predecessorSigned(node string, term uint64) func(zone.Annotation) bool {
 	return func(a zone.Annotation) bool {
-		w.mu.Lock()
-		src := w.nodes
-		w.mu.Unlock()
-		if src == nil {
-			return false
-		}
-		return endorsable(node, a, nodeKeys(src.ZoneNodes())[a.Signer])
+		d, ok := w.endorsements(term)[node]
+		return ok && len(a.Sig) > 0 && d == zone.VerdictDigest(a.Sig)
 	}
 }
 
-// endorsable reports whether a, on node, is a verdict the zone Lease may vouch
-// for: signed, with the key its Node registers (pub), by the earlier leader
-// that decided it. A verdict a leader wrote for a predecessor's decision is
-// not: the next leader signs that one again.
-func endorsable(node string, a zone.Annotation, pub ed25519.PublicKey) bool {
-	return a.Signer != "" && a.Signer == a.Leader && a.Verify(node, pub)
-}
+// maxEndorsesBytes bounds the LeaseEndorsesAnnotation value, in step with
+// the size deploy/agent's policy allows it (16 KiB): a Lease the policy
+// refused would cost the zone its protection. Verdicts past it, in name
+// order, are signed again instead, one write each.
+const maxEndorsesBytes = 16 << 10
 
-// endorsements are the earlier leaders whose verdicts stand on the zone's
-// Nodes, each with the highest term among them: verdicts equal to the zone's
-// committed ones and endorsable. The zone Lease names them.
-func (w *Writer) endorsements() map[string]uint64 {
+// endorsements are the verdicts other members signed that stand on the zone's
+// Nodes, node → zone.VerdictDigest: each states the zone's committed verdict,
+// signed under a term no later than term (ours), with the key its signer's
+// Node registers; in name order, as many as maxEndorsesBytes holds. The zone
+// Lease names them, so it vouches for nothing else their signers sign.
+func (w *Writer) endorsements(term uint64) map[string]string {
 	w.mu.Lock()
 	src := w.nodes
 	w.mu.Unlock()
-	out := map[string]uint64{}
+	out := map[string]string{}
 	if src == nil {
 		return out
 	}
 	nodes := src.ZoneNodes()
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	keys := nodeKeys(nodes)
+	size := 0
 	for _, n := range nodes {
 		raw, ok := n.Annotations[zone.AnnotationKey]
 		if !ok {
 			continue
 		}
 		a, err := zone.ParseAnnotation(raw)
-		if err != nil || a.Signer == w.cfg.Node {
+		if err != nil || a.Signer == "" || a.Signer == w.cfg.Node || a.SigningTerm() > term {
 			continue
 		}
 		v, ok := src.CommittedVerdict(n.Name)
-		if !ok || a.State != v.State || a.Term != v.Term || !a.At.Equal(v.DecidedAt) || a.Leader != v.Leader {
+		if !ok || !sameDecision(a, zone.AnnotationFor(w.cfg.Zone, v)) || !w.verified(n.Name, raw, &a, keys[a.Signer]) {
 			continue
 		}
-		if endorsable(n.Name, a, keys[a.Signer]) && a.Term >= out[a.Signer] {
-			out[a.Signer] = a.Term
+		d := zone.VerdictDigest(a.Sig)
+		if size += len(n.Name) + len(d) + 2; size > maxEndorsesBytes {
+			break
 		}
+		out[n.Name] = d
 	}
 	return out
 }
+
+// verified reports whether a, read from raw on node, verifies under pub,
+// remembering the answer: the zone's verdicts change once per verdict change,
+// the endorsements are read with every Lease renewal and Node event.
+func (w *Writer) verified(node, raw string, a *zone.Annotation, pub ed25519.PublicKey) bool {
+	k := node + "\x00" + raw + "\x00" + string(pub)
+	w.mu.Lock()
+	ok, known := w.sigOK[k]
+	w.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok = a.Verify(node, pub)
+	w.mu.Lock()
+	if len(w.sigOK) >= maxVerifiedMemo {
+		clear(w.sigOK)
+	}
+	w.sigOK[k] = ok
+	w.mu.Unlock()
+	return ok
+}
+
+// maxVerifiedMemo bounds Writer.sigOK; past it, it starts over.
+const maxVerifiedMemo = 1 << 12
 
 // nodeKeys are the node keys the Nodes register, by node name.
 func nodeKeys(nodes []*corev1.Node) map[string]ed25519.PublicKey {
@@ -423,10 +472,11 @@ func nodeKeys(nodes []*corev1.Node) map[string]ed25519.PublicKey {
 	return keys
 }
 
-// signed is the annotation for committed verdict v as this member writes it:
-// signed with its node key, whoever decided v.
-func (w *Writer) signed(v zone.Verdict) zone.Annotation {
+// signed is the annotation for committed verdict v as this member writes it
+// leading term: signed with its node key under that term, whoever decided v.
+func (w *Writer) signed(v zone.Verdict, term uint64) zone.Annotation {
 	a := zone.AnnotationFor(w.cfg.Zone, v)
+	a.SignedTerm = term
 	a.Sign(v.Node, w.cfg.Node, w.cfg.NodeKey)
 	return a
 }
@@ -434,7 +484,8 @@ func (w *Writer) signed(v zone.Verdict) zone.Annotation {
 // Restore queues committed verdict v again if node, as an informer last saw
 // it, does not hold it: the Node was deleted and registered anew, or its
 // annotation was removed or edited, or it is signed neither by this leader nor
-// by the earlier leader that decided it (the webhook honours nothing else), or
+// by another member whose verdict the zone Lease vouches for (the webhook
+// honours nothing else), or
 // its EdgeQuorum condition does not show it (a Node written before the
 // condition existed, or one whose condition was edited).
 // Verdicts are written only when they
@@ -446,10 +497,8 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node {
 		return false
 	}
-	want := w.signed(v)
-	switch holds(node.Annotations, want, term, w.predecessorSigned(node.Name)) {
-	case skipFenced:
-		return false
+	want := w.signed(v, term)
+	switch holds(node.Annotations, want, term, w.predecessorSigned(node.Name, term)) {
 	case skipUnchanged:
 		if showsVerdict(node, want) {
 			return false

@@ -254,10 +254,29 @@ func TestWritesVerdictOnceAndOnlyOnChange(t *testing.T) {
 	}
 }
 
+// TestQueuedVerdictOlderThanCommittedIsSkipped: a leader that leads again may
+// still hold a verdict queued in an earlier term; once the zone committed a
+// newer one for that node, the old one is not written over what stands.
+func TestQueuedVerdictOlderThanCommittedIsSkipped(t *testing.T) {
+	h := newHarness(t, "node-2")
+	h.fence.term.Store(6)
+	at := h.clock.Now()
+	h.w.Follow(fakeNodeVerdicts{h: h, committed: map[string]zone.Verdict{"node-2": verdict("node-2", zone.Unhealthy, 5, at)}})
+	h.run()
+	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at.Add(time.Second))}, false)
+	poll.UntilTrue(t, waitTimeout, "the queue drained", func() bool { return h.w.Pending() == 0 })
+	if w := h.nodeWrites(); len(w) != 0 {
+		t.Fatalf("node writes %v, want none for a verdict older than the committed one", w)
+	}
+	if n := counterValue(t, h.w.metrics.skipped.WithLabelValues(skipSuperseded)); n != 1 {
+		t.Errorf("skipped{%s} = %v, want 1", skipSuperseded, n)
+	}
+}
+
 // TestRestoreWritesLostVerdictsOnly: a Node that lost its committed verdict
-// (annotation removed, Node registered anew) gets it back; a Node that holds
-// it, one with a newer term's verdict and one whose new verdict is already on
-// its way are left alone, and a follower restores nothing.
+// (annotation removed, Node registered anew) or carries one the zone did not
+// commit gets it back; a Node that holds it and one whose new verdict is
+// already on its way are left alone, and a follower restores nothing.
 func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	h := newHarness(t, "node-2", "node-3")
 	h.run()
@@ -300,16 +319,23 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	}
 	poll.UntilTrue(t, waitTimeout, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
 
-	// A newer term's verdict is not ours to replace.
+	// A verdict the zone did not commit is replaced whatever its decision
+	// term, as long as it claims no signing term above ours: the committed
+	// verdict is the zone's word, and an earlier leader's forgery must not
+	// outlive its leadership.
 	newer, _ := json.Marshal(zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: 5, Leader: "node-3"})
 	n = get("node-3")
 	n.Annotations = map[string]string{zone.AnnotationKey: string(newer)}
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if h.w.Restore(get("node-3"), verdict("node-3", zone.Healthy, 4, at)) {
-		t.Error("a verdict from a newer term was replaced")
+	if !h.w.Restore(get("node-3"), verdict("node-3", zone.Healthy, 4, at)) {
+		t.Error("a verdict of a newer decision term the zone never committed was left standing")
 	}
+	poll.UntilTrue(t, waitTimeout, "the committed verdict written over it", func() bool {
+		a, ok := h.annotation("node-3")
+		return ok && a.State == zone.Healthy && a.Term == 4 && a.SignedTerm == 5 && h.w.Pending() == 0
+	})
 	// A node whose new verdict waits in the queue lags it by design.
 	h.fence.unconfirmed.Store(true) // keeps the queued verdict pending
 	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))}, false)
@@ -536,10 +562,10 @@ func (f fakeNodeVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
 	return v, ok
 }
 
-// TestPredecessorVerdictsStand: a new leader leaves standing the verdicts the
-// earlier leader that decided them signed, and vouches for that leader in the
-// zone Lease instead (one write per verdict change, not one more per node and
-// handover). A verdict signed by anyone but its decider it signs again.
+// TestPredecessorVerdictsStand: a new leader leaves standing the committed
+// verdicts other members signed, and names each in the zone Lease instead (one
+// write per verdict change, not one more per node and handover). A verdict
+// whose signature its signer's Node does not verify it signs again.
 func TestPredecessorVerdictsStand(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, "node-2", "node-3")
@@ -573,36 +599,54 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 	if h.w.Restore(get(), v) {
 		t.Fatal("a verdict signed by the leader that decided it was queued to be signed again")
 	}
-	if err := h.w.RenewLease(ctx); err != nil {
-		t.Fatal(err)
+	endorses := func(want string) {
+		t.Helper()
+		h.w.mu.Lock()
+		h.w.lease = leaseState{}
+		h.w.mu.Unlock()
+		if err := h.w.RenewLease(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim := LeaseClaimOf(l)
+		if claim.Endorses != want || !claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
+			t.Fatalf("zone Lease endorses %q (signed: %v), want %q, signed", claim.Endorses,
+				claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)), want)
+		}
 	}
-	l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim := LeaseClaimOf(l)
-	if claim.Endorses != "node-3=4" || !claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
-		t.Fatalf("zone Lease endorses %q (signed: %v), want node-3=4, signed", claim.Endorses,
-			claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)))
-	}
+	// The Lease names the verdict itself, not its signer: it vouches for
+	// nothing else node-3 signs.
+	endorses("node-2:" + zone.VerdictDigest(decided.Sig))
 	if w := h.nodeWrites(); len(w) != 0 {
 		t.Fatalf("node writes %v, want none", w)
 	}
 
-	// node-3 wrote node-9's decision: signed by another than its decider,
-	// it is signed again, and node-3 is endorsed no more.
+	// node-3 wrote node-9's decision: it stands too, the Lease naming it.
 	v.Leader = "node-9"
 	committed["node-2"] = v
 	restored := zone.AnnotationFor("zone-a", v)
 	restored.Sign("node-2", "node-3", node3Key)
 	h.setAnnotation("node-2", restored)
+	if h.w.Restore(get(), v) {
+		t.Fatal("a committed verdict another member signed was queued to be signed again")
+	}
+	endorses("node-2:" + zone.VerdictDigest(restored.Sig))
+
+	// Signed with a key node-3's Node does not register: signed again, and
+	// the Lease names it no more.
+	forged := zone.AnnotationFor("zone-a", v)
+	forged.Sign("node-2", "node-3", ed25519.NewKeyFromSeed(append([]byte{9}, make([]byte, ed25519.SeedSize-1)...)))
+	h.setAnnotation("node-2", forged)
 	if !h.w.Restore(get(), v) {
-		t.Fatal("a verdict signed by another than its decider was not queued to be signed again")
+		t.Fatal("a verdict its signer's key does not verify was not queued to be signed again")
 	}
 	poll.UntilTrue(t, waitTimeout, "verdict signed by node-1", func() bool { a, _ := h.annotation("node-2"); return a.Signer == "node-1" })
 	a, _ := h.annotation("node-2")
-	if a.Leader != "node-9" || a.Term != 4 || !a.At.Equal(at) || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
-		t.Fatalf("signed again: %+v, want node-9's decision of term 4, validly signed by node-1", a)
+	if a.Leader != "node-9" || a.Term != 4 || a.SignedTerm != 5 || !a.At.Equal(at) || !a.Verify("node-2", testNodeKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("signed again: %+v, want node-9's decision of term 4, validly signed by node-1 under term 5", a)
 	}
 	if h.w.Restore(get(), v) {
 		t.Error("a verdict this leader signed was queued again")
@@ -613,7 +657,7 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 	if err := h.w.RenewLease(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, _ = h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+	l, _ := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
 	if e, ok := l.Annotations[zone.LeaseEndorsesAnnotation]; ok {
 		t.Errorf("zone Lease still endorses %q with no predecessor's verdict standing", e)
 	}
@@ -762,3 +806,48 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 }
 
 func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// TestEndorsementsFitThePolicy: in a zone of many nodes with long names, the
+// zone Lease names no more verdicts than deploy/agent's policy lets its
+// annotation hold; the rest this leader signs again.
+func TestEndorsementsFitThePolicy(t *testing.T) {
+	const nodes = 80
+	signerKey := ed25519.NewKeyFromSeed(append([]byte{3}, make([]byte, ed25519.SeedSize-1)...))
+	names := []string{"node-3"}
+	for i := range nodes {
+		names = append(names, fmt.Sprintf("%s-%03d", strings.Repeat("n", 240), i))
+	}
+	h := newHarness(t, names...)
+	ctx := context.Background()
+	n3, err := h.client.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3.Annotations = map[string]string{zone.NodeKeyAnnotation: zone.EncodeNodeKey(signerKey.Public().(ed25519.PublicKey))}
+	if _, err := h.client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	committed := map[string]zone.Verdict{}
+	for _, n := range names[1:] {
+		v := verdict(n, zone.Healthy, 4, h.clock.Now())
+		committed[n] = v
+		a := zone.AnnotationFor("zone-a", v)
+		a.SignedTerm = 4
+		a.Sign(n, "node-3", signerKey)
+		h.setAnnotation(n, a)
+	}
+	h.w.Follow(fakeNodeVerdicts{h: h, committed: committed})
+	e := h.w.endorsements(5)
+	if got := len(zone.FormatEndorsements(e)); got > maxEndorsesBytes || len(e) == 0 || len(e) == nodes {
+		t.Fatalf("endorsements name %d of %d verdicts in %d bytes; want some, not all, within %d", len(e), nodes, got, maxEndorsesBytes)
+	}
+	last := names[len(names)-1]
+	n, err := h.client.CoreV1().Nodes().Get(ctx, last, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fence.term.Store(5)
+	if !h.w.Restore(n, committed[last]) {
+		t.Error("a verdict the Lease has no room to name was not queued to be signed again")
+	}
+}

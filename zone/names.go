@@ -43,9 +43,24 @@ type Annotation struct {
 	// verdicts its predecessors decided). The webhook honours a verdict only
 	// if Signer holds, or just held, the zone Lease.
 	Signer string `json:"signer,omitempty"`
+	// SignedTerm is the Raft term Signer led when it signed: a verdict
+	// signed under a newer term supersedes any signed under an older one,
+	// whatever their decision times, so an earlier leader's word ends with
+	// its leadership. Zero on verdicts of releases before it existed, which
+	// are ordered by Term.
+	SignedTerm uint64 `json:"signedTerm,omitempty"`
 	// Sig is Signer's Ed25519 signature over SigningBytes for the Node the
 	// annotation is on.
 	Sig []byte `json:"sig,omitempty"`
+}
+
+// SigningTerm is the term the verdict was signed under: SignedTerm, or for a
+// verdict of an earlier release that carries none, the term it was decided in.
+func (a *Annotation) SigningTerm() uint64 {
+	if a.SignedTerm != 0 {
+		return a.SignedTerm
+	}
+	return a.Term
 }
 
 // AnnotationFor renders a committed verdict for the Node object of v.Node.

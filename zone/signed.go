@@ -2,6 +2,7 @@ package zone
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 // read as another (reports use signingDomain).
 const (
 	verdictDomain = "edgequorum/verdict/v1\x00"
-	leaseDomain   = "edgequorum/zone-lease/v1\x00"
+	// verdictDomainV2 signs a verdict that carries its SignedTerm.
+	verdictDomainV2 = "edgequorum/verdict/v2\x00"
+	leaseDomain     = "edgequorum/zone-lease/v1\x00"
 )
 
 // LeaseSignatureAnnotation on a zone Lease is its holder's signature over the
@@ -24,18 +27,43 @@ const (
 // webhook honours only signed ones.
 const LeaseSignatureAnnotation = "edgequorum.io/signature"
 
-// LeaseEndorsesAnnotation on a zone Lease names the earlier leaders whose
-// verdicts still stand on the zone's Nodes, each with the highest term of
-// those verdicts (see FormatEndorsements). The holder vouches for them in its
-// signed claim, so a new leader need not sign every standing verdict again.
+// LeaseEndorsesAnnotation on a zone Lease names the verdicts standing on the
+// zone's Nodes that earlier leaders signed and the holder vouches for, each by
+// its node and digest (see FormatEndorsements). The holder signs it with its
+// claim, so a new leader need not sign every standing verdict again, and
+// vouches for exactly those verdicts: not for anything else their signers
+// sign.
 const LeaseEndorsesAnnotation = "edgequorum.io/endorses"
 
-// FormatEndorsements renders earlier leaders and their highest terms as the
-// LeaseEndorsesAnnotation value: "node=term" pairs sorted by node, joined by
-// commas; "" for none. Node names hold neither ',' nor '='.
-func FormatEndorsements(m map[string]uint64) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
+// verdictDigestBytes is how much of a signature's SHA-256 names a verdict in
+// an endorsement: 96 bits, beyond a second preimage.
+const verdictDigestBytes = 12
+
+// VerdictDigest names a signed verdict in an endorsement: the start of the
+// SHA-256 of its signature, which binds every field and the Node (Ed25519
+// signs deterministically), base64url.
+func VerdictDigest(sig []byte) string {
+	sum := sha256.Sum256(sig)
+	return base64.RawURLEncoding.EncodeToString(sum[:verdictDigestBytes])
+}
+
+// Endorsements are what a zone Lease vouches for.
+type Endorsements struct {
+	// Verdicts are the endorsed verdicts: node → VerdictDigest.
+	Verdicts map[string]string
+	// Leaders are earlier leaders with the highest term of their verdicts
+	// the holder vouches for ("node=term"): the form of the release
+	// before, read so that its agents keep their zones protected while the
+	// webhook is upgraded first. Written no more.
+	Leaders map[string]uint64
+}
+
+// FormatEndorsements renders endorsed verdicts, node → VerdictDigest, as the
+// LeaseEndorsesAnnotation value: "node:digest" pairs sorted by node, joined by
+// commas; "" for none. Node names hold neither ',' nor ':'.
+func FormatEndorsements(verdicts map[string]string) string {
+	names := make([]string, 0, len(verdicts))
+	for n := range verdicts {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -45,40 +73,70 @@ func FormatEndorsements(m map[string]uint64) string {
 			b.WriteByte(',')
 		}
 		b.WriteString(n)
-		b.WriteByte('=')
-		b.WriteString(strconv.FormatUint(m[n], 10))
+		b.WriteByte(':')
+		b.WriteString(verdicts[n])
 	}
 	return b.String()
 }
 
-// ParseEndorsements reads a LeaseEndorsesAnnotation value. Anything but the
-// form FormatEndorsements writes is an error: a claim that does not parse
-// vouches for nobody.
-func ParseEndorsements(s string) (map[string]uint64, error) {
-	m := map[string]uint64{}
+// ParseEndorsements reads a LeaseEndorsesAnnotation value: "node:digest" pairs,
+// or the release before's "node=term" pairs. Anything else is an error: a
+// claim that does not parse vouches for nobody.
+func ParseEndorsements(s string) (Endorsements, error) {
+	e := Endorsements{Verdicts: map[string]string{}, Leaders: map[string]uint64{}}
 	if s == "" {
-		return m, nil
+		return e, nil
 	}
 	for _, pair := range strings.Split(s, ",") {
+		if n, d, ok := strings.Cut(pair, ":"); ok {
+			raw, err := base64.RawURLEncoding.DecodeString(d)
+			if n == "" || err != nil || len(raw) != verdictDigestBytes || strings.Contains(n, "=") {
+				return Endorsements{}, fmt.Errorf("%s %q: want node:digest pairs", LeaseEndorsesAnnotation, truncate(s, 48))
+			}
+			if _, dup := e.Verdicts[n]; dup {
+				return Endorsements{}, fmt.Errorf("%s: %s named twice", LeaseEndorsesAnnotation, truncate(n, 48))
+			}
+			e.Verdicts[n] = d
+			continue
+		}
 		n, t, ok := strings.Cut(pair, "=")
 		term, err := strconv.ParseUint(t, 10, 64)
 		if !ok || n == "" || err != nil {
-			return nil, fmt.Errorf("%s %q: want node=term pairs", LeaseEndorsesAnnotation, truncate(s, 48))
+			return Endorsements{}, fmt.Errorf("%s %q: want node:digest pairs", LeaseEndorsesAnnotation, truncate(s, 48))
 		}
-		if _, dup := m[n]; dup {
-			return nil, fmt.Errorf("%s: %s named twice", LeaseEndorsesAnnotation, truncate(n, 48))
+		if _, dup := e.Leaders[n]; dup {
+			return Endorsements{}, fmt.Errorf("%s: %s named twice", LeaseEndorsesAnnotation, truncate(n, 48))
 		}
-		m[n] = term
+		e.Leaders[n] = term
 	}
-	return m, nil
+	return e, nil
+}
+
+// Vouches reports whether the endorsements vouch for verdict a signed by
+// another than the Lease's holder, on node: named by its digest, or, for a
+// verdict of the release before (no SignedTerm), by the earlier leader that
+// decided and signed it up to the term named.
+func (e Endorsements) Vouches(node string, a *Annotation) bool {
+	if d, ok := e.Verdicts[node]; ok && len(a.Sig) > 0 && d == VerdictDigest(a.Sig) {
+		return true
+	}
+	t, ok := e.Leaders[a.Signer]
+	return ok && a.SignedTerm == 0 && a.Leader == a.Signer && a.Term <= t
 }
 
 // SigningBytes is the canonical encoding of every field of a but Sig, bound to
 // the Node it is written on: a signed verdict cannot be copied onto another
-// node. Strings are length-prefixed and numbers fixed-width.
+// node. Strings are length-prefixed and numbers fixed-width. A verdict with a
+// SignedTerm is signed under its own domain, with that term; one without is
+// the encoding of the release before, so its signatures still verify.
 func (a *Annotation) SigningBytes(node string) []byte {
-	b := make([]byte, 0, len(verdictDomain)+7*4+len(node)+len(a.State)+len(a.Zone)+len(a.Leader)+len(a.Signer)+4*8)
-	b = append(b, verdictDomain...)
+	b := make([]byte, 0, len(verdictDomainV2)+7*4+len(node)+len(a.State)+len(a.Zone)+len(a.Leader)+len(a.Signer)+5*8)
+	if a.SignedTerm != 0 {
+		b = append(b, verdictDomainV2...)
+		b = binary.BigEndian.AppendUint64(b, a.SignedTerm)
+	} else {
+		b = append(b, verdictDomain...)
+	}
 	b = appendString(b, node)
 	b = appendString(b, string(a.State))
 	b = appendString(b, a.Zone)

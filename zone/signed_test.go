@@ -20,7 +20,7 @@ func TestVerdictSignatureCoversEveryField(t *testing.T) {
 	pub := key.Public().(ed25519.PublicKey)
 	signed := func() Annotation {
 		a := Annotation{State: Healthy, Zone: "z", Term: 7, Leader: "n1", At: time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC),
-			Pros: 2, Cons: 1, Members: 3}
+			Pros: 2, Cons: 1, Members: 3, SignedTerm: 8}
 		a.Sign("n2", "n1", key)
 		return a
 	}
@@ -55,12 +55,24 @@ func TestVerdictSignatureCoversEveryField(t *testing.T) {
 		"signer":  func(a *Annotation) { a.Signer = "n2" },
 		"sig":     func(a *Annotation) { a.Sig[0] ^= 1 },
 		"no sig":  func(a *Annotation) { a.Sig = nil },
+		// Dropped, the verdict reads as one of the release before.
+		"signed term":         func(a *Annotation) { a.SignedTerm = math.MaxUint64 },
+		"signed term dropped": func(a *Annotation) { a.SignedTerm = 0 },
 	} {
 		a := signed()
 		change(&a)
 		if a.Verify("n2", pub) {
 			t.Errorf("changing %s keeps the signature valid", name)
 		}
+	}
+	// A verdict of the release before, with no signing term, still verifies,
+	// and is ordered by the term it was decided in.
+	old := signed()
+	old.SignedTerm = 0
+	old.Sign("n2", "n1", key)
+	if !old.Verify("n2", pub) || old.SigningTerm() != 7 || a.SigningTerm() != 8 {
+		t.Errorf("a verdict without a signing term: verifies %v, signing term %d (want 7); with one: %d (want 8)",
+			old.Verify("n2", pub), old.SigningTerm(), a.SigningTerm())
 	}
 }
 
@@ -98,43 +110,71 @@ func TestLeaseClaimSignature(t *testing.T) {
 }
 
 func TestEndorsements(t *testing.T) {
-	m := map[string]uint64{"n2": 4, "n10": math.MaxUint64, "a": 0}
+	d1, d2 := VerdictDigest([]byte("sig-1")), VerdictDigest([]byte("sig-2"))
+	m := map[string]string{"n2": d2, "n10": d1}
 	s := FormatEndorsements(m)
-	if s != "a=0,n10=18446744073709551615,n2=4" {
+	if s != "n10:"+d1+",n2:"+d2 {
 		t.Fatalf("FormatEndorsements = %q", s)
 	}
 	got, err := ParseEndorsements(s)
-	if err != nil || len(got) != 3 || got["n10"] != math.MaxUint64 || got["a"] != 0 {
+	if err != nil || len(got.Verdicts) != 2 || got.Verdicts["n10"] != d1 || got.Verdicts["n2"] != d2 || len(got.Leaders) != 0 {
 		t.Fatalf("ParseEndorsements(%q) = %v, %v", s, got, err)
 	}
-	if got, err := ParseEndorsements(""); err != nil || len(got) != 0 {
+	if got, err := ParseEndorsements(""); err != nil || len(got.Verdicts)+len(got.Leaders) != 0 {
 		t.Errorf("no endorsements: %v, %v", got, err)
 	}
-	for _, bad := range []string{"n1", "n1=", "=4", "n1=-1", "n1=4,", "n1=4,n1=5", "n1=4;n2=5", "n1=18446744073709551616"} {
+	// The release before's form is still read.
+	legacy := "a=0,n10=18446744073709551615,n2=4"
+	if got, err := ParseEndorsements(legacy); err != nil || len(got.Leaders) != 3 || got.Leaders["n10"] != math.MaxUint64 {
+		t.Errorf("ParseEndorsements(%q) = %v, %v", legacy, got, err)
+	}
+	for _, bad := range []string{"n1", "n1=", "=4", "n1=-1", "n1=4,", "n1=4,n1=5", "n1=4;n2=5", "n1=18446744073709551616",
+		"n1:", ":" + d1, "n1:" + d1 + "A", "n1:" + d1[:15], "n1:!" + d1[1:], "n1:" + d1 + ",n1:" + d2, "n=1:" + d1} {
 		if _, err := ParseEndorsements(bad); err == nil {
 			t.Errorf("ParseEndorsements(%q) accepted", bad)
 		}
 	}
 }
 
+func TestEndorsementsVouch(t *testing.T) {
+	a := Annotation{State: Healthy, Zone: "z", Term: 3, Leader: "n1", Signer: "n1", SignedTerm: 3, Sig: []byte("sig-1")}
+	e := Endorsements{Verdicts: map[string]string{"n2": VerdictDigest(a.Sig)}}
+	if !e.Vouches("n2", &a) {
+		t.Error("the verdict named does not stand")
+	}
+	other := a
+	other.Sig = []byte("sig-2") // another verdict by the same signer and term
+	if e.Vouches("n2", &other) || e.Vouches("n3", &a) {
+		t.Error("an endorsement vouches for a verdict it does not name")
+	}
+	// The release before's: by signer, and only for its own verdicts.
+	old := Endorsements{Leaders: map[string]uint64{"n1": 3}}
+	legacy := a
+	legacy.SignedTerm = 0
+	if !old.Vouches("n2", &legacy) || old.Vouches("n2", &a) {
+		t.Error("a leader endorsement must vouch for that leader's verdicts without a signing term, and only those")
+	}
+}
+
 // FuzzParseEndorsements: the webhook reads this from Leases edge credentials
-// write. Whatever it accepts, formatting gives back the same endorsements.
+// write. Whatever verdicts it accepts, formatting gives back the same.
 func FuzzParseEndorsements(f *testing.F) {
-	for _, s := range []string{"", "a=0,n10=18446744073709551615,n2=4", "n1=4,n1=5", "=", ",,", "n1=4;n2=5"} {
+	for _, s := range []string{"", "a=0,n10=18446744073709551615,n2=4", "n1=4,n1=5", "=", ",,", "n1=4;n2=5",
+		"n1:" + VerdictDigest([]byte("x")), "n1:" + VerdictDigest([]byte("x")) + ",n2=4"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseEndorsements(s)
+		e, err := ParseEndorsements(s)
 		if err != nil {
 			return
 		}
-		again, err := ParseEndorsements(FormatEndorsements(m))
-		if err != nil || len(again) != len(m) {
-			t.Fatalf("%q parsed to %v, which formats to something that parses to %v, %v", s, m, again, err)
+		again, err := ParseEndorsements(FormatEndorsements(e.Verdicts))
+		if err != nil || len(again.Verdicts) != len(e.Verdicts) {
+			t.Fatalf("%q parsed to %v, which formats to something that parses to %v, %v", s, e, again, err)
 		}
-		for n, term := range m {
-			if again[n] != term {
-				t.Fatalf("%q: %s=%d became %d", s, n, term, again[n])
+		for n, d := range e.Verdicts {
+			if again.Verdicts[n] != d {
+				t.Fatalf("%q: %s:%s became %s", s, n, d, again.Verdicts[n])
 			}
 		}
 	})
