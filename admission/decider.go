@@ -122,6 +122,18 @@ type Decider struct {
 
 	syncMu    sync.Mutex
 	judgedAll bool
+	// memorySynced and seed are the webhook's memory (see remember).
+	memorySynced func() bool
+	seed         func()
+}
+
+// remember makes the Decider read what the webhook's memory keeps before it
+// judges every Node: synced tells when its cache holds it, seed hands it to
+// the Decider. Call before the informers start.
+func (d *Decider) remember(synced func() bool, seed func()) {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	d.memorySynced, d.seed = synced, seed
 }
 
 // NewDecider returns a Decider reading caches, which follows the events of
@@ -191,7 +203,8 @@ func newDecider(cfg Config, caches Caches, inf Informers, m *metrics) (*Decider,
 }
 
 // HasSynced reports whether the Decider has judged every cached Node with
-// every cache synced; the first call that finds the caches synced does so.
+// every cache synced, after reading the webhook's memory; the first call that
+// finds the caches synced does so.
 // Before that, a verdict forged over a signed one the Decider never judged
 // would go unnoticed: the webhook answers nothing until it is true.
 func (d *Decider) HasSynced() bool {
@@ -200,8 +213,11 @@ func (d *Decider) HasSynced() bool {
 	if d.judgedAll {
 		return true
 	}
-	if !d.cachesSynced() {
+	if !d.cachesSynced() || d.memorySynced != nil && !d.memorySynced() {
 		return false
+	}
+	if d.seed != nil {
+		d.seed()
 	}
 	nodes, err := d.caches.Nodes.List(labels.Everything())
 	if err != nil {

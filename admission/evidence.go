@@ -437,3 +437,19 @@ func (e *evidence) keep(node string, v, seen *keptVerdict) {
 		delete(e.refused, node+"\x00")
 	}
 }
+
+// keptByZone is every kept verdict, by zone and node, as its raw annotation:
+// what the webhook's memory writes.
+func (e *evidence) keptByZone() map[string]map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]map[string]string{}
+	for node, k := range e.kept {
+		z := k.verdict.Zone
+		if out[z] == nil {
+			out[z] = map[string]string{}
+		}
+		out[z][node] = k.raw
+	}
+	return out
+}

@@ -42,6 +42,7 @@ type metrics struct {
 	duration       *prometheus.HistogramVec
 	repairs        *prometheus.CounterVec
 	repairLeader   prometheus.Gauge
+	memoryWrites   *prometheus.CounterVec
 	zoneRechecks   prometheus.Counter
 	tlsReloads     *prometheus.CounterVec
 	// verdictsRefused and leasesRefused count what the zone did not sign
@@ -113,11 +114,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_total",
 		Help: "Nodes the failover's brake kept from the out-of-service taint although their zone confirms them dead, once per node and stretch, by limit (zone: --failover-max-per-zone or a minority of the zone; cluster: --failover-max-unhealthy; mass_outage: --failover-mass-outage-threshold of the edge nodes Unknown).",
 	}, []string{"limit"})
+	m.memoryWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "memory_writes_total",
+		Help: "Writes of the webhook's memory (one ConfigMap per zone in the webhook's namespace: the last verdict honoured per node, read by every replica at start), by result (ok, error: retried next second). Only the repair loop's leader writes.",
+	}, []string{"result"})
 	m.failoverHeldNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_nodes",
 		Help: "Nodes the failover's brake holds now: confirmed dead, due for the out-of-service taint, and left to upstream eviction.",
 	})
 	var err error
+	if m.memoryWrites, err = register(reg, m.memoryWrites); err != nil {
+		return nil, err
+	}
 	if m.failoverHeld, err = register(reg, m.failoverHeld); err != nil {
 		return nil, err
 	}
@@ -172,6 +180,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.failoverHeld.WithLabelValues(l)
 	}
 	m.requests.WithLabelValues(resNodeStatus, decisionDenied)
+	m.memoryWrites.WithLabelValues(memoryWritten)
+	m.memoryWrites.WithLabelValues(repairError)
 	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus, resNodeStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
 		for _, d := range []string{decisionMutated, decisionUnchanged, decisionDryRun, decisionError} {

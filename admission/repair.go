@@ -113,6 +113,9 @@ type repairer struct {
 	// failover taints nodes their zone confirms dead; nil when
 	// --dead-node-action is none.
 	failover *failover
+	// memory is the webhook's memory of honoured verdicts, which the
+	// leader writes (not in a dry run).
+	memory *memory
 	// podInformer is the pod cache's informer: with the failover on, a pod
 	// that turns terminating on a node the failover tainted brings that
 	// node's force-delete key (see podChanged). Nil follows no pod events.
@@ -151,7 +154,12 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 		case lctx := <-leading:
 			r.log.Info("leading the repair loop", "identity", lock.Identity())
 			r.metrics.repairLeader.Set(1)
+			var remembering sync.WaitGroup
+			if r.memory != nil && !r.dryRun {
+				remembering.Go(func() { r.memory.run(lctx) })
+			}
 			r.lead(lctx)
+			remembering.Wait()
 			r.metrics.repairLeader.Set(0)
 			if r.failover != nil {
 				r.failover.brake.reset() // what it held is the next leader's to judge

@@ -33,6 +33,7 @@ type Webhook struct {
 	certs    *certReloader
 	handler  http.Handler
 	repair   *repairer
+	memory   *memory
 	events   *eventer
 
 	factories []informers.SharedInformerFactory
@@ -60,7 +61,9 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	all := informers.NewSharedInformerFactory(client, 0)
 	nodeLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(NodeLeaseNamespace))
 	zoneLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(cfg.LeaseNamespace))
-	w.factories = []informers.SharedInformerFactory{all, nodeLeases, zoneLeases}
+	memories := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(cfg.ElectionNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = MemoryLabel + "=true" }))
+	w.factories = []informers.SharedInformerFactory{all, nodeLeases, zoneLeases, memories}
 
 	podInformer := all.Core().V1().Pods()
 	// Every pod of the cluster is cached, but only to read its Ready
@@ -87,6 +90,11 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	}, m); err != nil {
 		return nil, err
 	}
+	memInformer := memories.Core().V1().ConfigMaps()
+	w.memory = &memory{client: client, namespace: cfg.ElectionNamespace, lister: memInformer.Lister().ConfigMaps(cfg.ElectionNamespace),
+		evidence: w.decider.evidence, clock: cfg.Clock, log: cfg.Logger.With("component", "memory"), metrics: m,
+		written: map[string]map[string]string{}}
+	w.decider.remember(memInformer.Informer().HasSynced, w.memory.seed)
 	w.hasSynced = append(w.hasSynced, w.decider.HasSynced)
 	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack, agentUser: cfg.AgentUser}
 	w.admitter = &admitter{
@@ -125,6 +133,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
 			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(), events: w.events,
 			failover: newFailover(cfg, client, w.decider, w.events, m), podInformer: podInformer.Informer(),
+			memory: w.memory,
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}

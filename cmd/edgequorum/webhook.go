@@ -21,9 +21,13 @@ func init() {
 
 const webhookUsage = `Runs in the cloud behind a MutatingWebhookConfiguration: strips
 node.kubernetes.io/unreachable:NoExecute from nodes their zone vouches for and
-keeps their pods' endpoints ready. Never denies a request. /healthz, /readyz and
-/metrics are served on the same HTTPS port. The repair loop (leader-elected)
-re-sends objects whose admission was missed.`
+keeps their pods and endpoints ready. Denies no request of the cluster's own
+components; the agents' nodes/status writes it checks against what their zone
+signed, and denies the others. /healthz, /readyz and /metrics are served on the
+same HTTPS port. The repair loop (leader-elected) re-sends objects whose
+admission was missed, hands pods back once their node is no longer vouched,
+keeps the webhook's memory of honoured verdicts and, with
+--dead-node-action=out-of-service, fails over nodes their zone confirms dead.`
 
 func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg := admission.DefaultConfig()
