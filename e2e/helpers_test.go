@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -218,5 +219,74 @@ func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node st
 	now, _ := zone.FindCondition(after.Status.Conditions)
 	if after.Annotations[zone.AnnotationKey] != before.Annotations[zone.AnnotationKey] || !apiequality.Semantic.DeepEqual(was, now) {
 		t.Errorf("node %s changed by the refused write: condition %+v, was %+v", node, now, was)
+	}
+}
+
+// writeVerdictAs writes verdict a, signed by signer with key, on node together
+// with the condition that shows it, through nodes/status and an agent token,
+// as a thief holding signer's node key and its agent token would. It returns
+// the apiserver's answer: the nodestatus webhook refuses a verdict it does
+// not honour.
+func writeVerdictAs(t *testing.T, c *testcluster.Cluster, node, signer string, key ed25519.PrivateKey, a zone.Annotation) error {
+	t.Helper()
+	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Sign(node, signer, key)
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, _ := zone.FindCondition(n.Status.Conditions)
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{zone.AnnotationKey: string(raw)}},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{zone.Condition(a, prev)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stolen.CoreV1().Nodes().Patch(context.Background(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// writeUnsignedVerdict writes an unsigned "unhealthy" verdict on node's main
+// resource with an agent token, as a thief may: the policies let any agent
+// token write the annotation on any Node, and no hook refuses it there; only
+// the webhook's judgement does.
+func writeUnsignedVerdict(t *testing.T, c *testcluster.Cluster, node string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, ok := annotation(t, c.Client(), node)
+	if !ok {
+		t.Fatalf("node %s carries no verdict", node)
+	}
+	lie := zone.Annotation{State: zone.Unhealthy, Zone: kept.Zone, Term: kept.Term, Leader: kept.Leader, At: time.Now(), Cons: kept.Members - 1, Members: kept.Members}
+	raw, err := json.Marshal(lie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{zone.AnnotationKey: string(raw)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stolen.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("a stolen agent token's verdict on %s: %v", node, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -209,6 +211,13 @@ func watchTaints(t *testing.T, c kubernetes.Interface, nodes []string) *taintWat
 	return tw
 }
 
+// reset forgets what was seen so far.
+func (tw *taintWatch) reset() {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	clear(tw.tainted)
+}
+
 func (tw *taintWatch) seen() map[string]int {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
@@ -366,6 +375,28 @@ func TestWebhookEndToEnd(t *testing.T) {
 		// While the leader cannot write back, a stolen agent token tells
 		// the cloud a node of the zone is dead: refused.
 		requireStolenConditionRefused(t, c, all[0])
+		// The same token writes an unsigned "unhealthy" verdict on the
+		// Node itself: refused by the webhook's judgement, the node judged
+		// by the verdict it last honoured. A webhook that restarts now
+		// keeps nothing of its own: it reads its memory, and the node stays
+		// protected. (While the one replica restarts, the controller's
+		// taint may get through; the repair loop takes it off again.)
+		writeUnsignedVerdict(t, c, all[0])
+		wh.Stop()
+		if err := wh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := wh.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		untainted := func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, all[0])
+			return !noExecute, all[0] + " tainted unreachable:NoExecute"
+		}
+		afterRestart := zoneProtected(t, client, web, all, availablePods, untainted)
+		settleProtection(t, afterRestart)
+		holdFor(t, tolerationSeconds*time.Second, "zone protection after a webhook restart during a forgery", afterRestart)
+		taints.reset()
 		// A leader handover in the middle of the cut: the new leader can
 		// neither renew the zone Lease nor write a verdict, and the cloud
 		// sees no change, checked while the leadership moves and for a
@@ -477,6 +508,71 @@ func TestWebhookEndToEnd(t *testing.T) {
 		poll.Until(t, time.Minute, "its endpoint not ready", func() (bool, string) {
 			return !web.readyEndpoints(t, client)[pod], "still ready"
 		})
+	}) {
+		return
+	}
+
+	if !t.Run("a compromised leader's word ends with its leadership", func(t *testing.T) {
+		// A thief with the leader's node key and an agent token signs the
+		// killed node healthy. While that leader holds the zone Lease the
+		// webhook believes it (the zone's quorum is what would tell);
+		// once the leadership moves, the forgery must count no more.
+		victim := ""
+		for _, a := range z.Agents() {
+			if !a.Running() {
+				victim = a.Name
+			}
+		}
+		l, err := z.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, ok := annotation(t, client, victim)
+		if !ok || committed.State != zone.Unhealthy {
+			t.Fatalf("%s carries %+v, want its committed unhealthy verdict", victim, committed)
+		}
+		lease, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
+		forged := committed
+		forged.State, forged.At, forged.Pros, forged.Cons = zone.Healthy, time.Now().UTC(), committed.Members-1, 0
+		forged.Term, forged.Leader, forged.SignedTerm = term, l.Name, term
+		if err := writeVerdictAs(t, c, victim, l.Name, key, forged); err != nil {
+			t.Fatalf("the leader's own signed verdict was refused: %v", err)
+		}
+		poll.Until(t, time.Minute, victim+"'s NoExecute taint removed on the forgery", func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, victim)
+			return !noExecute, "still tainted"
+		})
+		l.Stop()
+		var next *zonerun.Agent
+		poll.Until(t, time.Minute, "a new leader", func() (bool, string) {
+			n, err := z.Leader(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			next = n
+			return n != l, n.Name + " leads"
+		})
+		took := poll.Until(t, time.Minute, victim+" tainted unreachable:NoExecute again", func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, victim)
+			return noExecute, "no taint"
+		})
+		t.Logf("%s leads from %s; the forged verdict on %s lost its effect %s later", next.Name, l.Name, victim, took.Round(time.Second))
+		poll.Until(t, time.Minute, "the committed verdict written back by "+next.Name, func() (bool, string) {
+			a, _ := annotation(t, client, victim)
+			return a.State == zone.Unhealthy && a.Signer == next.Name && a.SignedTerm > term, fmt.Sprintf("%+v", a)
+		})
+		requireConditionShowsVerdict(t, client, victim)
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}) {
 		return
 	}
