@@ -1,0 +1,134 @@
+package raftzone
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// The quorum's evidence toward the cloud: a node the cloud cannot hear from
+// while its zone reaches the cloud is protected only on the signed word of a
+// majority of its peers that they reach it. Each member signs that word
+// itself, with its node key; the leader only gathers the attestations and
+// writes them with its zone Lease renewals. The leader's own word counts as
+// one member's, no more.
+
+// maxAttestNodes bounds the nodes one attestation request may name.
+const maxAttestNodes = 1024
+
+// gatherTimeout bounds one round of gathering: a member that does not answer
+// within it is left out of this renewal's evidence.
+const gatherTimeout = 2 * time.Second
+
+// gatherParallel bounds the requests one round has in flight.
+const gatherParallel = 16
+
+// attestRequest asks a member which of Nodes it reaches.
+type attestRequest struct {
+	Nodes []string `json:"nodes"`
+}
+
+func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
+	var req attestRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.writeError(w, http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	if len(req.Nodes) > maxAttestNodes {
+		s.writeError(w, http.StatusBadRequest, "too_many_nodes",
+			fmt.Errorf("attestation request names %d nodes, at most %d", len(req.Nodes), maxAttestNodes))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.attestReach(req.Nodes))
+}
+
+// attestReach is this member's signed word on which of nodes it reaches now: those
+// its own probes find healthy. It never speaks for itself.
+func (s *Server) attestReach(nodes []string) zone.Attestation {
+	ok := map[string]bool{}
+	for _, r := range s.deps.Observations.Results() {
+		if r.OK {
+			ok[r.Peer] = true
+		}
+	}
+	var reach []string
+	for _, n := range nodes {
+		if ok[n] && n != s.cfg.Node {
+			reach = append(reach, n)
+		}
+	}
+	a := zone.Attestation{Zone: s.cfg.Zone, Signer: s.cfg.Node, At: s.clock.Now(), Reach: reach}
+	a.Sign(s.net.nodeKey)
+	return a
+}
+
+// WantEvidence lists the members that, by their last reports (no older than
+// VoteTimeout), do not reach the apiserver: the cloud cannot hear from them,
+// their peers may. Only the leader holds everyone's reports.
+func (s *Server) WantEvidence() []string {
+	now := s.clock.Now()
+	var out []string
+	for node, lr := range s.lastReports() {
+		if !lr.APIReachable && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout && node != s.cfg.Node {
+			out = append(out, node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GatherEvidence asks every member, this one included, for its attestation
+// about nodes and returns those that came back in time, signed by the member
+// asked for its own zone, sorted by signer. Whether each verifies is the
+// webhook's to check, against the key the signer's Node registers.
+func (s *Server) GatherEvidence(ctx context.Context, nodes []string) []zone.Attestation {
+	out := []zone.Attestation{s.attestReach(nodes)}
+	members, err := s.state().Members()
+	if err != nil {
+		s.log.Info("evidence: members not read", "err", err)
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, gatherParallel)
+		lost []string
+	)
+	for _, m := range members {
+		if m.Node == s.cfg.Node || m.RaftAddress == "" {
+			continue
+		}
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			var a zone.Attestation
+			err := s.callPeer(ctx, m.RaftAddress, "/v1/attest", attestRequest{Nodes: nodes}, &a)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || a.Zone != s.cfg.Zone || a.Signer != m.Node {
+				lost = append(lost, m.Node)
+				return
+			}
+			out = append(out, a)
+		})
+	}
+	wg.Wait()
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		s.log.Debug("evidence: members did not attest in time", "peers", strings.Join(lost, ","))
+	}
+	slices.SortFunc(out, func(a, b zone.Attestation) int { return strings.Compare(a.Signer, b.Signer) })
+	return out
+}
