@@ -121,6 +121,7 @@ func (z zoneVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
 // its predecessors signed.
 func (m *nodeMembers) restoreVerdicts(srv *raftzone.Server, w *apiwriter.Writer) error {
 	w.Follow(zoneVerdicts{members: m, srv: srv})
+	w.Gather(srv)
 	check := func(obj any) {
 		n, ok := obj.(*corev1.Node)
 		if !ok {

@@ -3,6 +3,7 @@ package apiwriter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,15 +30,45 @@ type leaseState struct {
 	term uint64
 }
 
+// EvidenceSource gathers the quorum's evidence for the zone Lease: which
+// members the cloud cannot hear from, and each member's signed word on which
+// of them it reaches. raftzone.Server implements it.
+type EvidenceSource interface {
+	// WantEvidence lists the members that need it now.
+	WantEvidence() []string
+	// GatherEvidence asks every member about nodes.
+	GatherEvidence(ctx context.Context, nodes []string) []zone.Attestation
+}
+
+// Gather makes the writer carry the quorum's evidence in its zone Lease
+// renewals while some member needs it; until it is called, it carries none.
+func (w *Writer) Gather(src EvidenceSource) {
+	w.mu.Lock()
+	w.evidence = src
+	w.mu.Unlock()
+}
+
+// evidenceCheck is how often the leader looks whether a member started to need
+// evidence, to renew at once rather than at the next renewal: the controller
+// manager marks a node Unknown after its grace period, and the evidence must
+// be in the cloud by then.
+const evidenceCheck = time.Second
+
 func (w *Writer) leaseLoop(ctx context.Context) {
 	t := w.clock.NewTicker(w.cfg.LeaseRenew)
 	defer t.Stop()
+	check := w.clock.NewTicker(evidenceCheck)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		case <-w.renewNow:
+		case <-check.C():
+			if !w.newlyWanted() {
+				continue
+			}
 		}
 		if err := w.renewLease(ctx); err != nil && ctx.Err() == nil {
 			w.log.Info("zone lease not renewed", "err", err)
@@ -62,6 +93,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 	w.mu.Lock()
 	cached := w.lease
 	w.mu.Unlock()
+	evidence, wanted := w.gather(ctx)
 	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
 	name := zone.LeaseName(w.cfg.Zone)
 	cur := cached.obj
@@ -69,12 +101,12 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		got, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			created, err := leases.Create(ctx, w.leaseObject(nil, term), metav1.CreateOptions{FieldManager: "edgequorum"})
+			created, err := leases.Create(ctx, w.leaseObject(nil, term, evidence), metav1.CreateOptions{FieldManager: "edgequorum"})
 			if err := w.observe(err); err != nil {
 				w.metrics.writes.WithLabelValues("lease", "error").Inc()
 				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 			}
-			w.leaseWritten(created, term)
+			w.leaseWritten(created, term, wanted)
 			w.leaderEvent(ctx, created, term, "")
 			return nil
 		case w.observeRead(err) != nil:
@@ -90,7 +122,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 			return fmt.Errorf("zone lease held under term %d, we lead term %d: %w", t, term, err)
 		}
 	}
-	updated, err := leases.Update(ctx, w.leaseObject(cur, term), metav1.UpdateOptions{FieldManager: "edgequorum"})
+	updated, err := leases.Update(ctx, w.leaseObject(cur, term, evidence), metav1.UpdateOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("lease", "error").Inc()
 		w.mu.Lock()
@@ -98,7 +130,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		w.mu.Unlock()
 		return fmt.Errorf("renew zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 	}
-	w.leaseWritten(updated, term)
+	w.leaseWritten(updated, term, wanted)
 	if was := ptr.Deref(cur.Spec.HolderIdentity, ""); was != w.cfg.Node {
 		w.leaderEvent(ctx, updated, term, was)
 	}
@@ -116,17 +148,54 @@ func (w *Writer) leaderEvent(ctx context.Context, l *coordinationv1.Lease, term 
 		Namespace: l.Namespace, Name: l.Name, UID: l.UID}, EventLeaderChanged, corev1.EventTypeNormal, "Lead", note)
 }
 
-func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64) {
+func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64, wanted []string) {
 	w.metrics.writes.WithLabelValues("lease", "ok").Inc()
 	w.mu.Lock()
 	w.lease = leaseState{obj: l, term: term}
+	w.wanted = wanted
 	w.lastWrite = w.clock.Now()
 	w.mu.Unlock()
 }
 
+// gather returns the evidence annotation's value for this renewal ("" when no
+// member needs it, or nothing gathers it) and the members it was wanted for.
+func (w *Writer) gather(ctx context.Context) (string, []string) {
+	w.mu.Lock()
+	src := w.evidence
+	w.mu.Unlock()
+	if src == nil {
+		return "", nil
+	}
+	want := src.WantEvidence()
+	if len(want) == 0 {
+		return "", nil
+	}
+	atts := src.GatherEvidence(ctx, want)
+	w.metrics.evidence.Set(float64(len(want)))
+	return zone.FormatEvidence(atts), want
+}
+
+// newlyWanted reports whether a member needs evidence that the last Lease
+// written did not gather for.
+func (w *Writer) newlyWanted() bool {
+	w.mu.Lock()
+	src, written, held := w.evidence, w.wanted, w.lease.obj != nil
+	w.mu.Unlock()
+	if src == nil || !held {
+		return false
+	}
+	for _, n := range src.WantEvidence() {
+		if !slices.Contains(written, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // leaseObject returns the Lease to write: cur renewed by us under term, or a new
-// one when cur is nil, signed with our node key.
-func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinationv1.Lease {
+// one when cur is nil, signed with our node key, carrying evidence (none when
+// empty).
+func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence string) *coordinationv1.Lease {
 	// A Lease keeps its times to the microsecond; sign what it keeps.
 	now := metav1.NewMicroTime(w.clock.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -161,6 +230,12 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64) *coordinati
 		l.Annotations[zone.LeaseEndorsesAnnotation] = e
 	} else {
 		delete(l.Annotations, zone.LeaseEndorsesAnnotation)
+	}
+	if evidence != "" {
+		l.Annotations[zone.LeaseEvidenceAnnotation] = evidence
+	} else {
+		delete(l.Annotations, zone.LeaseEvidenceAnnotation)
+		w.metrics.evidence.Set(0)
 	}
 	l.Annotations[zone.LeaseSignatureAnnotation] = LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l

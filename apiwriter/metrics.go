@@ -14,6 +14,7 @@ type metrics struct {
 	pending   prometheus.Gauge
 	reachable prometheus.Gauge
 	events    *prometheus.CounterVec
+	evidence  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,13 +43,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_events_total",
 			Help: "Events the leader recorded (a verdict that changed a node's state, a new leader of the zone), by reason and result.",
 		}, []string{"reason", "result"}),
+		evidence: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiwriter_evidence_nodes",
+			Help: "Members the leader's last zone Lease carried the quorum's evidence for: members whose reports say they do not reach the apiserver, so the webhook protects them only on their peers' signed word.",
+		}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_apiserver_reachable",
 			Help: "1 while the last apiserver call or health check succeeded.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

@@ -76,6 +76,10 @@ type Writer struct {
 	// sigOK remembers which verdicts on the zone's Nodes verify (see
 	// verified).
 	sigOK map[string]bool
+	// evidence gathers the quorum's evidence; wanted are the members the
+	// last Lease written gathered it for.
+	evidence EvidenceSource
+	wanted   []string
 }
 
 // New returns a Writer; Run starts it.

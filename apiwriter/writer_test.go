@@ -851,3 +851,76 @@ func TestEndorsementsFitThePolicy(t *testing.T) {
 		t.Error("a verdict the Lease has no room to name was not queued to be signed again")
 	}
 }
+
+// fakeEvidence wants evidence for the nodes in want and attests for each
+// member in signers.
+type fakeEvidence struct {
+	mu      sync.Mutex
+	want    []string
+	signers []string
+}
+
+func (f *fakeEvidence) WantEvidence() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.want)
+}
+
+func (f *fakeEvidence) GatherEvidence(_ context.Context, nodes []string) []zone.Attestation {
+	var out []zone.Attestation
+	for _, s := range f.signers {
+		a := zone.Attestation{Zone: "zone-a", Signer: s, At: time.Unix(1_800_000_000, 0), Reach: nodes}
+		a.Sign(testNodeKey)
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestLeaseCarriesEvidenceOnlyWhileWanted: the zone Lease carries the
+// members' attestations while some member needs them, and nothing once none
+// does; a member newly in need makes the leader renew at once, not at the
+// next renewal.
+func TestLeaseCarriesEvidenceOnlyWhileWanted(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.fence.term.Store(3)
+	src := &fakeEvidence{signers: []string{"node-1", "node-2"}}
+	h.w.Gather(src)
+	evidence := func() (string, bool) {
+		l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		v, ok := l.Annotations[zone.LeaseEvidenceAnnotation]
+		return v, ok
+	}
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := evidence(); ok {
+		t.Fatalf("evidence %q with no member in need", v)
+	}
+	h.w.cfg.LeaseRenew = time.Hour // only the evidence check renews here
+	h.run()
+	src.mu.Lock()
+	src.want = []string{"node-3"}
+	src.mu.Unlock()
+	poll.UntilTrue(t, waitTimeout, "evidence for node-3 in the Lease", func() bool {
+		h.clock.Step(evidenceCheck)
+		v, ok := evidence()
+		atts, err := zone.ParseEvidence("zone-a", v)
+		return ok && err == nil && len(atts) == 2 && atts[0].Reaches("node-3") && atts[1].Verify(testNodeKey.Public().(ed25519.PublicKey))
+	})
+	if g := counterValue(t, h.w.metrics.evidence); g != 1 {
+		t.Errorf("evidence_nodes = %v, want 1", g)
+	}
+	src.mu.Lock()
+	src.want = nil
+	src.mu.Unlock()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := evidence(); ok {
+		t.Errorf("evidence %q still carried once no member needs it", v)
+	}
+}
