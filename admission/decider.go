@@ -72,9 +72,15 @@ const (
 	ReasonSuperseded Reason = "superseded"
 	// ReasonNotHealthy: the verdict honoured says unhealthy or unknown.
 	ReasonNotHealthy Reason = "not-healthy"
+	// ReasonNoQuorumEvidence: the zone reaches the cloud but the cloud
+	// cannot hear from the node's kubelet, and no fresh evidence signed by
+	// a majority of the node's peers says they reach it.
+	ReasonNoQuorumEvidence Reason = "no-quorum-evidence"
 	// ReasonZoneLeaseFresh: vouched, the zone's leader renewed its Lease less
 	// than the Lease's own leaseDurationSeconds (at most
-	// --max-zone-lease-duration) ago, by the webhook's clock.
+	// --max-zone-lease-duration) ago, by the webhook's clock, and if the
+	// cloud cannot hear from the node, a majority of its peers attest that
+	// they reach it.
 	ReasonZoneLeaseFresh Reason = "zone-lease-fresh"
 	// ReasonZoneNotCutOff: the zone Lease is stale but a member renewed its
 	// kubelet Lease after it went stale, so the cloud can reach the zone
@@ -345,14 +351,21 @@ func (d *Decider) decide(node *corev1.Node) (Decision, *keptVerdict, *claim, err
 		dec.Reason = ReasonNotHealthy
 		return dec, judge, by, nil
 	}
-	dec, err := d.fresh(dec, by)
+	dec, err := d.fresh(node.Name, dec, by)
 	return dec, judge, by, err
 }
 
 // staleAt is when the zone Lease renewal valid stops vouching for its zone's
 // nodes by itself, by the webhook's clock.
 func (d *Decider) staleAt(valid *claim) time.Time {
-	return valid.at().Add(min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration))
+	return valid.at().Add(d.leaseTerm(valid))
+}
+
+// leaseTerm is how long a zone Lease renewal, and an attestation of the
+// quorum's evidence, counts: the Lease's own duration, at most
+// --max-zone-lease-duration.
+func (d *Decider) leaseTerm(valid *claim) time.Duration {
+	return min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration)
 }
 
 // judgement is what a node's zone says of it now, for acting on a node the
@@ -389,13 +402,30 @@ func (d *Decider) honours(node *corev1.Node, v *keptVerdict) (*claim, Reason, er
 	return d.signedBy(node.Name, v.raw, &v.verdict)
 }
 
-// fresh decides whether the zone that signed a healthy verdict, vouched for
-// by valid, still speaks for its nodes: its leader renewed the zone Lease
-// lately, or the whole zone was cut off from the cloud not too long ago.
-func (d *Decider) fresh(dec Decision, valid *claim) (Decision, error) {
+// fresh decides whether the zone that signed a healthy verdict for node,
+// vouched for by valid, still speaks for it: its leader renewed the zone Lease
+// lately and, if the cloud cannot hear from node itself, a majority of node's
+// peers attest that they reach it; or the whole zone was cut off from the
+// cloud not too long ago.
+func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, error) {
 	now := d.clock.Now()
 	renewed, staleAt := valid.at(), d.staleAt(valid)
 	if now.Before(staleAt) {
+		// The zone reaches the cloud, so its word on a node the cloud
+		// cannot hear from is the word of a majority of that node's
+		// peers, each signed with its own key: no one member, the
+		// leader included, can keep a dead node protected. A node whose
+		// kubelet the cloud still hears has nothing at stake.
+		silent, err := d.kubeletSilent(node)
+		if err != nil {
+			return dec, err
+		}
+		if silent {
+			if !d.evidence.covered(node, dec.Zone, d.leaseTerm(valid)) {
+				dec.Reason = ReasonNoQuorumEvidence
+				return dec, nil
+			}
+		}
 		dec.Vouched, dec.Reason = true, ReasonZoneLeaseFresh
 		return dec, nil
 	}

@@ -122,6 +122,13 @@ func TestDecide(t *testing.T) {
 	// A member renewing its kubelet Lease now, after the zone Lease went
 	// stale: the zone is not cut off, so only the zone Lease can vouch.
 	reachable := []runtime.Object{healthy("n2"), kubeletLease("n2", 0)}
+	// n1's peers, who attest in the zone Lease that they reach it.
+	peers := []runtime.Object{healthy("n2"), healthy("n3")}
+	sited := func(name string) *corev1.Node {
+		n := healthy(name)
+		n.Labels = map[string]string{"example.com/site": "z"}
+		return n
+	}
 
 	tests := []struct {
 		name string
@@ -145,7 +152,28 @@ func TestDecide(t *testing.T) {
 		{name: "label gone", node: unlabeled,
 			objs: []runtime.Object{zoneLease(time.Second)}, want: Decision{Zone: "z", Reason: ReasonZoneMismatch}},
 		{name: "zone lease fresh", node: healthy("n1"),
-			objs: []runtime.Object{zoneLease(19 * time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+			objs: append([]runtime.Object{zoneLease(19 * time.Second)}, peers...), want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		// The zone reaches the cloud; the cloud cannot hear n1's kubelet:
+		// only a majority of n1's peers, each signing for itself, vouches.
+		{name: "zone lease fresh, but n1 has no peers to attest", node: healthy("n1"),
+			objs: []runtime.Object{zoneLease(time.Second)}, want: Decision{Zone: "z", Reason: ReasonNoQuorumEvidence}},
+		{name: "zone lease fresh, one peer of three attests", node: healthy("n1"),
+			objs: append([]runtime.Object{attested(zoneLease(time.Second), testNow, "n2")}, append(peers, healthy("n4"))...),
+			want: Decision{Zone: "z", Reason: ReasonNoQuorumEvidence}},
+		{name: "zone lease fresh, the leader attests for n1 and itself twice over", node: healthy("n1"),
+			objs: append([]runtime.Object{attested(zoneLease(time.Second), testNow, "n1", "n1", "n2")}, append(peers, healthy("n4"))...),
+			want: Decision{Zone: "z", Reason: ReasonNoQuorumEvidence}},
+		{name: "zone lease fresh, two peers of three attest", node: healthy("n1"),
+			objs: append([]runtime.Object{attested(zoneLease(time.Second), testNow, "n2", "n3")}, append(peers, healthy("n4"))...),
+			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+		{name: "zone lease fresh, attestations a Lease term old", node: healthy("n1"),
+			objs: append([]runtime.Object{attested(zoneLease(time.Second), testNow.Add(-testLeaseDuration*time.Second), "n2", "n3")}, peers...),
+			want: Decision{Zone: "z", Reason: ReasonNoQuorumEvidence}},
+		{name: "zone lease fresh, an attestation signed with another key", node: healthy("n1"),
+			objs: append([]runtime.Object{forgedAttestation(attested(zoneLease(time.Second), testNow, "n2"), "n3")}, peers...),
+			want: Decision{Zone: "z", Reason: ReasonNoQuorumEvidence}},
+		{name: "zone lease fresh, the kubelet heard: nothing at stake", node: healthy("n1"),
+			objs: []runtime.Object{zoneLease(time.Second), kubeletLease("n1", time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
 		{name: "zone lease acquired but never renewed: the agents always renew", node: healthy("n1"),
 			objs: append([]runtime.Object{acquiredOnly(time.Second)}, reachable...), want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
 		{name: "zone lease exactly its duration old is stale; a member renews", node: healthy("n1"),
@@ -158,13 +186,13 @@ func TestDecide(t *testing.T) {
 			objs: []runtime.Object{zoneLease(20 * time.Second), healthy("n2"), kubeletLease("n2", 39*time.Second), kubeletLease("n1", 21*time.Second)},
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneCutOff}},
 		{name: "zone lease within the agents' 15 s", node: healthy("n1"),
-			objs: append([]runtime.Object{lasting(14*time.Second, ptr.To[int32](15))}, reachable...),
+			objs: append([]runtime.Object{lasting(14*time.Second, ptr.To[int32](15))}, append(reachable, healthy("n3"))...),
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
 		{name: "zone lease past the agents' 15 s", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(15*time.Second+time.Millisecond, ptr.To[int32](15))}, reachable...),
 			want: Decision{Zone: "z", Reason: ReasonZoneNotCutOff}},
 		{name: "a long zone lease duration holds past 20 s", node: healthy("n1"),
-			objs: append([]runtime.Object{lasting(50*time.Second, ptr.To[int32](60))}, reachable...),
+			objs: append([]runtime.Object{lasting(50*time.Second, ptr.To[int32](60))}, append(reachable, healthy("n3"))...),
 			want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
 		{name: "a zone lease duration is believed up to --max-zone-lease-duration", node: healthy("n1"),
 			objs: append([]runtime.Object{lasting(61*time.Second, ptr.To[int32](3600))}, reachable...),
@@ -214,7 +242,7 @@ func TestDecide(t *testing.T) {
 			n.Labels = map[string]string{"example.com/site": "z"}
 			return n
 		}(), mod: func(c *Config) { c.ZoneLabel = "example.com/site" },
-			objs: []runtime.Object{zoneLease(time.Second)}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
+			objs: []runtime.Object{zoneLease(time.Second), sited("n2"), sited("n3")}, want: Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,7 +326,10 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 		}
 		return l
 	}
-	members := []runtime.Object{testNode("n2", "z", "", corev1.ConditionTrue), keyless, testNode("y1", "y", "", corev1.ConditionTrue)}
+	// n2 and n4 attest, in the zone Lease, that they reach n1: a majority of
+	// its peers.
+	members := []runtime.Object{testNode("n2", "z", "", corev1.ConditionTrue), keyless, testNode("n4", "z", "", corev1.ConditionTrue),
+		testNode("y1", "y", "", corev1.ConditionTrue)}
 	tests := []struct {
 		name  string
 		node  *corev1.Node
@@ -361,7 +392,8 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 func TestDecideTimesLeasesByItsOwnClock(t *testing.T) {
 	future := testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
-	env := newDeciderEnv(t, nil, n, future, testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Second)))
+	env := newDeciderEnv(t, nil, n, future, testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Second)),
+		testNode("n2", "z", "", corev1.ConditionTrue), testNode("n3", "z", "", corev1.ConditionTrue))
 	for _, s := range []struct {
 		after time.Duration
 		want  Reason
@@ -560,6 +592,40 @@ func TestDecideEndsAnEarlierLeadersWordWithItsLeadership(t *testing.T) {
 	if got, _ := env.d.Decide(n3); got.Vouched || got.Refused == "" {
 		t.Errorf("the forgery replayed after the write-back: %+v, want refused and judged by the write-back", got)
 	}
+}
+
+// attested replaces l's evidence with attestations made at at by signers,
+// each reaching every test member of its zone but itself (a signer named
+// twice attests twice).
+func attested(l *coordinationv1.Lease, at time.Time, signers ...string) *coordinationv1.Lease {
+	z := l.Labels[apiwriter.ZoneLabel]
+	var atts []zone.Attestation
+	for i, signer := range signers {
+		a := zone.Attestation{Zone: z, Signer: signer, At: at.Add(time.Duration(i) * time.Millisecond)}
+		for _, n := range testMembers[z] {
+			if n != signer {
+				a.Reach = append(a.Reach, n)
+			}
+		}
+		a.Sign(testKey(signer))
+		atts = append(atts, a)
+	}
+	l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence(atts)
+	return l
+}
+
+// forgedAttestation adds to l's evidence an attestation in signer's name,
+// signed with a key its Node does not register.
+func forgedAttestation(l *coordinationv1.Lease, signer string) *coordinationv1.Lease {
+	z := l.Labels[apiwriter.ZoneLabel]
+	atts, err := zone.ParseEvidence(z, l.Annotations[zone.LeaseEvidenceAnnotation])
+	if err != nil {
+		panic(err)
+	}
+	a := zone.Attestation{Zone: z, Signer: signer, At: testNow, Reach: testMembers[z]}
+	a.Sign(testKey("thief"))
+	l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence(append(atts, a))
+	return l
 }
 
 func mustGetLease(t *testing.T, leases interface {

@@ -6,7 +6,9 @@
 //   - the vouching rule (Decider): a node is vouched when its zone signed a
 //     healthy verdict for it (checked against the keys the signers' Nodes
 //     register and the zone Lease) and the zone either still renews its zone
-//     Lease or looks cut off as a whole, for a bounded time; a verdict the zone
+//     Lease (and, for a node whose kubelet the cloud cannot hear, a majority
+//     of the node's peers attest in it, each with its own key, that they
+//     reach the node) or looks cut off as a whole, for a bounded time; a verdict the zone
 //     did not sign changes nothing, the node being judged by the last verdict
 //     honoured;
 //   - the mutations: stripping node.kubernetes.io/unreachable:NoExecute from
@@ -56,5 +58,6 @@
 //	edgequorum_admission_failover_held_total{limit}
 //	edgequorum_admission_failover_held_nodes
 //	edgequorum_admission_memory_writes_total{result}
+//	edgequorum_admission_evidence_refused_total{reason}
 //	edgequorum_admission_tls_reloads_total{result}
 package admission

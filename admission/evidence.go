@@ -80,6 +80,8 @@ type zoneRecord struct {
 	checked bool
 	// counted is set once latest was counted as refused.
 	counted bool
+	// evidenceRaw is the evidence annotation last read.
+	evidenceRaw string
 	// pending are earlier renewals replaced before they could be checked
 	// (their holder's Node was not cached yet), oldest first: checked in
 	// order before latest, so a write that follows a valid renewal quickly
@@ -89,6 +91,15 @@ type zoneRecord struct {
 	// force, so a forged Lease can neither extend nor cut short the
 	// zone's protection.
 	valid *claim
+	// attests are the newest attestation seen from each signer, by signer:
+	// the quorum's evidence for the nodes the cloud cannot hear from.
+	attests map[string]seenAttestation
+}
+
+// seenAttestation is an attestation as the webhook saw it.
+type seenAttestation struct {
+	zone.Attestation
+	renewal
 }
 
 // membership is a node's zone as the webhook saw it, and since when. Nodes in
@@ -117,6 +128,7 @@ type evidence struct {
 	zones    map[string]*zoneRecord // by Lease name
 	kubelets map[string]renewal     // by node name
 	joined   map[string]membership  // by node name
+	sizes    map[string]int         // nodes per zone label value, from joined
 	verified map[string]verdictCheck
 	refused  map[string]Reason // verdicts counted as refused
 	// kept is, by node name, the last verdict honoured: what the node is
@@ -127,7 +139,7 @@ type evidence struct {
 func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence {
 	return &evidence{
 		clock: cfg.Clock, nodes: nodes, zoneLabel: cfg.ZoneLabel, metrics: m,
-		zones: map[string]*zoneRecord{}, kubelets: map[string]renewal{}, joined: map[string]membership{},
+		zones: map[string]*zoneRecord{}, kubelets: map[string]renewal{}, joined: map[string]membership{}, sizes: map[string]int{},
 		verified: map[string]verdictCheck{}, refused: map[string]Reason{}, kept: map[string]*keptVerdict{},
 	}
 }
@@ -142,7 +154,13 @@ func (e *evidence) follow(inf Informers) error {
 		del func(obj any)
 	}{
 		{inf.Nodes, e.onNode, func(obj any) {
-			e.forget(obj, func(n string) { delete(e.joined, n); delete(e.kept, n) })
+			e.forget(obj, func(n string) {
+				if m, ok := e.joined[n]; ok {
+					e.sizes[m.zone]--
+				}
+				delete(e.joined, n)
+				delete(e.kept, n)
+			})
 		}},
 		{inf.NodeLeases, func(obj any, _ bool) { e.onKubeletLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.kubelets, n) }) }},
 		{inf.ZoneLeases, func(obj any, _ bool) { e.onZoneLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.zones, n) }) }},
@@ -179,9 +197,14 @@ func (e *evidence) onNode(obj any, initial bool) {
 	z := n.Labels[e.zoneLabel]
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m, ok := e.joined[n.Name]; ok && m.zone == z {
+	old, ok := e.joined[n.Name]
+	if ok && old.zone == z {
 		return
 	}
+	if ok {
+		e.sizes[old.zone]--
+	}
+	e.sizes[z]++
 	m := membership{zone: z}
 	if !initial {
 		m.since = e.clock.Now()
@@ -227,9 +250,11 @@ func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
 	rec := e.zones[l.Name]
 	if rec == nil {
-		rec = &zoneRecord{}
+		rec = &zoneRecord{attests: map[string]seenAttestation{}}
 		e.zones[l.Name] = rec
-	} else if rec.latest.sig == c.sig && rec.latest.LeaseClaim == c.LeaseClaim {
+	}
+	e.attestations(l, rec)
+	if rec.latest.sig == c.sig && rec.latest.LeaseClaim == c.LeaseClaim && !rec.latest.seen.IsZero() {
 		return rec // not a renewal: labels, managed fields, members
 	}
 	c.seen = e.clock.Now()
@@ -452,4 +477,108 @@ func (e *evidence) keptByZone() map[string]map[string]string {
 		out[z][node] = k.raw
 	}
 	return out
+}
+
+// attestations records the attestations the zone Lease l carries that are
+// newer, by their signer's clock, than the last seen from that signer. They
+// prove nothing about the Lease or its writer: each is checked against its
+// own signer's key when counted. Called with mu held.
+func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
+	raw, ok := l.Annotations[zone.LeaseEvidenceAnnotation]
+	if !ok || raw == rec.evidenceRaw {
+		return
+	}
+	rec.evidenceRaw = raw
+	z := l.Labels[apiwriter.ZoneLabel]
+	atts, err := zone.ParseEvidence(z, raw)
+	if err != nil || z == "" || zone.LeaseName(z) != l.Name {
+		e.metrics.evidenceRefused.WithLabelValues(evidenceMalformed).Inc()
+		return
+	}
+	now := e.clock.Now()
+	for _, a := range atts {
+		if prev, ok := rec.attests[a.Signer]; ok && !a.At.After(prev.At) {
+			continue
+		}
+		rec.attests[a.Signer] = seenAttestation{Attestation: a, renewal: renewal{renewed: a.At, seen: now}}
+	}
+}
+
+// Reasons an attestation is not counted: values of the reason label of
+// edgequorum_admission_evidence_refused_total.
+const (
+	evidenceMalformed    = "malformed"
+	evidenceNotMember    = "signer-not-member"
+	evidenceBadSignature = "bad-signature"
+)
+
+// covered reports whether a majority of node's peers in zoneName attested,
+// each with the key its own Node registers, that they reach node, in
+// attestations fresh by the webhook's clock: made (by the signer's clock,
+// never later than the webhook saw them) less than ttl ago. The peers are the
+// nodes the cache holds with the zone's label, node excluded.
+func (e *evidence) covered(node, zoneName string, ttl time.Duration) bool {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// The zone's size as the node events told it: a review comes with
+	// every kubelet status post, and listing the zone's nodes would cost
+	// the whole node cache each time.
+	peers := e.sizes[zoneName]
+	if m, ok := e.joined[node]; ok && m.zone == zoneName {
+		peers--
+	}
+	need := peers/2 + 1
+	rec := e.zones[zone.LeaseName(zoneName)]
+	if rec == nil {
+		return false
+	}
+	count := 0
+	for signer, a := range rec.attests {
+		if signer == node || !now.Before(a.at().Add(ttl)) || !a.Reaches(node) {
+			continue
+		}
+		if e.attestationValid(zoneName, a.Attestation) {
+			count++
+		}
+	}
+	return count >= need
+}
+
+// attestationValid checks a's signature against the key its signer's Node
+// registers, a member of zoneName, remembering the answer per signature and
+// key. Called with mu held.
+func (e *evidence) attestationValid(zoneName string, a zone.Attestation) bool {
+	key, r := e.memberKey(a.Signer, zoneName)
+	if r != "" {
+		e.countEvidenceRefusal(a, evidenceNotMember)
+		return false
+	}
+	k := "att\x00" + string(a.Sig)
+	c, ok := e.verified[k]
+	if !ok || !bytes.Equal(c.key, key) {
+		c = verdictCheck{key: key, ok: a.Verify(key)}
+		if len(e.verified) >= verifiedCacheSize {
+			e.verified = map[string]verdictCheck{}
+		}
+		e.verified[k] = c
+		if !c.ok {
+			e.countEvidenceRefusal(a, evidenceBadSignature)
+		}
+	}
+	return c.ok
+}
+
+// countEvidenceRefusal counts a refused attestation once per signature and
+// reason. Called with mu held.
+func (e *evidence) countEvidenceRefusal(a zone.Attestation, reason string) {
+	k := "att\x00" + string(a.Sig)
+	if e.refused[k] == Reason(reason) {
+		return
+	}
+	if len(e.refused) >= verifiedCacheSize {
+		e.refused = map[string]Reason{}
+	}
+	e.refused[k] = Reason(reason)
+	e.metrics.evidenceRefused.WithLabelValues(reason).Inc()
 }

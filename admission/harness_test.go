@@ -37,9 +37,10 @@ import (
 // Unknown at nodeLost.
 //
 //	zone-a: lease fresh.  edge-a1, edge-a2 healthy; edge-a3 unhealthy;
-//	        edge-a4 healthy but Ready=True.
+//	        edge-a4 healthy but Ready=True. Every member attests in the
+//	        zone Lease that it reaches every other.
 //	zone-b: cut off 20 min ago (zone and kubelet leases all stale).
-//	        edge-b1 healthy.
+//	        edge-b1 healthy; edge-b3 healthy, untainted, no pods.
 //	zone-c: zone lease stale but edge-c2 still renews its kubelet lease.
 //	        edge-c1 healthy.
 //	cloud-1: no zone, no verdict.
@@ -114,11 +115,39 @@ func testLease(namespace, name string, renew time.Time) *coordinationv1.Lease {
 	for z, leader := range testLeaders {
 		if zone.LeaseName(z) == name {
 			l.Labels = map[string]string{apiwriter.ZoneLabel: z}
-			l.Annotations = map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(testTerm)}
+			l.Annotations = map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(testTerm),
+				zone.LeaseEvidenceAnnotation: testEvidence(z, renew)}
 			l.Spec.HolderIdentity = ptr.To(leader)
 		}
 	}
 	return signLease(l)
+}
+
+// testMembers are the nodes that may be members of each test zone: every one
+// attests in its zone Lease that it reaches every other, as an honest zone
+// whose members all reach each other would. One that is no member in a test
+// is not counted.
+var testMembers = map[string][]string{
+	"zone-a": {"edge-a1", "edge-a2", "edge-a3", "edge-a4", "edge-a5", "edge-a6", "edge-a7", "edge-a8"},
+	"zone-b": {"edge-b1", "edge-b2", "edge-b3"},
+	"zone-c": {"edge-c1", "edge-c2"},
+	"z":      {"n1", "n2", "n3", "n4", "n5", "n6"},
+}
+
+// testEvidence is the evidence annotation of zone z's Lease renewed at at.
+func testEvidence(z string, at time.Time) string {
+	var atts []zone.Attestation
+	for _, signer := range testMembers[z] {
+		a := zone.Attestation{Zone: z, Signer: signer, At: at}
+		for _, n := range testMembers[z] {
+			if n != signer {
+				a.Reach = append(a.Reach, n)
+			}
+		}
+		a.Sign(testKey(signer))
+		atts = append(atts, a)
+	}
+	return zone.FormatEvidence(atts)
 }
 
 // signLease signs l as its holder would, after a test changed it.
@@ -171,6 +200,7 @@ func testCluster() []runtime.Object {
 		testNode("edge-a3", "zone-a", zone.Unhealthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
 		testNode("edge-a4", "zone-a", zone.Healthy, corev1.ConditionTrue),
 		testNode("edge-b1", "zone-b", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
+		testNode("edge-b3", "zone-b", zone.Healthy, corev1.ConditionUnknown),
 		testNode("edge-c1", "zone-c", zone.Healthy, corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
 		testNode("edge-c2", "zone-c", zone.Healthy, corev1.ConditionTrue),
 		testNode("cloud-1", "", "", corev1.ConditionUnknown, unreachableNoSchedule, unreachableNoExecute),
@@ -181,6 +211,7 @@ func testCluster() []runtime.Object {
 		testLease(NodeLeaseNamespace, "edge-a1", nodeLost.Add(-40*time.Second)),
 		testLease(NodeLeaseNamespace, "edge-a4", testNow.Add(-3*time.Second)),
 		testLease(NodeLeaseNamespace, "edge-b1", testNow.Add(-20*time.Minute-30*time.Second)),
+		testLease(NodeLeaseNamespace, "edge-b3", testNow.Add(-20*time.Minute-30*time.Second)),
 		testLease(NodeLeaseNamespace, "edge-c1", nodeLost.Add(-40*time.Second)),
 		testLease(NodeLeaseNamespace, "edge-c2", testNow.Add(-3*time.Second)),
 

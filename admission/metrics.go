@@ -43,8 +43,11 @@ type metrics struct {
 	repairs        *prometheus.CounterVec
 	repairLeader   prometheus.Gauge
 	memoryWrites   *prometheus.CounterVec
-	zoneRechecks   prometheus.Counter
-	tlsReloads     *prometheus.CounterVec
+	// evidenceRefused counts attestations of the quorum's evidence not
+	// counted, once per attestation.
+	evidenceRefused *prometheus.CounterVec
+	zoneRechecks    prometheus.Counter
+	tlsReloads      *prometheus.CounterVec
 	// verdictsRefused and leasesRefused count what the zone did not sign
 	// (or someone else did), once per distinct annotation or renewal.
 	verdictsRefused *prometheus.CounterVec
@@ -118,11 +121,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "edgequorum", Subsystem: "admission", Name: "memory_writes_total",
 		Help: "Writes of the webhook's memory (one ConfigMap per zone in the webhook's namespace: the last verdict honoured per node, read by every replica at start), by result (ok, error: retried next second). Only the repair loop's leader writes.",
 	}, []string{"result"})
+	m.evidenceRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "evidence_refused_total",
+		Help: "Zone Lease evidence not counted, by reason (malformed: the annotation does not parse, once per write; signer-not-member, bad-signature: one attestation, once each). A node the cloud cannot hear from while its zone reaches the cloud is protected only on the signed word of a majority of its peers.",
+	}, []string{"reason"})
 	m.failoverHeldNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_nodes",
 		Help: "Nodes the failover's brake holds now: confirmed dead, due for the out-of-service taint, and left to upstream eviction.",
 	})
 	var err error
+	if m.evidenceRefused, err = register(reg, m.evidenceRefused); err != nil {
+		return nil, err
+	}
 	if m.memoryWrites, err = register(reg, m.memoryWrites); err != nil {
 		return nil, err
 	}
@@ -181,6 +191,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.requests.WithLabelValues(resNodeStatus, decisionDenied)
 	m.memoryWrites.WithLabelValues(memoryWritten)
+	for _, r := range []string{evidenceMalformed, evidenceNotMember, evidenceBadSignature} {
+		m.evidenceRefused.WithLabelValues(r)
+	}
 	m.memoryWrites.WithLabelValues(repairError)
 	for _, r := range []string{resNode, resEndpointSlice, resEndpoints, resPodStatus, resNodeStatus} {
 		m.repairs.WithLabelValues(r, repairMutated)
