@@ -66,7 +66,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeResources(&b, rep)
 	b.WriteString("\n## Node signatures (per-node identity)\n\n")
 	writeSigning(&b, rep)
-	b.WriteString("\n## Quorum evidence for the webhook (measured, not shipped)\n\n")
+	b.WriteString("\n## Quorum evidence for the webhook\n\n")
 	writeEvidence(&b, rep)
 	if cfg.DefaultsKills > 0 {
 		b.WriteString("\n## Baseline at SuperEdge's default timings\n\n")
