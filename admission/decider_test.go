@@ -446,11 +446,12 @@ func TestDecideKeepsTheLastHonouredLease(t *testing.T) {
 }
 
 // TestDecideAcrossAHandover: when the zone Lease changes holder, a verdict
-// its predecessor decided and signed counts as long as the new holder's Lease
-// vouches for that predecessor up to the verdict's term; a verdict of a
-// member the Lease does not name never counts.
+// its predecessor signed counts as long as the new holder's Lease names that
+// very verdict, or, in the release before's form, vouches for that
+// predecessor up to the verdict's term (the verdict here carries no signing
+// term, as that release's did); a verdict the Lease does not name never
+// counts.
 func TestDecideAcrossAHandover(t *testing.T) {
-	ctx := context.Background()
 	n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown) // decided and signed by n1, term 7
 	env := newDeciderEnv(t, nil, n, testNode("n2", "z", "", corev1.ConditionTrue),
 		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testLease(NodeLeaseNamespace, "n1", testNow))
@@ -458,24 +459,6 @@ func TestDecideAcrossAHandover(t *testing.T) {
 		t.Fatalf("before the handover: %+v", got)
 	}
 	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
-	handOver := func(endorses string) {
-		t.Helper()
-		l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Spec.HolderIdentity = ptr.To("n2")
-		l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
-		l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
-		l.Annotations[zone.LeaseEndorsesAnnotation] = endorses
-		if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		poll.UntilTrue(t, waitTimeout, "the new holder's Lease in the cache", func() bool {
-			c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
-			return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2" && c.Annotations[zone.LeaseEndorsesAnnotation] == endorses
-		})
-	}
 	for _, tt := range []struct {
 		endorses string
 		want     Reason
@@ -485,9 +468,13 @@ func TestDecideAcrossAHandover(t *testing.T) {
 		{"", ReasonSignerNotLeader},
 		{"n3=7", ReasonSignerNotLeader},
 		{"n1=7,n3=9", ReasonZoneLeaseFresh},
+		// This release's form names the verdict itself.
+		{"n1:" + zone.VerdictDigest([]byte("another verdict")), ReasonSignerNotLeader},
+		{"n2:" + zone.VerdictDigest(verdictSig(t, n)), ReasonSignerNotLeader},
+		{"n1:" + zone.VerdictDigest(verdictSig(t, n)), ReasonZoneLeaseFresh},
 	} {
 		env.clock.Step(time.Second)
-		handOver(tt.endorses)
+		handOver(t, env, "n2", tt.endorses)
 		if got, _ := env.d.Decide(n); got.Reason != tt.want {
 			t.Errorf("the predecessor's verdict under a Lease endorsing %q: %+v, want %s", tt.endorses, got, tt.want)
 		}
@@ -550,27 +537,11 @@ func TestDecideEndsAnEarlierLeadersWordWithItsLeadership(t *testing.T) {
 
 	// n2 takes over under the next term and names the verdicts of n1's
 	// that the zone committed: n4's, not the forgery on n3.
-	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
-	l, err := leases.Get(ctx, zone.LeaseName("z"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n4Verdict zone.Annotation
 	if n4, err := env.d.caches.Nodes.Get("n4"); err == nil {
 		n4Verdict, _ = zone.ParseAnnotation(n4.Annotations[zone.AnnotationKey])
 	}
-	endorses := zone.FormatEndorsements(map[string]string{"n4": zone.VerdictDigest(n4Verdict.Sig)})
-	l.Spec.HolderIdentity = ptr.To("n2")
-	l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
-	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
-	l.Annotations[zone.LeaseEndorsesAnnotation] = endorses
-	if _, err := leases.Update(ctx, signLease(l), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll.UntilTrue(t, waitTimeout, "n2's Lease in the cache", func() bool {
-		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
-		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == "n2"
-	})
+	handOver(t, env, "n2", zone.FormatEndorsements(map[string]string{"n4": zone.VerdictDigest(n4Verdict.Sig)}))
 	if got, _ := env.d.Decide(n3); got.Vouched || got.Reason != ReasonSignerNotLeader {
 		t.Errorf("n1's forgery under n2's Lease: %+v, want not vouched, %s", got, ReasonSignerNotLeader)
 	}
@@ -626,6 +597,38 @@ func forgedAttestation(l *coordinationv1.Lease, signer string) *coordinationv1.L
 	a.Sign(testKey("thief"))
 	l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence(append(atts, a))
 	return l
+}
+
+// verdictSig is the signature of n's verdict annotation.
+func verdictSig(t *testing.T, n *corev1.Node) []byte {
+	t.Helper()
+	a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Sig
+}
+
+// handOver has holder take zone z's Lease under the next term, naming
+// endorses, and waits until the Decider's cache holds it.
+func handOver(t *testing.T, env *deciderEnv, holder, endorses string) {
+	t.Helper()
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l, err := leases.Get(context.Background(), zone.LeaseName("z"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To(holder)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.Itoa(testTerm + 1)
+	l.Annotations[zone.LeaseEndorsesAnnotation] = endorses
+	if _, err := leases.Update(context.Background(), signLease(l), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, holder+"'s Lease in the cache", func() bool {
+		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
+		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == holder && c.Annotations[zone.LeaseEndorsesAnnotation] == endorses
+	})
 }
 
 func mustGetLease(t *testing.T, leases interface {

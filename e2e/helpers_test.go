@@ -176,14 +176,7 @@ func requireNodeEventBy(t *testing.T, client kubernetes.Interface, controller, n
 func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node string) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolen, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stolen := stolenAgentClient(t, c)
 	before, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -229,14 +222,7 @@ func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node st
 // not honour.
 func writeVerdictAs(t *testing.T, c *testcluster.Cluster, node, signer string, key ed25519.PrivateKey, a zone.Annotation) error {
 	t.Helper()
-	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolen, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stolen := stolenAgentClient(t, c)
 	a.Sign(node, signer, key)
 	raw, err := json.Marshal(a)
 	if err != nil {
@@ -265,14 +251,7 @@ func writeVerdictAs(t *testing.T, c *testcluster.Cluster, node, signer string, k
 func writeUnsignedVerdict(t *testing.T, c *testcluster.Cluster, node string) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolen, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stolen := stolenAgentClient(t, c)
 	kept, ok := annotation(t, c.Client(), node)
 	if !ok {
 		t.Fatalf("node %s carries no verdict", node)
@@ -289,4 +268,19 @@ func writeUnsignedVerdict(t *testing.T, c *testcluster.Cluster, node string) {
 	if _, err := stolen.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("a stolen agent token's verdict on %s: %v", node, err)
 	}
+}
+
+// stolenAgentClient is a client holding an agent token, as a thief on any
+// edge box would.
+func stolenAgentClient(t *testing.T, c *testcluster.Cluster) kubernetes.Interface {
+	t.Helper()
+	cfg, err := c.UserConfig(zonerun.AgentUser, "system:serviceaccounts", "system:serviceaccounts:"+zone.DefaultLeaseNamespace, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stolen
 }
