@@ -89,6 +89,11 @@ const (
 	// ReasonZoneCutOff: vouched, the whole zone lost the cloud less than
 	// MaxCutoffProtection ago.
 	ReasonZoneCutOff Reason = "zone-cut-off"
+	// ReasonSilentBeforeCut: the zone is cut off as a whole, but the cloud
+	// had stopped hearing the node's kubelet before the zone went dark, and
+	// no majority of its peers attested then that they reach it: a node
+	// that died before the cut, whatever its leader's last verdict says.
+	ReasonSilentBeforeCut Reason = "silent-before-cut"
 	// ReasonCutOffExpired: the zone has been cut off for longer than
 	// MaxCutoffProtection; its last verdicts are too old to keep trusting.
 	ReasonCutOffExpired Reason = "cut-off-expired"
@@ -462,12 +467,47 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 			newest = t
 		}
 	}
-	if now.Sub(newest) < d.maxCutoffProtection {
-		dec.Vouched, dec.Reason = true, ReasonZoneCutOff
-	} else {
+	if now.Sub(newest) >= d.maxCutoffProtection {
 		dec.Reason = ReasonCutOffExpired
+		return dec, nil
 	}
+	// The zone's last word stands for the nodes the cloud saw alive when
+	// the zone went dark, not for one that had died before: its leader's
+	// "healthy" for such a node buys nothing.
+	alive, err := d.aliveWhenDark(node, dec.Zone, valid)
+	if err != nil {
+		return dec, err
+	}
+	if !alive {
+		dec.Reason = ReasonSilentBeforeCut
+		return dec, nil
+	}
+	dec.Vouched, dec.Reason = true, ReasonZoneCutOff
 	return dec, nil
+}
+
+// aliveWhenDark reports whether the cloud saw node alive when its zone went
+// dark with valid, the zone Lease's last honoured renewal: the webhook had
+// seen its kubelet renew its Lease no more than one and a half renew
+// intervals before it saw that renewal (both by the webhook's clock, so no
+// two nodes' clocks are compared), or a majority of its peers' attestations
+// covered it then. A webhook that started during the cut saw both at once.
+func (d *Decider) aliveWhenDark(node, zoneName string, valid *claim) (bool, error) {
+	dark := valid.seen
+	l, err := d.lease(d.caches.NodeLeases, node)
+	if err != nil {
+		return false, err
+	}
+	if l != nil {
+		interval := leaseDuration(l) / 4
+		if interval <= 0 {
+			interval = defaultKubeletRenewInterval
+		}
+		if !d.evidence.kubeletSeen(l).Before(dark.Add(-interval * 3 / 2)) {
+			return true, nil
+		}
+	}
+	return d.evidence.coveredAt(node, zoneName, d.leaseTerm(valid), dark), nil
 }
 
 // signedBy checks that the zone signed verdict (read from raw on the node

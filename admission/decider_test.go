@@ -599,6 +599,64 @@ func forgedAttestation(l *coordinationv1.Lease, signer string) *coordinationv1.L
 	return l
 }
 
+// TestDecideProtectsInACutOnlyWhatWasAlive: a zone gone dark as a whole is
+// judged by its last verdicts only for the nodes the cloud saw alive when it
+// went dark: n1's kubelet, silent for 30 s when the zone Lease was last
+// renewed (its renewals every 5 s), had died before, and its leader's
+// "healthy" buys it nothing, unless a majority of its peers attested then that
+// they reach it. Times are the webhook's: when it saw each renewal.
+func TestDecideProtectsInACutOnlyWhatWasAlive(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		signers []string
+		want    Reason
+	}{
+		{"no evidence when the zone went dark", nil, ReasonSilentBeforeCut},
+		{"its peers attested then", []string{"n2"}, ReasonZoneCutOff},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
+			env := newDeciderEnv(t, nil, n, testNode("n2", "z", "", corev1.ConditionTrue),
+				attested(testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testNow),
+				testLease(NodeLeaseNamespace, "n1", testNow), testLease(NodeLeaseNamespace, "n2", testNow))
+			env.clock.Step(30 * time.Second)
+			renew := func(namespace, name string, change func(*coordinationv1.Lease) *coordinationv1.Lease) {
+				t.Helper()
+				leases := env.client.CoordinationV1().Leases(namespace)
+				l, err := leases.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+				if _, err := leases.Update(ctx, change(l), metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				poll.UntilTrue(t, waitTimeout, name+"'s renewal seen", func() bool {
+					if namespace == NodeLeaseNamespace {
+						c, _ := env.d.caches.NodeLeases.Get(name)
+						return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
+					}
+					c, _ := env.d.caches.ZoneLeases.Get(name)
+					return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
+				})
+			}
+			renew(NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+			renew(zone.DefaultLeaseNamespace, zone.LeaseName("z"), func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				return signLease(attested(l, env.clock.Now(), tt.signers...))
+			})
+			if got, _ := env.d.Decide(n); got.Reason != ReasonNoQuorumEvidence && got.Reason != ReasonZoneLeaseFresh {
+				t.Fatalf("while connected: %+v", got)
+			}
+			env.clock.Step(testLeaseDuration*time.Second + time.Second) // dark
+			got, err := env.d.Decide(n)
+			if err != nil || got.Reason != tt.want || got.Vouched != (tt.want == ReasonZoneCutOff) {
+				t.Errorf("in the cut: %+v, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
 // verdictSig is the signature of n's verdict annotation.
 func verdictSig(t *testing.T, n *corev1.Node) []byte {
 	t.Helper()

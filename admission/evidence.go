@@ -367,6 +367,17 @@ func (e *evidence) kubeletRenewed(l *coordinationv1.Lease) time.Time {
 	return e.kubeletLease(l).at()
 }
 
+// kubeletSeen is when the webhook first saw the kubelet Lease renewal l holds
+// (the cache's copy, nil if none); zero if none.
+func (e *evidence) kubeletSeen(l *coordinationv1.Lease) time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kubeletLease(l).seen
+}
+
 // memberSince is when the webhook first saw node in zoneName: zero for nodes
 // that were there when it started, and for a node it has not seen yet (its
 // informer event may trail the node cache).
@@ -518,7 +529,12 @@ const (
 // never later than the webhook saw them) less than ttl ago. The peers are the
 // nodes the cache holds with the zone's label, node excluded.
 func (e *evidence) covered(node, zoneName string, ttl time.Duration) bool {
-	now := e.clock.Now()
+	return e.coveredAt(node, zoneName, ttl, e.clock.Now())
+}
+
+// coveredAt is covered as of t: by attestations made no later than t and
+// less than ttl before it.
+func (e *evidence) coveredAt(node, zoneName string, ttl time.Duration, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// The zone's size as the node events told it: a review comes with
@@ -535,7 +551,7 @@ func (e *evidence) covered(node, zoneName string, ttl time.Duration) bool {
 	}
 	count := 0
 	for signer, a := range rec.attests {
-		if signer == node || !now.Before(a.at().Add(ttl)) || !a.Reaches(node) {
+		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) || !a.Reaches(node) {
 			continue
 		}
 		if e.attestationValid(zoneName, a.Attestation) {
