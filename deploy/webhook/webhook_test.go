@@ -279,6 +279,11 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 		{ns, leases, "leases", "create", ""},
 		{ns, leases, "leases", "get", "edgequorum-webhook-repair"},
 		{ns, leases, "leases", "update", "edgequorum-webhook-repair"},
+		// the webhook's memory, in its own namespace, where no agent
+		// credential writes: read from a cache, written by the repair
+		// loop's leader
+		{ns, "", "configmaps", "list", ""}, {ns, "", "configmaps", "watch", ""},
+		{ns, "", "configmaps", "create", ""}, {ns, "", "configmaps", "update", ""},
 	} {
 		want[r] = true
 	}
