@@ -4,16 +4,24 @@
 // connected.
 //
 // Every write is fenced: the writer confirms leadership with a quorum
-// (Fence.VerifyLeader) right before it, stamps the leader's Raft term, and never
-// overwrites an annotation or Lease carrying a higher term, so a deposed leader
-// that wakes up late cannot undo its successor's work. A member that lost
-// leadership drops its pending verdicts (its successor re-delivers every committed
-// one); a leader whose quorum merely answered too slowly keeps them and retries.
-// Writes are never blind: a verdict is a JSON patch that tests for the
-// annotation value it was judged against (so the kubelet's and the node
-// lifecycle controller's writes to other fields cost no retry; a node's first
-// verdict is a merge patch with a resourceVersion precondition), and the Lease
-// an Update with a resourceVersion precondition.
+// (Fence.VerifyLeader) right before it and signs under the leader's Raft term.
+// It writes the zone's committed verdict over any other verdict on the Node,
+// whatever term that one was decided in, but leaves alone an annotation or
+// Lease claiming a term above its own unless a quorum confirms it again after
+// reading it (then no leader of that term can exist: the term is forged). A
+// deposed leader that wakes up late therefore cannot undo its successor's
+// work, and a forged verdict cannot outlive its signer's leadership. A member
+// that lost leadership drops its pending verdicts (its successor re-delivers
+// every committed one); a leader whose quorum merely answered too slowly
+// keeps them and retries. Writes are never blind: a verdict is one JSON patch
+// of nodes/status that tests for the annotation value it was judged against
+// (so the kubelet's and the node lifecycle controller's writes to other
+// fields cost no retry; a node's first verdict tests the resourceVersion),
+// and the Lease an Update with a resourceVersion precondition.
+//
+// The zone Lease also names the standing verdicts other members signed
+// (endorsements), and carries the members' signed attestations for the nodes
+// the cloud cannot hear from (evidence) while some node needs them.
 //
 // A verdict is written when it changes, and again when the leader's Node
 // informer shows a Node without it (Restore): a Node registered anew or an
