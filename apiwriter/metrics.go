@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_apiwriter_skipped_total",
-			Help: "Writes not made, by reason (unchanged, superseded, not_leader, unconfirmed: retried later, gone).",
+			Help: "Writes not made, by reason (unchanged, superseded: a verdict the zone has since replaced, fenced: a zone Lease of a newer term, not_leader, unconfirmed: retried later, gone).",
 		}, []string{"reason"}),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgequorum_apiwriter_verdicts_restored_total",
