@@ -34,23 +34,26 @@ const (
 )
 
 // Attestation is one member's signed word that, at At by its own clock, it
-// reaches each node of Reach (its probes find the node healthy). It is made
-// for the nodes the leader asks about and signed with the member's node key,
-// which its own Node registers, so nobody else can speak in its name.
+// reaches each node of Reach (its probes find the node healthy) and reaches
+// no part of each node of Down (every probe of the node fails: its kubelet
+// port and its agent alike). It is made for the nodes the leader asks about
+// and signed with the member's node key, which its own Node registers, so
+// nobody else can speak in its name.
 type Attestation struct {
 	Zone   string
 	Signer string
 	// At is when the member signed, to the millisecond.
 	At time.Time
-	// Reach is sorted and holds no name twice.
+	// Reach and Down are sorted and hold no name twice.
 	Reach []string
+	Down  []string
 	Sig   []byte
 }
 
 // SigningBytes is the canonical encoding of every field but Sig.
 func (a *Attestation) SigningBytes() []byte {
-	n := len(attestDomain) + 4*3 + len(a.Zone) + len(a.Signer) + 8 + 4
-	for _, r := range a.Reach {
+	n := len(attestDomain) + 4*3 + len(a.Zone) + len(a.Signer) + 8 + 2*4
+	for _, r := range slices.Concat(a.Reach, a.Down) {
 		n += 4 + len(r)
 	}
 	b := make([]byte, 0, n)
@@ -58,17 +61,21 @@ func (a *Attestation) SigningBytes() []byte {
 	b = appendString(b, a.Zone)
 	b = appendString(b, a.Signer)
 	b = binary.BigEndian.AppendUint64(b, uint64(a.At.UnixMilli()))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(a.Reach)))
-	for _, r := range a.Reach {
-		b = appendString(b, r)
+	for _, list := range [][]string{a.Reach, a.Down} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(list)))
+		for _, r := range list {
+			b = appendString(b, r)
+		}
 	}
 	return b
 }
 
-// Sign truncates At to the millisecond, sorts Reach and signs a with priv.
+// Sign truncates At to the millisecond, sorts Reach and Down and signs a with
+// priv.
 func (a *Attestation) Sign(priv ed25519.PrivateKey) {
 	a.At = time.UnixMilli(a.At.UnixMilli()).UTC()
 	a.Reach = slices.Compact(slices.Sorted(slices.Values(a.Reach)))
+	a.Down = slices.Compact(slices.Sorted(slices.Values(a.Down)))
 	a.Sig = ed25519.Sign(priv, a.SigningBytes())
 }
 
@@ -87,12 +94,19 @@ func (a *Attestation) Reaches(node string) bool {
 	return ok
 }
 
+// FindsDown reports whether a says every probe of its signer's fails on node.
+func (a *Attestation) FindsDown(node string) bool {
+	_, ok := slices.BinarySearch(a.Down, node)
+	return ok
+}
+
 // wireAttestation is an Attestation as the annotation holds it: short keys, a
 // Unix-millisecond time.
 type wireAttestation struct {
 	Signer string   `json:"s"`
 	At     int64    `json:"t"`
 	Reach  []string `json:"r"`
+	Down   []string `json:"d,omitempty"`
 	Sig    []byte   `json:"g"`
 }
 
@@ -106,7 +120,7 @@ func FormatEvidence(atts []Attestation) string {
 	out := make([]wireAttestation, 0, len(atts))
 	size := 2
 	for _, a := range atts {
-		w := wireAttestation{Signer: a.Signer, At: a.At.UnixMilli(), Reach: a.Reach, Sig: a.Sig}
+		w := wireAttestation{Signer: a.Signer, At: a.At.UnixMilli(), Reach: a.Reach, Down: a.Down, Sig: a.Sig}
 		b, err := json.Marshal(w)
 		if err != nil {
 			continue
@@ -146,19 +160,25 @@ func ParseEvidence(z, s string) ([]Attestation, error) {
 		switch {
 		case w.Signer == "" || len(w.Signer) > maxNameLen:
 			return nil, fmt.Errorf("%s: attestation %d: bad signer", LeaseEvidenceAnnotation, i)
-		case len(w.Reach) > maxReach:
-			return nil, fmt.Errorf("%s: attestation %d: %d nodes, more than %d", LeaseEvidenceAnnotation, i, len(w.Reach), maxReach)
+		case len(w.Reach)+len(w.Down) > maxReach:
+			return nil, fmt.Errorf("%s: attestation %d: %d nodes, more than %d", LeaseEvidenceAnnotation, i, len(w.Reach)+len(w.Down), maxReach)
 		case len(w.Sig) != ed25519.SignatureSize:
 			return nil, fmt.Errorf("%s: attestation %d: signature of %d bytes", LeaseEvidenceAnnotation, i, len(w.Sig))
-		case !slices.IsSorted(w.Reach) || len(slices.Compact(slices.Clone(w.Reach))) != len(w.Reach):
-			return nil, fmt.Errorf("%s: attestation %d: nodes not sorted or named twice", LeaseEvidenceAnnotation, i)
 		}
-		for _, r := range w.Reach {
-			if r == "" || len(r) > maxNameLen {
-				return nil, fmt.Errorf("%s: attestation %d: bad node name", LeaseEvidenceAnnotation, i)
+		for _, list := range [][]string{w.Reach, w.Down} {
+			if !slices.IsSorted(list) || len(slices.Compact(slices.Clone(list))) != len(list) {
+				return nil, fmt.Errorf("%s: attestation %d: nodes not sorted or named twice", LeaseEvidenceAnnotation, i)
+			}
+			for _, r := range list {
+				if r == "" || len(r) > maxNameLen {
+					return nil, fmt.Errorf("%s: attestation %d: bad node name", LeaseEvidenceAnnotation, i)
+				}
 			}
 		}
-		out = append(out, Attestation{Zone: z, Signer: w.Signer, At: time.UnixMilli(w.At).UTC(), Reach: w.Reach, Sig: w.Sig})
+		if len(w.Down) == 0 {
+			w.Down = nil
+		}
+		out = append(out, Attestation{Zone: z, Signer: w.Signer, At: time.UnixMilli(w.At).UTC(), Reach: w.Reach, Down: w.Down, Sig: w.Sig})
 	}
 	return out, nil
 }

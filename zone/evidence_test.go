@@ -11,12 +11,14 @@ func TestAttestationSignatureCoversEveryField(t *testing.T) {
 	key := testKey(t, 1)
 	pub := key.Public().(ed25519.PublicKey)
 	signed := func() Attestation {
-		a := Attestation{Zone: "z", Signer: "n1", At: time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC), Reach: []string{"n3", "n2", "n3"}}
+		a := Attestation{Zone: "z", Signer: "n1", At: time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC), Reach: []string{"n3", "n2", "n3"},
+			Down: []string{"n5", "n4"}}
 		a.Sign(key)
 		return a
 	}
 	a := signed()
-	if !a.Verify(pub) || !a.Reaches("n2") || !a.Reaches("n3") || a.Reaches("n4") || len(a.Reach) != 2 {
+	if !a.Verify(pub) || !a.Reaches("n2") || !a.Reaches("n3") || a.Reaches("n4") || len(a.Reach) != 2 ||
+		!a.FindsDown("n4") || a.FindsDown("n2") {
 		t.Fatalf("signed %+v: verifies %v; want n2 and n3 reached, once each", a, a.Verify(pub))
 	}
 	// Through the annotation, as the webhook reads it.
@@ -30,6 +32,9 @@ func TestAttestationSignatureCoversEveryField(t *testing.T) {
 		"at":     func(a *Attestation) { a.At = a.At.Add(time.Millisecond) },
 		"reach":  func(a *Attestation) { a.Reach = append(a.Reach, "n4") },
 		"fewer":  func(a *Attestation) { a.Reach = a.Reach[:1] },
+		"down":   func(a *Attestation) { a.Down = a.Down[:1] },
+		// A name moved from one list to the other.
+		"moved":  func(a *Attestation) { a.Reach, a.Down = a.Reach[:1], append([]string{a.Reach[1]}, a.Down...) },
 		"sig":    func(a *Attestation) { a.Sig[0] ^= 1 },
 		"no sig": func(a *Attestation) { a.Sig = nil },
 	} {
@@ -79,9 +84,10 @@ func TestParseEvidenceRefusesWhatItCannotTrust(t *testing.T) {
 // FuzzParseEvidence: the webhook reads this from Leases any agent token may
 // write. Whatever it accepts formats back to the same attestations.
 func FuzzParseEvidence(f *testing.F) {
-	a := Attestation{Zone: "z", Signer: "n1", At: time.UnixMilli(1_700_000_000_000), Reach: []string{"n2", "n3"}}
+	a := Attestation{Zone: "z", Signer: "n1", At: time.UnixMilli(1_700_000_000_000), Reach: []string{"n2", "n3"}, Down: []string{"n4"}}
 	a.Sign(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
-	for _, s := range []string{"", "[]", FormatEvidence([]Attestation{a}), "[{}]", `[{"s":"n1","t":-1,"r":null,"g":""}]`} {
+	for _, s := range []string{"", "[]", FormatEvidence([]Attestation{a}), "[{}]", `[{"s":"n1","t":-1,"r":null,"g":""}]`,
+		`[{"s":"n1","t":1,"r":[],"d":[],"g":"` + strings.Repeat("A", 86) + `=="}]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

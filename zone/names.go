@@ -23,6 +23,11 @@ const (
 	// it under. It fences renewals (a higher term belongs to a newer leader),
 	// and a new term tells the webhook that new verdicts may vouch for nodes.
 	LeaseTermAnnotation = "edgequorum.io/term"
+	// OutOfServiceAnnotation marks a Node the webhook's failover tainted out
+	// of service, with when. It lies outside edgequorum.io/, so agent
+	// tokens cannot write it; the leader reads it to stop gathering
+	// evidence for a node the failover has acted on.
+	OutOfServiceAnnotation = "failover.edgequorum.io/out-of-service"
 	// DefaultLeaseNamespace is where zone and genesis Leases live.
 	DefaultLeaseNamespace = "edgequorum-system"
 )
