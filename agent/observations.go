@@ -27,6 +27,25 @@ func (o probeObservations) Results() []zone.Result {
 
 func (o probeObservations) Changes() <-chan struct{} { return o.m.Changes() }
 
+// Down lists the peers every probe fails on, each past its failure threshold:
+// the kubelet port and the agent alike, not a low score.
+func (o probeObservations) Down() []string {
+	var out []string
+	for name, st := range o.m.Statuses() {
+		if !st.Known || len(st.Probes) == 0 {
+			continue
+		}
+		down := true
+		for _, p := range st.Probes {
+			down = down && p.State == probe.Failure
+		}
+		if down {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // peerSource is who this member should probe; *raftzone.Server implements it
 // with the rule joins use too.
 type peerSource interface {

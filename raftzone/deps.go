@@ -85,6 +85,13 @@ type Observations interface {
 	Changes() <-chan struct{}
 }
 
+// DownObservations are the Observations that also tell which peers every
+// probe fails on (kubelet port and agent alike): what a member attests toward
+// the out-of-service failover. Observations without it attest no node down.
+type DownObservations interface {
+	Down() []string
+}
+
 // VerdictSink receives committed verdicts on the leader, stamped with the term
 // that committed them. It must not block: apiwriter queues and coalesces.
 type VerdictSink interface {

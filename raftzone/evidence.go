@@ -3,6 +3,7 @@ package raftzone
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -48,39 +49,61 @@ func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.attestReach(req.Nodes))
 }
 
-// attestReach is this member's signed word on which of nodes it reaches now: those
-// its own probes find healthy. It never speaks for itself.
+// attestReach is this member's signed word on which of nodes it reaches now
+// (those its own probes find healthy) and which it reaches no part of (every
+// probe fails: kubelet port and agent alike). It never speaks for itself.
 func (s *Server) attestReach(nodes []string) zone.Attestation {
-	ok := map[string]bool{}
+	ok, down := map[string]bool{}, map[string]bool{}
 	for _, r := range s.deps.Observations.Results() {
 		if r.OK {
 			ok[r.Peer] = true
 		}
 	}
-	var reach []string
-	for _, n := range nodes {
-		if ok[n] && n != s.cfg.Node {
-			reach = append(reach, n)
+	if d, has := s.deps.Observations.(DownObservations); has {
+		for _, n := range d.Down() {
+			down[n] = true
 		}
 	}
-	a := zone.Attestation{Zone: s.cfg.Zone, Signer: s.cfg.Node, At: s.clock.Now(), Reach: reach}
+	a := zone.Attestation{Zone: s.cfg.Zone, Signer: s.cfg.Node, At: s.clock.Now()}
+	for _, n := range nodes {
+		switch {
+		case n == s.cfg.Node:
+		case ok[n]:
+			a.Reach = append(a.Reach, n)
+		case down[n]:
+			a.Down = append(a.Down, n)
+		}
+	}
 	a.Sign(s.net.nodeKey)
 	return a
 }
 
-// WantEvidence lists the members that, by their last reports (no older than
-// VoteTimeout), do not reach the apiserver: the cloud cannot hear from them,
-// their peers may. Only the leader holds everyone's reports.
+// WantEvidence lists the members the cloud needs its peers' word on: those
+// that, by their last reports (no older than VoteTimeout), do not reach the
+// apiserver, so the cloud cannot hear from them while their peers may; and
+// those the zone judges unhealthy, whom the out-of-service failover may act
+// on only if a majority of their peers find every probe of theirs failing.
+// Only the leader holds everyone's reports and the committed verdicts.
 func (s *Server) WantEvidence() []string {
+	if s.leadership.Term() == 0 {
+		return nil
+	}
 	now := s.clock.Now()
-	var out []string
+	want := map[string]bool{}
 	for node, lr := range s.lastReports() {
-		if !lr.APIReachable && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout && node != s.cfg.Node {
-			out = append(out, node)
+		if !lr.APIReachable && now.Sub(lr.ReceivedAt) <= s.cfg.VoteTimeout {
+			want[node] = true
 		}
 	}
-	slices.Sort(out)
-	return out
+	if vs, err := s.store.Verdicts(); err == nil {
+		for node, v := range vs {
+			if v.State == zone.Unhealthy {
+				want[node] = true
+			}
+		}
+	}
+	delete(want, s.cfg.Node)
+	return slices.Sorted(maps.Keys(want))
 }
 
 // GatherEvidence asks every member, this one included, for its attestation

@@ -3,6 +3,7 @@ package raftzone
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,8 +13,9 @@ import (
 
 // TestEvidenceForAMemberCutFromTheCloud: once a member's reports say it does
 // not reach the apiserver, the leader wants evidence for it, and every member
-// that reaches it signs, with its own node key, that it does; a member that
-// is dead to the others is reached by none.
+// that reaches it signs, with its own node key, that it does; once the zone
+// judges a dead member unhealthy, the leader wants evidence for it too, and
+// every running member signs that it finds it down.
 func TestEvidenceForAMemberCutFromTheCloud(t *testing.T) {
 	z := newTestZone(t, 4)
 	z.startAll()
@@ -34,10 +36,15 @@ func TestEvidenceForAMemberCutFromTheCloud(t *testing.T) {
 	cut.api.down.Store(true)
 	poll.Until(t, 30*time.Second, "evidence wanted for "+cut.name, func() (bool, string) {
 		got := leader.srv.WantEvidence()
-		return slices.Equal(got, []string{cut.name}), "wanted for " + slices.Concat(got, []string{""})[0]
+		return slices.Equal(got, []string{cut.name}), fmt.Sprint(got)
 	})
 	z.stop(dead.name)
 	z.setDead(dead.name, true)
+	poll.Until(t, 30*time.Second, "evidence wanted for "+dead.name+", judged unhealthy", func() (bool, string) {
+		got := leader.srv.WantEvidence()
+		return slices.Equal(got, []string{cut.name, dead.name}) || slices.Equal(got, []string{dead.name, cut.name}),
+			fmt.Sprint(got)
+	})
 
 	atts := leader.srv.GatherEvidence(context.Background(), []string{cut.name, dead.name})
 	signers := map[string]bool{}
@@ -51,8 +58,11 @@ func TestEvidenceForAMemberCutFromTheCloud(t *testing.T) {
 			t.Errorf("attestation of %s: zone %q, verifies %v; want %q, signed with its node key", a.Signer, a.Zone,
 				a.Verify(key.Public().(ed25519.PublicKey)), testZoneName)
 		}
-		if a.Reaches(dead.name) {
-			t.Errorf("%s attests it reaches %s, which is dead", a.Signer, dead.name)
+		if a.Reaches(dead.name) || !a.FindsDown(dead.name) {
+			t.Errorf("%s attests reach %v, down %v; want %s down, as it is", a.Signer, a.Reach, a.Down, dead.name)
+		}
+		if a.FindsDown(cut.name) {
+			t.Errorf("%s attests %s down, which is alive", a.Signer, cut.name)
 		}
 		if a.Signer == cut.name && a.Reaches(cut.name) {
 			t.Errorf("%s attests for itself", cut.name)

@@ -178,6 +178,17 @@ func (o *simObservations) Results() []zone.Result {
 
 func (o *simObservations) Changes() <-chan struct{} { return o.ch }
 
+// Down: in the simulation a peer that fails fails every probe.
+func (o *simObservations) Down() []string {
+	var out []string
+	for _, r := range o.Results() {
+		if !r.OK {
+			out = append(out, r.Peer)
+		}
+	}
+	return out
+}
+
 func (o *simObservations) poke() {
 	select {
 	case o.ch <- struct{}{}:
