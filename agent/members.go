@@ -79,14 +79,18 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 			o.LabelSelector = labels.Set{label: zoneName}.String()
 		}))
 	nodes := factory.Core().V1().Nodes()
-	// Keep only what the member list needs: a Node's managed fields, images
-	// and conditions are most of its size, multiplied by the zone's size on
-	// every member.
+	// Keep only what the member list and the leader need: a Node's managed
+	// fields, images and conditions are most of its size, multiplied by the
+	// zone's size on every member. Of the conditions, Ready tells the leader
+	// which members the cloud cannot hear (the quorum's evidence is wanted
+	// for them), and EdgeQuorum whether a Node shows its verdict.
 	nodes.Informer().SetTransform(func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			n.ManagedFields = nil
 			n.Status.Images = nil
-			n.Status.Conditions = nil
+			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+				return c.Type != corev1.NodeReady && c.Type != zone.ConditionType
+			})
 		}
 		return obj, nil
 	})

@@ -166,13 +166,41 @@ func (w *Writer) gather(ctx context.Context) (string, []string) {
 	if src == nil {
 		return "", nil
 	}
-	want := src.WantEvidence()
+	want := w.unmarked(src.WantEvidence())
 	if len(want) == 0 {
 		return "", nil
 	}
 	atts := src.GatherEvidence(ctx, want)
 	w.metrics.evidence.Set(float64(len(want)))
 	return zone.FormatEvidence(atts), want
+}
+
+// unmarked adds to nodes the members whose Node the cloud marked Ready
+// Unknown (their kubelet is silent, whatever their agent reports) and leaves
+// out those the webhook's failover has marked out of service: it has acted on
+// them, and their evidence would only cost bytes.
+func (w *Writer) unmarked(nodes []string) []string {
+	w.mu.Lock()
+	src := w.nodes
+	w.mu.Unlock()
+	if src == nil {
+		return nodes
+	}
+	marked := map[string]bool{}
+	for _, n := range src.ZoneNodes() {
+		if _, ok := n.Annotations[zone.OutOfServiceAnnotation]; ok {
+			marked[n.Name] = true
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown && n.Name != w.cfg.Node && !slices.Contains(nodes, n.Name) {
+				nodes = append(nodes, n.Name)
+			}
+		}
+	}
+	nodes = slices.DeleteFunc(nodes, func(n string) bool { return marked[n] })
+	slices.Sort(nodes)
+	return nodes
 }
 
 // newlyWanted reports whether a member needs evidence that the last Lease
@@ -184,7 +212,7 @@ func (w *Writer) newlyWanted() bool {
 	if src == nil || !held {
 		return false
 	}
-	for _, n := range src.WantEvidence() {
+	for _, n := range w.unmarked(src.WantEvidence()) {
 		if !slices.Contains(written, n) {
 			return true
 		}
