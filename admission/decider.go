@@ -384,6 +384,9 @@ type judgement struct {
 	// leaderReachesCloud: the zone Lease that vouches for that verdict is
 	// fresh by the webhook's clock, so the zone's leader reaches the cloud.
 	leaderReachesCloud bool
+	// evidenceTerm is how long the quorum's attestations count: the
+	// Lease's duration.
+	evidenceTerm time.Duration
 }
 
 // judgement returns the zone's judgement of node.
@@ -392,7 +395,8 @@ func (d *Decider) judgement(node *corev1.Node) (judgement, error) {
 	if err != nil || v == nil {
 		return judgement{}, err
 	}
-	return judgement{state: v.verdict.State, leaderReachesCloud: d.clock.Now().Before(d.staleAt(valid))}, nil
+	return judgement{state: v.verdict.State, leaderReachesCloud: d.clock.Now().Before(d.staleAt(valid)),
+		evidenceTerm: d.leaseTerm(valid)}, nil
 }
 
 // honours checks that v, found on node, is a verdict of node's zone that the

@@ -535,6 +535,19 @@ func (e *evidence) covered(node, zoneName string, ttl time.Duration) bool {
 // coveredAt is covered as of t: by attestations made no later than t and
 // less than ttl before it.
 func (e *evidence) coveredAt(node, zoneName string, ttl time.Duration, now time.Time) bool {
+	return e.majority(node, zoneName, ttl, now, func(a *zone.Attestation) bool { return a.Reaches(node) })
+}
+
+// confirmedDown reports whether a majority of node's peers in zoneName
+// attested, in fresh attestations checked as for covered, that every probe
+// of theirs fails on node: its kubelet port and its agent alike.
+func (e *evidence) confirmedDown(node, zoneName string, ttl time.Duration) bool {
+	return e.majority(node, zoneName, ttl, e.clock.Now(), func(a *zone.Attestation) bool { return a.FindsDown(node) })
+}
+
+// majority reports whether more than half of node's peers in zoneName say so
+// of node in attestations made no later than now and less than ttl before.
+func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.Time, says func(*zone.Attestation) bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// The zone's size as the node events told it: a review comes with
@@ -551,7 +564,7 @@ func (e *evidence) coveredAt(node, zoneName string, ttl time.Duration, now time.
 	}
 	count := 0
 	for signer, a := range rec.attests {
-		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) || !a.Reaches(node) {
+		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) || !says(&a.Attestation) {
 			continue
 		}
 		if e.attestationValid(zoneName, a.Attestation) {

@@ -21,7 +21,7 @@ import (
 // outOfServiceAnnotation marks a node the failover tainted, with when: only
 // such a node's out-of-service taint is ever removed, never one an admin set.
 // It lies outside edgequorum.io/, so the agents' tokens cannot write it.
-const outOfServiceAnnotation = "failover.edgequorum.io/out-of-service"
+const outOfServiceAnnotation = zone.OutOfServiceAnnotation
 
 // outOfServiceValue is the taint's value, the one the Kubernetes
 // documentation of non-graceful node shutdown uses.
@@ -89,6 +89,26 @@ type failover struct {
 	// deadSince is when each node was first seen judged unhealthy by its
 	// zone's leader reaching the cloud, in the current stretch.
 	deadSince map[string]time.Time
+	// waitingWord are the nodes due for the taint whose peers have not
+	// confirmed them down, logged once per stretch.
+	waitingWord map[string]bool
+}
+
+// evidenceRecheck is how soon a node due for the taint but not yet confirmed
+// down by its peers is judged again: about a zone Lease renewal.
+const evidenceRecheck = 5 * time.Second
+
+// unconfirmed logs, once per stretch, that node waits for its peers' word.
+func (f *failover) unconfirmed(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.waitingWord[node] {
+		return
+	}
+	f.waitingWord[node] = true
+	f.metrics.failoverUnconfirmed.Inc()
+	f.log.Info("the zone judges the node dead, but no majority of its peers attests that its kubelet and agent are both unreachable; not failed over until they do",
+		"node", node)
 }
 
 func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *eventer, m *metrics) *failover {
@@ -96,7 +116,8 @@ func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *ev
 		return nil
 	}
 	f := &failover{client: client, decider: d, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
-		log: cfg.Logger.With("component", "failover"), events: events, metrics: m, deadSince: map[string]time.Time{}}
+		log: cfg.Logger.With("component", "failover"), events: events, metrics: m, deadSince: map[string]time.Time{},
+		waitingWord: map[string]bool{}}
 	f.brake = newBrake(f, cfg)
 	return f
 }
@@ -156,6 +177,7 @@ func (f *failover) plainStep(n *corev1.Node) (failoverStep, time.Duration, error
 	switch {
 	case !dead:
 		delete(f.deadSince, n.Name)
+		delete(f.waitingWord, n.Name)
 	case !seen:
 		since = now
 		f.deadSince[n.Name] = now
@@ -169,6 +191,13 @@ func (f *failover) plainStep(n *corev1.Node) (failoverStep, time.Duration, error
 		return failoverNone, 0, nil
 	case dead && now.Sub(since) < f.dwell:
 		return failoverWait, since.Add(f.dwell).Sub(now), nil
+	case dead && unknown && !f.decider.evidence.confirmedDown(n.Name, n.Labels[f.decider.zoneLabel], j.evidenceTerm):
+		// The leader's word is not enough to delete pods and detach
+		// volumes: a majority of the node's peers must find every probe
+		// of theirs failing on it. Their attestations come with the
+		// zone Lease's renewals; look again shortly.
+		f.unconfirmed(n.Name)
+		return failoverWait, evidenceRecheck, nil
 	case dead && unknown:
 		return failoverTaint, 0, nil
 	case !dead && ours && j.state == zone.Healthy:

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -417,7 +418,8 @@ func TestFailoverForceDeleteDryRun(t *testing.T) {
 func freshZoneA(objs []runtime.Object) {
 	for _, o := range objs {
 		if l, ok := o.(*coordinationv1.Lease); ok && l.Name == zone.LeaseName("zone-a") && l.Namespace == zone.DefaultLeaseNamespace {
-			withZoneLeaseDuration(24*time.Hour, l)
+			// Its peers find every probe failing on the dead nodes.
+			withZoneLeaseDuration(24*time.Hour, confirmDown(l, "edge-a3", "edge-a6", "edge-a7"))
 		}
 	}
 }
@@ -439,7 +441,8 @@ func brakeEnv(t *testing.T, ready int, mod func(*Config), n5 ...corev1.Taint) *t
 		testNode("n4", "z", zone.Unhealthy, corev1.ConditionUnknown),
 		live,
 		testNode("cloud-1", "", "", corev1.ConditionUnknown), // not an edge node: never counted
-		withZoneLeaseDuration(24*time.Hour, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-5*time.Second)))[0],
+		withZoneLeaseDuration(24*time.Hour, confirmDown(testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-5*time.Second)),
+			"n2", "n3", "n4"))[0],
 	}
 	for i := range ready {
 		objs = append(objs, testNode(fmt.Sprintf("y%d", i), "zone-y", "", corev1.ConditionTrue))
@@ -572,5 +575,50 @@ func setVerdictOn(t *testing.T, env *testEnv, name, raw string) {
 	poll.UntilTrue(t, waitTimeout, name+"'s new verdict in the webhook's cache", func() bool {
 		c, err := env.w.decider.caches.Nodes.Get(name)
 		return err == nil && c.Annotations[zone.AnnotationKey] == raw
+	})
+}
+
+// TestFailoverNeedsItsPeersWord: the zone's leader signs n2 unhealthy, the
+// cloud sees n2 Unknown, the dwell has long passed, but n2's peers attest
+// that they reach it (a node cut from the cloud alone, or a lying leader): no
+// taint, however long, and the wait is counted once. Once a majority finds
+// every probe failing on n2, it is failed over.
+func TestFailoverNeedsItsPeersWord(t *testing.T) {
+	lease := withZoneLeaseDuration(24*time.Hour, testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow.Add(-5*time.Second)))[0]
+	env := newWebhook(t, func(c *Config) {
+		fastElection(c)
+		c.RepairPeriod = 24 * time.Hour
+		c.MaxZoneLeaseDuration = 24 * time.Hour
+		c.DeadNodeAction = DeadNodeActionOutOfService
+		c.DeadNodeDwell = 20 * time.Second
+	}, testNode("n1", "z", zone.Healthy, corev1.ConditionTrue), testNode("n2", "z", zone.Unhealthy, corev1.ConditionUnknown),
+		testNode("n3", "z", zone.Healthy, corev1.ConditionTrue), testNode("n4", "z", zone.Healthy, corev1.ConditionTrue),
+		testNode("n5", "z", zone.Healthy, corev1.ConditionTrue), lease)
+	routeAdmission(t, env)
+	env.start(t)
+	stepUntil(t, env, "the wait for n2's peers counted", func() bool {
+		return counter(t, env.w.metrics.failoverUnconfirmed) == 1
+	})
+	env.clock.Step(2 * time.Minute)
+	stepUntil(t, env, "two minutes more", func() bool { return env.clock.Since(testNow) > 3*time.Minute })
+	if got := outOfServiceIn(t, env, "n2"); len(got) != 0 {
+		t.Fatalf("%v tainted out of service on the leader's word alone", got)
+	}
+	if n := counter(t, env.w.metrics.failoverUnconfirmed); n != 1 {
+		t.Errorf("failover_unconfirmed_total = %v, want 1 (once per stretch)", n)
+	}
+
+	// The peers' word comes with the next renewal.
+	leases := env.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
+	l, err := leases.Get(context.Background(), zone.LeaseName("z"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+	if _, err := leases.Update(context.Background(), signLease(confirmDown(l, "n2")), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil(t, env, "n2 tainted out of service on its peers' word", func() bool {
+		return len(outOfServiceIn(t, env, "n2")) == 1
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,13 +135,19 @@ var testMembers = map[string][]string{
 	"z":      {"n1", "n2", "n3", "n4", "n5", "n6"},
 }
 
-// testEvidence is the evidence annotation of zone z's Lease renewed at at.
-func testEvidence(z string, at time.Time) string {
+// testEvidence is the evidence annotation of zone z's Lease renewed at at:
+// every test member attests that it reaches every other, but those in down,
+// on which every probe of its fails.
+func testEvidence(z string, at time.Time, down ...string) string {
 	var atts []zone.Attestation
 	for _, signer := range testMembers[z] {
 		a := zone.Attestation{Zone: z, Signer: signer, At: at}
 		for _, n := range testMembers[z] {
-			if n != signer {
+			switch {
+			case n == signer:
+			case slices.Contains(down, n):
+				a.Down = append(a.Down, n)
+			default:
 				a.Reach = append(a.Reach, n)
 			}
 		}
@@ -148,6 +155,13 @@ func testEvidence(z string, at time.Time) string {
 		atts = append(atts, a)
 	}
 	return zone.FormatEvidence(atts)
+}
+
+// confirmDown has every test member of l's zone attest, in its evidence, that
+// every probe fails on the nodes of down, as they would on dead nodes.
+func confirmDown(l *coordinationv1.Lease, down ...string) *coordinationv1.Lease {
+	l.Annotations[zone.LeaseEvidenceAnnotation] = testEvidence(l.Labels[apiwriter.ZoneLabel], l.Spec.RenewTime.Time, down...)
+	return l
 }
 
 // signLease signs l as its holder would, after a test changed it.

@@ -43,6 +43,9 @@ type metrics struct {
 	repairs        *prometheus.CounterVec
 	repairLeader   prometheus.Gauge
 	memoryWrites   *prometheus.CounterVec
+	// failoverUnconfirmed counts nodes due for the out-of-service taint
+	// that waited for their peers' word.
+	failoverUnconfirmed prometheus.Counter
 	// evidenceRefused counts attestations of the quorum's evidence not
 	// counted, once per attestation.
 	evidenceRefused *prometheus.CounterVec
@@ -125,12 +128,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "edgequorum", Subsystem: "admission", Name: "evidence_refused_total",
 		Help: "Zone Lease evidence not counted, by reason (malformed: the annotation does not parse, once per write; signer-not-member, bad-signature: one attestation, once each). A node the cloud cannot hear from while its zone reaches the cloud is protected only on the signed word of a majority of its peers.",
 	}, []string{"reason"})
+	m.failoverUnconfirmed = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_unconfirmed_total",
+		Help: "Nodes their zone judges dead, due for the out-of-service taint, that waited because no majority of their peers attested (in the zone Lease's evidence) that every probe fails on them, kubelet port and agent alike; once per node and stretch. The failover acts only on that word.",
+	})
 	m.failoverHeldNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "failover_held_nodes",
 		Help: "Nodes the failover's brake holds now: confirmed dead, due for the out-of-service taint, and left to upstream eviction.",
 	})
 	var err error
 	if m.evidenceRefused, err = register(reg, m.evidenceRefused); err != nil {
+		return nil, err
+	}
+	if m.failoverUnconfirmed, err = register(reg, m.failoverUnconfirmed); err != nil {
 		return nil, err
 	}
 	if m.memoryWrites, err = register(reg, m.memoryWrites); err != nil {

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -458,12 +459,40 @@ func (r *repairer) zoneLeaseChanged(q workqueue.TypedRateLimitingInterface[repai
 
 // zoneLeaseRegained reports whether an update of a zone Lease from old to l,
 // seen at now, may have restored protection to the zone's nodes: the Lease
-// turned valid (old had expired by now, or had no duration), or another holder
-// or term took it over, whose verdicts are new evidence.
+// turned valid (old had expired by now, or had no duration), another holder
+// or term took it over, whose verdicts are new evidence, or its members'
+// attestations speak of a node old's did not (the quorum's word for a node
+// the cloud stopped hearing, which comes a renewal after the cloud noticed).
 func zoneLeaseRegained(old, l *coordinationv1.Lease, now time.Time) bool {
 	return (!leaseFresh(old, now) && leaseFresh(l, now)) ||
 		ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(l.Spec.HolderIdentity, "") ||
-		old.Annotations[zone.LeaseTermAnnotation] != l.Annotations[zone.LeaseTermAnnotation]
+		old.Annotations[zone.LeaseTermAnnotation] != l.Annotations[zone.LeaseTermAnnotation] ||
+		evidenceGained(old, l)
+}
+
+// evidenceGained reports whether l's evidence names a node that old's did not.
+func evidenceGained(old, l *coordinationv1.Lease) bool {
+	was, now := old.Annotations[zone.LeaseEvidenceAnnotation], l.Annotations[zone.LeaseEvidenceAnnotation]
+	if now == "" || now == was {
+		return false
+	}
+	named := func(raw string) map[string]bool {
+		out := map[string]bool{}
+		atts, _ := zone.ParseEvidence(l.Labels[apiwriter.ZoneLabel], raw)
+		for _, a := range atts {
+			for _, n := range slices.Concat(a.Reach, a.Down) {
+				out[n] = true
+			}
+		}
+		return out
+	}
+	before := named(was)
+	for n := range named(now) {
+		if !before[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // zoneLeaseIndex names the node index nodeZoneLease builds.

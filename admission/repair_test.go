@@ -559,6 +559,10 @@ func TestZoneLeaseChanged(t *testing.T) {
 		{"new term, same holder", lease("edge-a1", time.Second, secs, "2"), fresh, true},
 		{"expired and still expired", lease("edge-a1", 2*time.Minute, secs, "3"), lease("edge-a1", time.Minute, secs, "3"), false},
 		{"renewed without a duration", lease("edge-a1", time.Minute, secs, "3"), lease("edge-a1", 0, nil, "3"), false},
+		{"the peers' word on a node it did not name", lease("edge-a1", 6*time.Second, secs, "3"),
+			withEvidence(fresh, "edge-a2"), true},
+		{"the peers' word renewed, on the same node", withEvidence(lease("edge-a1", 6*time.Second, secs, "3"), "edge-a2"),
+			withEvidence(lease("edge-a1", time.Second, secs, "3"), "edge-a2"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -681,4 +685,14 @@ func TestRepairHandsBackKeptPods(t *testing.T) {
 			t.Errorf("%s handed back: %+v", name, c)
 		}
 	}
+}
+
+// withEvidence is a copy of l whose evidence has edge-a1 attest, at l's
+// renewal, that it reaches the nodes of reach.
+func withEvidence(l *coordinationv1.Lease, reach ...string) *coordinationv1.Lease {
+	l = l.DeepCopy()
+	a := zone.Attestation{Zone: "zone-a", Signer: "edge-a1", At: l.Spec.RenewTime.Time, Reach: reach}
+	a.Sign(testKey("edge-a1"))
+	l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence([]zone.Attestation{a})
+	return l
 }
