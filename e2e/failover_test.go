@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -128,6 +130,54 @@ func TestDeadNodeFailover(t *testing.T) {
 	// time.
 	if !slices.Contains(deleters, webhookDeleter) {
 		t.Errorf("the StatefulSet pods were force-deleted by %v, never by the webhook (%s)", deleters, zonerun.WebhookUser)
+	}
+
+	if !t.Run("a compromised leader cannot fail over a live node", func(t *testing.T) {
+		// A thief with the leader's node key and an agent token signs a
+		// live node unhealthy while the cloud cannot hear it (cut from
+		// the cloud alone). The webhook honours the verdict as the
+		// leader's, but the failover acts only when a majority of the
+		// node's peers find every probe failing on it, and they reach it.
+		live := others[0]
+		live.CutCloud()
+		poll.Until(t, 2*time.Minute, live.Name+" Ready=Unknown", func() (bool, string) {
+			st, _ := nodeCondition(t, client, live.Name)
+			return st == corev1.ConditionUnknown, string(st)
+		})
+		l, err := z.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, _ := annotation(t, client, live.Name)
+		lease, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
+		lie := committed
+		lie.State, lie.At, lie.Pros, lie.Cons = zone.Unhealthy, time.Now().UTC(), 0, committed.Members-1
+		lie.Term, lie.Leader, lie.SignedTerm = term, l.Name, term
+		if err := writeVerdictAs(t, c, live.Name, l.Name, key, lie); err != nil {
+			t.Fatalf("the leader's own signed verdict was refused: %v", err)
+		}
+		// Twice the dwell: the failover would have fired by then.
+		holdFor(t, 40*time.Second, live.Name+" not failed over on the leader's word", func() (bool, string) {
+			tainted := outOfServiceNodes(t, client)
+			return len(tainted) == 0, fmt.Sprintf("tainted out of service: %v", tainted)
+		})
+		if err := live.ReconnectCloud(ctx); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, 2*time.Minute, live.Name+" Ready again", func() (bool, string) {
+			st, _ := nodeCondition(t, client, live.Name)
+			return st == corev1.ConditionTrue, string(st)
+		})
+	}) {
+		return
 	}
 
 	t.Run("the brake: one node of a zone at a time", func(t *testing.T) {
