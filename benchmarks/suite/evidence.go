@@ -64,7 +64,8 @@ func writeEvidence(b *strings.Builder, rep *Report) {
 	perHour := float64(time.Hour / renew)
 	b.WriteString("A node the cloud cannot hear from while its zone reaches the cloud is protected only on the signed word " +
 		"of a majority of its peers (DESIGN.md, \"API trust\"). While some node needs it, every zone Lease renewal carries " +
-		"each member's signed attestation of which such nodes it reaches; with none cut it carries nothing. Computed from " +
+		"each member's signed attestation of which such nodes it reaches; with none cut it carries nothing. A node the zone judges " +
+		"dead costs as much as a cut one (its peers attest it down, for the failover) until the failover marks it. Computed from " +
 		"the real encoding (node names of 18 characters): bytes per renewal, and MB per zone and hour at a renewal every 5 s, " +
 		"next to the zone Lease alone.\n\n")
 	row(b, "N", "0 cut", "1 cut: bytes / MB per hour", "10 % cut: nodes, bytes / MB per hour", "zone Lease alone, MB per hour")
