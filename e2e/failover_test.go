@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -144,20 +142,9 @@ func TestDeadNodeFailover(t *testing.T) {
 			st, _ := nodeCondition(t, client, live.Name)
 			return st == corev1.ConditionUnknown, string(st)
 		})
-		l, err := z.Leader(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, key := leaderKey(t, z)
 		committed, _ := annotation(t, client, live.Name)
-		lease, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
+		term := zoneLeaseTerm(t, client, committed.Zone)
 		lie := committed
 		lie.State, lie.At, lie.Pros, lie.Cons = zone.Unhealthy, time.Now().UTC(), 0, committed.Members-1
 		lie.Term, lie.Leader, lie.SignedTerm = term, l.Name, term

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -283,4 +285,33 @@ func stolenAgentClient(t *testing.T, c *testcluster.Cluster) kubernetes.Interfac
 		t.Fatal(err)
 	}
 	return stolen
+}
+
+// leaderKey is the zone's leader and its node key, as a thief on the
+// leader's box holds it.
+func leaderKey(t *testing.T, z *zonerun.Zone) (*zonerun.Agent, ed25519.PrivateKey) {
+	t.Helper()
+	l, err := z.Leader(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, key
+}
+
+// zoneLeaseTerm is the term zone z's Lease is held under.
+func zoneLeaseTerm(t *testing.T, client kubernetes.Interface, z string) uint64 {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(context.Background(), zone.LeaseName(z), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := strconv.ParseUint(l.Annotations[zone.LeaseTermAnnotation], 10, 64)
+	if err != nil {
+		t.Fatalf("zone Lease of %s: %v", z, err)
+	}
+	return term
 }

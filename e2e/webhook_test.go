@@ -611,23 +611,12 @@ func TestWebhookEndToEnd(t *testing.T) {
 				victim = a.Name
 			}
 		}
-		l, err := z.Leader(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, key := leaderKey(t, z)
 		committed, ok := annotation(t, client, victim)
 		if !ok || committed.State != zone.Unhealthy {
 			t.Fatalf("%s carries %+v, want its committed unhealthy verdict", victim, committed)
 		}
-		lease, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		term, _ := strconv.ParseUint(lease.Annotations[zone.LeaseTermAnnotation], 10, 64)
+		term := zoneLeaseTerm(t, client, committed.Zone)
 		forged := committed
 		forged.State, forged.At, forged.Pros, forged.Cons = zone.Healthy, time.Now().UTC(), committed.Members-1, 0
 		forged.Term, forged.Leader, forged.SignedTerm = term, l.Name, term
