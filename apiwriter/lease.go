@@ -193,7 +193,8 @@ func (w *Writer) unmarked(nodes []string) []string {
 			continue
 		}
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown && n.Name != w.cfg.Node && !slices.Contains(nodes, n.Name) {
+			// The leader's own Node too: its peers speak for it.
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown && !slices.Contains(nodes, n.Name) {
 				nodes = append(nodes, n.Name)
 			}
 		}

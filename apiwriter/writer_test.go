@@ -924,3 +924,34 @@ func TestLeaseCarriesEvidenceOnlyWhileWanted(t *testing.T) {
 		t.Errorf("evidence %q still carried once no member needs it", v)
 	}
 }
+
+// TestEvidenceWantedForNodesTheCloudMarkedUnknown: a member whose Node the
+// cloud marked Ready Unknown needs its peers' word whatever its agent reports,
+// the leader's own Node included (its kubelet may be cut while its agent is
+// not); a node the failover marked needs none.
+func TestEvidenceWantedForNodesTheCloudMarkedUnknown(t *testing.T) {
+	h := newHarness(t, "node-1", "node-2", "node-3")
+	ctx := context.Background()
+	for name, change := range map[string]func(*corev1.Node){
+		"node-1": func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+		},
+		"node-3": func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+			n.Annotations = map[string]string{zone.OutOfServiceAnnotation: "2026-11-26T12:00:00Z"}
+		},
+	} {
+		n, err := h.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(n)
+		if _, err := h.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.w.Follow(fakeNodeVerdicts{h: h})
+	if got := h.w.unmarked([]string{"node-3"}); !slices.Equal(got, []string{"node-1"}) {
+		t.Errorf("evidence wanted for %v, want [node-1]: the leader's own Unknown Node, not the one out of service", got)
+	}
+}

@@ -102,7 +102,8 @@ func (s *Server) WantEvidence() []string {
 			}
 		}
 	}
-	delete(want, s.cfg.Node)
+	// The leader itself may need its peers' word too: its kubelet may be
+	// cut from the cloud while its agent is not.
 	return slices.Sorted(maps.Keys(want))
 }
 
