@@ -94,6 +94,12 @@ const (
 	// no majority of its peers attested then that they reach it: a node
 	// that died before the cut, whatever its leader's last verdict says.
 	ReasonSilentBeforeCut Reason = "silent-before-cut"
+	// ReasonDownBeforeCut: the zone is cut off as a whole, and before it
+	// went dark a majority of the node's peers had attested that every
+	// probe of theirs failed on it, after the cloud last heard its
+	// kubelet: a node that died before the cut, whatever any later word
+	// of its leader's says.
+	ReasonDownBeforeCut Reason = "down-before-cut"
 	// ReasonCutOffExpired: the zone has been cut off for longer than
 	// MaxCutoffProtection; its last verdicts are too old to keep trusting.
 	ReasonCutOffExpired Reason = "cut-off-expired"
@@ -478,29 +484,37 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 	// The zone's last word stands for the nodes the cloud saw alive when
 	// the zone went dark, not for one that had died before: its leader's
 	// "healthy" for such a node buys nothing.
-	alive, err := d.aliveWhenDark(node, dec.Zone, valid)
+	why, err := d.deadWhenDark(node, dec.Zone, valid)
 	if err != nil {
 		return dec, err
 	}
-	if !alive {
-		dec.Reason = ReasonSilentBeforeCut
+	if why != "" {
+		dec.Reason = why
 		return dec, nil
 	}
 	dec.Vouched, dec.Reason = true, ReasonZoneCutOff
 	return dec, nil
 }
 
-// aliveWhenDark reports whether the cloud saw node alive when its zone went
-// dark with valid, the zone Lease's last honoured renewal: the webhook had
-// seen its kubelet renew its Lease no more than one and a half renew
-// intervals before it saw that renewal (both by the webhook's clock, so no
-// two nodes' clocks are compared), or a majority of its peers' attestations
-// covered it then. A webhook that started during the cut saw both at once.
-func (d *Decider) aliveWhenDark(node, zoneName string, valid *claim) (bool, error) {
+// deadWhenDark says why the cloud cannot count node alive when its zone went
+// dark with valid, the zone Lease's last honoured renewal, or "" if it can.
+// It cannot when, before then, a majority of node's peers had attested that
+// it was down since its kubelet last renewed its Lease (a thief with one
+// member's key, the leader's included, cannot take that back). Otherwise it
+// can when the webhook had seen its kubelet renew no more than one and a half
+// renew intervals before it saw that renewal (both by the webhook's clock, so
+// no two nodes' clocks are compared), or a majority of its peers'
+// attestations covered it then. A webhook that started during the cut saw
+// both renewals at once, and of the attestations only those the zone Lease
+// carried last.
+func (d *Decider) deadWhenDark(node, zoneName string, valid *claim) (Reason, error) {
 	dark := valid.seen
 	l, err := d.lease(d.caches.NodeLeases, node)
 	if err != nil {
-		return false, err
+		return "", err
+	}
+	if d.evidence.downWhenDark(node, zoneName, valid, d.leaseTerm(valid), d.evidence.kubeletRenewed(l)) {
+		return ReasonDownBeforeCut, nil
 	}
 	if l != nil {
 		interval := leaseDuration(l) / 4
@@ -508,10 +522,13 @@ func (d *Decider) aliveWhenDark(node, zoneName string, valid *claim) (bool, erro
 			interval = defaultKubeletRenewInterval
 		}
 		if !d.evidence.kubeletSeen(l).Before(dark.Add(-interval * 3 / 2)) {
-			return true, nil
+			return "", nil
 		}
 	}
-	return d.evidence.coveredAt(node, zoneName, d.leaseTerm(valid), dark), nil
+	if d.evidence.coveredAt(node, zoneName, d.leaseTerm(valid), dark) {
+		return "", nil
+	}
+	return ReasonSilentBeforeCut, nil
 }
 
 // signedBy checks that the zone signed verdict (read from raw on the node

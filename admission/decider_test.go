@@ -615,34 +615,13 @@ func TestDecideProtectsInACutOnlyWhatWasAlive(t *testing.T) {
 		{"its peers attested then", []string{"n2"}, ReasonZoneCutOff},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
 			n := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
 			env := newDeciderEnv(t, nil, n, testNode("n2", "z", "", corev1.ConditionTrue),
 				attested(testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow), testNow),
 				testLease(NodeLeaseNamespace, "n1", testNow), testLease(NodeLeaseNamespace, "n2", testNow))
 			env.clock.Step(30 * time.Second)
-			renew := func(namespace, name string, change func(*coordinationv1.Lease) *coordinationv1.Lease) {
-				t.Helper()
-				leases := env.client.CoordinationV1().Leases(namespace)
-				l, err := leases.Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
-				if _, err := leases.Update(ctx, change(l), metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				poll.UntilTrue(t, waitTimeout, name+"'s renewal seen", func() bool {
-					if namespace == NodeLeaseNamespace {
-						c, _ := env.d.caches.NodeLeases.Get(name)
-						return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
-					}
-					c, _ := env.d.caches.ZoneLeases.Get(name)
-					return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
-				})
-			}
-			renew(NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
-			renew(zone.DefaultLeaseNamespace, zone.LeaseName("z"), func(l *coordinationv1.Lease) *coordinationv1.Lease {
+			renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+			renewLease(t, env, zone.DefaultLeaseNamespace, zone.LeaseName("z"), func(l *coordinationv1.Lease) *coordinationv1.Lease {
 				return signLease(attested(l, env.clock.Now(), tt.signers...))
 			})
 			if got, _ := env.d.Decide(n); got.Reason != ReasonNoQuorumEvidence && got.Reason != ReasonZoneLeaseFresh {
@@ -650,6 +629,95 @@ func TestDecideProtectsInACutOnlyWhatWasAlive(t *testing.T) {
 			}
 			env.clock.Step(testLeaseDuration*time.Second + time.Second) // dark
 			got, err := env.d.Decide(n)
+			if err != nil || got.Reason != tt.want || got.Vouched != (tt.want == ReasonZoneCutOff) {
+				t.Errorf("in the cut: %+v, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// renewLease renews the named Lease at the test clock's time, changed by
+// change, and waits until the Decider's cache holds the renewal.
+func renewLease(t *testing.T, env *deciderEnv, namespace, name string, change func(*coordinationv1.Lease) *coordinationv1.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	leases := env.client.CoordinationV1().Leases(namespace)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: env.clock.Now()}
+	if _, err := leases.Update(ctx, change(l), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, waitTimeout, name+"'s renewal seen", func() bool {
+		if namespace == NodeLeaseNamespace {
+			c, _ := env.d.caches.NodeLeases.Get(name)
+			return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
+		}
+		c, _ := env.d.caches.ZoneLeases.Get(name)
+		return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
+	})
+}
+
+// TestDecideDownBeforeCutOutlivesTheLeadersWord: n3 dies right after its
+// kubelet renewed, so the cloud saw it alive 4 s before the zone went dark,
+// well inside a renew interval and a half. Its peers n1 (the leader) and n2
+// had said it down before the cut; then a thief with the leader's key signs
+// n3 healthy and takes back the leader's word with a later attestation. In
+// the cut, the peers' word stands: what a member once said counts, not only
+// its newest attestation, and the leader's word alone is no majority.
+func TestDecideDownBeforeCutOutlivesTheLeadersWord(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// downBy attest n3 down 3 s after its kubelet renewed.
+		downBy []string
+		// renewedAfter: n3's kubelet renews after its peers' word.
+		renewedAfter bool
+		want         Reason
+	}{
+		{"a majority of its peers said it down", []string{"n1", "n2"}, false, ReasonDownBeforeCut},
+		{"only its leader said it down", []string{"n1"}, false, ReasonZoneCutOff},
+		{"its kubelet renewed after its peers' word", []string{"n1", "n2"}, true, ReasonZoneCutOff},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n3 := testNode("n3", "z", zone.Healthy, corev1.ConditionUnknown)
+			env := newDeciderEnv(t, nil, n3, testNode("n1", "z", "", corev1.ConditionTrue), testNode("n2", "z", "", corev1.ConditionTrue),
+				testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow),
+				testLease(NodeLeaseNamespace, "n1", testNow), testLease(NodeLeaseNamespace, "n2", testNow), testLease(NodeLeaseNamespace, "n3", testNow))
+			zoneLease := zone.LeaseName("z")
+			env.clock.Step(3 * time.Second)
+			renewLease(t, env, zone.DefaultLeaseNamespace, zoneLease, func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				var atts []zone.Attestation
+				for _, signer := range tt.downBy {
+					a := zone.Attestation{Zone: "z", Signer: signer, At: env.clock.Now(), Down: []string{"n3"}}
+					a.Sign(testKey(signer))
+					atts = append(atts, a)
+				}
+				l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence(atts)
+				return signLease(l)
+			})
+			env.clock.Step(time.Second)
+			if tt.renewedAfter {
+				renewLease(t, env, NodeLeaseNamespace, "n3", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+			}
+			// The thief: n1's key, a verdict calling n3 healthy, and a
+			// later attestation (dated a minute ahead) that n1 reaches it.
+			forged := testNode("n3", "z", zone.Healthy, corev1.ConditionUnknown)
+			a, _ := zone.ParseAnnotation(forged.Annotations[zone.AnnotationKey])
+			a.At = env.clock.Now().UTC()
+			a.Sign("n3", "n1", testKey("n1"))
+			raw, _ := json.Marshal(a)
+			forged.Annotations[zone.AnnotationKey] = string(raw)
+			renewLease(t, env, zone.DefaultLeaseNamespace, zoneLease, func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				return signLease(attested(l, env.clock.Now().Add(time.Minute), "n1"))
+			})
+			// The cloud heard n3's kubelet 4 s ago: nothing is at stake yet.
+			if got, _ := env.d.Decide(forged); got.Reason != ReasonZoneLeaseFresh {
+				t.Fatalf("while connected: %+v, want %s", got, ReasonZoneLeaseFresh)
+			}
+			env.clock.Step(testLeaseDuration * time.Second) // dark
+			got, err := env.d.Decide(forged)
 			if err != nil || got.Reason != tt.want || got.Vouched != (tt.want == ReasonZoneCutOff) {
 				t.Errorf("in the cut: %+v, %v; want %s", got, err, tt.want)
 			}

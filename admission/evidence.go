@@ -70,7 +70,19 @@ type claim struct {
 	// vouches for; endorsed is false when the annotation does not parse.
 	endorses zone.Endorsements
 	endorsed bool
+	// downs is the zone's downs as they stood when the claim was
+	// honoured: what its members had said of dead nodes when the zone
+	// went dark, if this renewal turns out to be its last.
+	downs downs
 }
+
+// downs is, by node and signer, the latest time (as renewal.at counts it) a
+// member of the zone attested, in an attestation checked against its key,
+// that every probe of its failed on that node. It is never changed in place:
+// a claim keeps the one that stood when it was honoured.
+type downs map[downKey]time.Time
+
+type downKey struct{ node, signer string }
 
 // zoneRecord is what the webhook knows of one zone Lease.
 type zoneRecord struct {
@@ -94,6 +106,10 @@ type zoneRecord struct {
 	// attests are the newest attestation seen from each signer, by signer:
 	// the quorum's evidence for the nodes the cloud cannot hear from.
 	attests map[string]seenAttestation
+	// downs records every member's word that a node is down, whatever it
+	// said after: a signer's newest attestation may be a thief's, made
+	// with its stolen key to take back what the honest member said.
+	downs downs
 }
 
 // seenAttestation is an attestation as the webhook saw it.
@@ -121,6 +137,9 @@ type evidence struct {
 	nodes     corelisters.NodeLister
 	zoneLabel string
 	metrics   *metrics
+	// maxLeaseTerm is the longest an attestation counts: downs older
+	// than that are dropped.
+	maxLeaseTerm time.Duration
 	// nodesSynced tells whether the node cache holds every Node yet.
 	nodesSynced func() bool
 
@@ -138,7 +157,7 @@ type evidence struct {
 
 func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence {
 	return &evidence{
-		clock: cfg.Clock, nodes: nodes, zoneLabel: cfg.ZoneLabel, metrics: m,
+		clock: cfg.Clock, nodes: nodes, zoneLabel: cfg.ZoneLabel, metrics: m, maxLeaseTerm: cfg.MaxZoneLeaseDuration,
 		zones: map[string]*zoneRecord{}, kubelets: map[string]renewal{}, joined: map[string]membership{}, sizes: map[string]int{},
 		verified: map[string]verdictCheck{}, refused: map[string]Reason{}, kept: map[string]*keptVerdict{},
 	}
@@ -275,6 +294,7 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	for len(rec.pending) > 0 {
 		c := rec.pending[0]
 		if reason, final := e.verifyClaim(name, c); reason == "" {
+			c.downs = rec.downs
 			rec.valid = &c
 		} else if !final {
 			break // its holder's Node is still not cached: keep the order
@@ -284,6 +304,7 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	reason, final := e.verifyClaim(name, rec.latest)
 	if reason == "" {
 		c := rec.latest
+		c.downs = rec.downs
 		rec.valid, rec.checked = &c, true
 		return
 	}
@@ -508,11 +529,50 @@ func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
 	}
 	now := e.clock.Now()
 	for _, a := range atts {
+		e.recordDowns(z, rec, a, now)
 		if prev, ok := rec.attests[a.Signer]; ok && !a.At.After(prev.At) {
 			continue
 		}
 		rec.attests[a.Signer] = seenAttestation{Attestation: a, renewal: renewal{renewed: a.At, seen: now}}
 	}
+}
+
+// recordDowns adds to rec.downs what a, seen at now, says of nodes that are
+// down, if it is newer than what its signer said of them before and a checks
+// out against its signer's key. Only members of zone z are recorded, as
+// signers and as nodes, so a writer cannot grow the map with made-up names.
+// Called with mu held.
+func (e *evidence) recordDowns(z string, rec *zoneRecord, a zone.Attestation, now time.Time) {
+	if len(a.Down) == 0 || !e.memberOf(a.Signer, z) {
+		return
+	}
+	at := renewal{renewed: a.At, seen: now}.at()
+	var raise []string
+	for _, n := range a.Down {
+		if n != a.Signer && e.memberOf(n, z) && at.After(rec.downs[downKey{n, a.Signer}]) {
+			raise = append(raise, n)
+		}
+	}
+	if len(raise) == 0 || !e.attestationValid(z, a) {
+		return
+	}
+	next := make(downs, len(rec.downs)+len(raise))
+	for k, t := range rec.downs {
+		if now.Sub(t) < e.maxLeaseTerm {
+			next[k] = t
+		}
+	}
+	for _, n := range raise {
+		next[downKey{n, a.Signer}] = at
+	}
+	rec.downs = next
+}
+
+// memberOf reports whether the node events put node in zone z. Called with mu
+// held.
+func (e *evidence) memberOf(node, z string) bool {
+	m, ok := e.joined[node]
+	return ok && m.zone == z
 }
 
 // Reasons an attestation is not counted: values of the reason label of
@@ -550,14 +610,7 @@ func (e *evidence) confirmedDown(node, zoneName string, ttl time.Duration) bool 
 func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.Time, says func(*zone.Attestation) bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// The zone's size as the node events told it: a review comes with
-	// every kubelet status post, and listing the zone's nodes would cost
-	// the whole node cache each time.
-	peers := e.sizes[zoneName]
-	if m, ok := e.joined[node]; ok && m.zone == zoneName {
-		peers--
-	}
-	need := peers/2 + 1
+	need := e.majorityOfPeers(node, zoneName)
 	rec := e.zones[zone.LeaseName(zoneName)]
 	if rec == nil {
 		return false
@@ -572,6 +625,39 @@ func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.T
 		}
 	}
 	return count >= need
+}
+
+// downWhenDark reports whether, when its zone went dark with valid (the zone
+// Lease's last honoured renewal), a majority of node's peers had attested
+// that every probe of theirs failed on it: each in the ttl before the zone
+// went dark and after the cloud last heard node's kubelet, at kubelet (both
+// as renewal.at counts them). What a member said counts even if its newest
+// attestation says otherwise, since a thief with its key could have signed
+// that newest one; it is its own word it takes back, and one word is no
+// majority.
+func (e *evidence) downWhenDark(node, zoneName string, valid *claim, ttl time.Duration, kubelet time.Time) bool {
+	dark := valid.seen
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	count := 0
+	for k, at := range valid.downs {
+		if k.node == node && e.memberOf(k.signer, zoneName) && !at.After(dark) && dark.Sub(at) < ttl && at.After(kubelet) {
+			count++
+		}
+	}
+	return count >= e.majorityOfPeers(node, zoneName)
+}
+
+// majorityOfPeers is how many of node's peers in zoneName make a majority. The
+// zone's size is as the node events told it: a review comes with every
+// kubelet status post, and listing the zone's nodes would cost the whole node
+// cache each time. Called with mu held.
+func (e *evidence) majorityOfPeers(node, zoneName string) int {
+	peers := e.sizes[zoneName]
+	if e.memberOf(node, zoneName) {
+		peers--
+	}
+	return peers/2 + 1
 }
 
 // attestationValid checks a's signature against the key its signer's Node
