@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -653,6 +654,126 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if err := l.Start(); err != nil {
 			t.Fatal(err)
 		}
+	}) {
+		return
+	}
+
+	if !t.Run("a compromised leader cannot keep a node that died just before a whole-zone cut protected", func(t *testing.T) {
+		// A member dies right after its kubelet renewed; its peers say it
+		// is down, the leader writes their word into the zone Lease, and
+		// the whole zone loses the cloud seconds later, while the cloud's
+		// last sign of the dead node's kubelet is still recent. Then a
+		// thief with the leader's key and an agent token signs it healthy:
+		// the zone's last verdict for it. Its peers' word stands.
+		victim := nonLeaders()[0]
+		pod := web.podOn(victim.Name)
+		committed, _ := annotation(t, client, victim.Name)
+		nodeLeases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+		first, err := nodeLeases.Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, time.Minute, victim.Name+"'s kubelet renews its Lease", func() (bool, string) {
+			l, err := nodeLeases.Get(ctx, victim.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return !l.Spec.RenewTime.Equal(first.Spec.RenewTime), "not renewed"
+		})
+		killedAt := time.Now()
+		victim.Kill()
+		victim.Kubelet.Kill()
+		waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
+		peers := 0
+		for _, a := range z.Agents() {
+			if a != victim && a.Running() {
+				peers++
+			}
+		}
+		// A majority of its peers, the dead ones included, must say so.
+		need := (len(all)-1)/2 + 1
+		poll.Until(t, time.Minute, fmt.Sprintf("%d of %s's peers saying it down in the zone Lease", need, victim.Name), func() (bool, string) {
+			l, err := client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			atts, err := zone.ParseEvidence(committed.Zone, l.Annotations[zone.LeaseEvidenceAnnotation])
+			if err != nil {
+				return false, err.Error()
+			}
+			down := 0
+			for _, a := range atts {
+				if a.FindsDown(victim.Name) {
+					down++
+				}
+			}
+			return down >= need, fmt.Sprintf("%d of %d running peers say it down", down, peers)
+		})
+		z.CutCloud()
+		cutAfter := time.Since(killedAt)
+		t.Logf("the zone was cut from the cloud %s after %s died", cutAfter.Round(100*time.Millisecond), victim.Name)
+		// The cloud saw the kubelet renew at most one renew interval
+		// (3 s) before the kill; the webhook counts a node alive in a cut
+		// if it saw its kubelet renew within 15 s before the zone went
+		// dark (a quarter of the Lease's 40 s, and a half more).
+		if cutAfter > 12*time.Second {
+			t.Fatalf("the cut came %s after the kill: the cloud's last sign of the kubelet is too old to test the leader's word", cutAfter.Round(time.Second))
+		}
+		l, key := leaderKey(t, z)
+		term := zoneLeaseTerm(t, client, committed.Zone)
+		forged, _ := annotation(t, client, victim.Name)
+		forged.State, forged.At, forged.Pros, forged.Cons = zone.Healthy, time.Now().UTC(), forged.Members-1, 0
+		forged.Term, forged.Leader, forged.SignedTerm = term, l.Name, term
+		if err := writeVerdictAs(t, c, victim.Name, l.Name, key, forged); err != nil {
+			t.Fatalf("the leader's own signed verdict was refused: %v", err)
+		}
+		var alive []string
+		for _, a := range z.Agents() {
+			if a.Running() {
+				alive = append(alive, a.Name)
+			}
+		}
+		waitAllUnknown(t, client, append(alive, victim.Name), 2*time.Minute)
+		// The members alive when the zone went dark stay protected.
+		liveProtected := func() (bool, string) {
+			ready := web.readyEndpoints(t, client)
+			for _, n := range alive {
+				pod := web.podOn(n)
+				if st, since := web.podReady(t, client, pod); st != corev1.ConditionTrue {
+					return false, fmt.Sprintf("pod %s Ready=%s since %s", pod, st, since.Format(time.RFC3339))
+				}
+				if !ready[pod] {
+					return false, fmt.Sprintf("endpoint of %s not ready", pod)
+				}
+			}
+			return true, ""
+		}
+		settleProtection(t, liveProtected)
+		poll.Until(t, 2*time.Minute, victim.Name+" tainted unreachable:NoExecute in the cut", func() (bool, string) {
+			_, noExecute := nodeCondition(t, client, victim.Name)
+			return noExecute, "no taint"
+		})
+		if st, _ := web.podReady(t, client, pod); st == corev1.ConditionTrue {
+			t.Errorf("%s on %s is Ready in the cut", pod, victim.Name)
+		}
+		took := poll.Until(t, 2*time.Minute, pod+" evicted", func() (bool, string) {
+			return slices.Contains(web.deletedPods(t, client), pod), "still running"
+		})
+		t.Logf("%s evicted %s after the zone's nodes went Unknown (tolerationSeconds %d)", pod, took.Round(time.Second), tolerationSeconds)
+		if ok, detail := liveProtected(); !ok {
+			t.Errorf("the live members lost their protection: %s", detail)
+		}
+		if err := z.ReconnectCloud(ctx); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, 2*time.Minute, "the live members Ready again", func() (bool, string) {
+			for _, n := range alive {
+				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
+					return false, fmt.Sprintf("%s is %s", n, st)
+				}
+			}
+			return true, ""
+		})
 	}) {
 		return
 	}
