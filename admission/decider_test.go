@@ -21,9 +21,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // deciderEnv is a Decider over a fake clientset, with synced informers and a
@@ -354,7 +354,7 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 			signLease(l)
 		}), ReasonNoZoneLease},
 		{"a Lease whose zone label names another zone", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
-			l.Labels[apiwriter.ZoneLabel] = "y"
+			l.Labels[zonek8s.ZoneLabel] = "y"
 			signLease(l)
 		}), ReasonNoZoneLease},
 		{"a Lease whose endorsements do not parse", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
@@ -569,7 +569,7 @@ func TestDecideEndsAnEarlierLeadersWordWithItsLeadership(t *testing.T) {
 // each reaching every test member of its zone but itself (a signer named
 // twice attests twice).
 func attested(l *coordinationv1.Lease, at time.Time, signers ...string) *coordinationv1.Lease {
-	z := l.Labels[apiwriter.ZoneLabel]
+	z := l.Labels[zonek8s.ZoneLabel]
 	var atts []zone.Attestation
 	for i, signer := range signers {
 		a := zone.Attestation{Zone: z, Signer: signer, At: at.Add(time.Duration(i) * time.Millisecond)}
@@ -588,7 +588,7 @@ func attested(l *coordinationv1.Lease, at time.Time, signers ...string) *coordin
 // forgedAttestation adds to l's evidence an attestation in signer's name,
 // signed with a key its Node does not register.
 func forgedAttestation(l *coordinationv1.Lease, signer string) *coordinationv1.Lease {
-	z := l.Labels[apiwriter.ZoneLabel]
+	z := l.Labels[zonek8s.ZoneLabel]
 	atts, err := zone.ParseEvidence(z, l.Annotations[zone.LeaseEvidenceAnnotation])
 	if err != nil {
 		panic(err)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // Informers are the shared informers behind Caches whose events the Decider
@@ -263,7 +263,7 @@ func (e *evidence) onZoneLease(obj any) {
 // zoneLease records l if it is a renewal the webhook has not seen yet, and
 // honours it if it is valid. Called with mu held, like kubeletLease.
 func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
-	c := claim{LeaseClaim: apiwriter.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
+	c := claim{LeaseClaim: zonek8s.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
 	c.renewed = c.Renewed
 	endorses, err := zone.ParseEndorsements(c.Endorses)
 	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
@@ -521,7 +521,7 @@ func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
 		return
 	}
 	rec.evidenceRaw = raw
-	z := l.Labels[apiwriter.ZoneLabel]
+	z := l.Labels[zonek8s.ZoneLabel]
 	atts, err := zone.ParseEvidence(z, raw)
 	if err != nil || z == "" || zone.LeaseName(z) != l.Name {
 		e.metrics.evidenceRefused.WithLabelValues(evidenceMalformed).Inc()

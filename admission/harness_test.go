@@ -29,9 +29,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // The cluster every handler test runs against, as of testNow. Nodes went
@@ -115,7 +115,7 @@ func testLease(namespace, name string, renew time.Time) *coordinationv1.Lease {
 	}
 	for z, leader := range testLeaders {
 		if zone.LeaseName(z) == name {
-			l.Labels = map[string]string{apiwriter.ZoneLabel: z}
+			l.Labels = map[string]string{zonek8s.ZoneLabel: z}
 			l.Annotations = map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(testTerm),
 				zone.LeaseEvidenceAnnotation: testEvidence(z, renew)}
 			l.Spec.HolderIdentity = ptr.To(leader)
@@ -160,7 +160,7 @@ func testEvidence(z string, at time.Time, down ...string) string {
 // confirmDown has every test member of l's zone attest, in its evidence, that
 // every probe fails on the nodes of down, as they would on dead nodes.
 func confirmDown(l *coordinationv1.Lease, down ...string) *coordinationv1.Lease {
-	l.Annotations[zone.LeaseEvidenceAnnotation] = testEvidence(l.Labels[apiwriter.ZoneLabel], l.Spec.RenewTime.Time, down...)
+	l.Annotations[zone.LeaseEvidenceAnnotation] = testEvidence(l.Labels[zonek8s.ZoneLabel], l.Spec.RenewTime.Time, down...)
 	return l
 }
 
@@ -169,7 +169,7 @@ func signLease(l *coordinationv1.Lease) *coordinationv1.Lease {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[zone.LeaseSignatureAnnotation] = apiwriter.LeaseClaimOf(l).Sign(testKey(ptr.Deref(l.Spec.HolderIdentity, "")))
+	l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(testKey(ptr.Deref(l.Spec.HolderIdentity, "")))
 	return l
 }
 

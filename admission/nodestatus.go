@@ -9,6 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // resNodeStatus is the nodes/status route in the resource label: the agents'
@@ -37,16 +38,16 @@ var transientRefusals = []Reason{ReasonNoZoneLease, ReasonTermAheadOfLease, Reas
 func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec Decision, err error) {
 	if other := otherStatus(n.Status, old.Status); other != "" {
 		return 0, fmt.Sprintf("the edgequorum agent may change only the %s condition in the status of node %s; this write changes %s",
-			zone.ConditionType, n.Name, other), Decision{}, nil
+			zonek8s.ConditionType, n.Name, other), Decision{}, nil
 	}
-	newCond, i := zone.FindCondition(n.Status.Conditions)
-	oldCond, _ := zone.FindCondition(old.Status.Conditions)
+	newCond, i := zonek8s.FindCondition(n.Status.Conditions)
+	oldCond, _ := zonek8s.FindCondition(old.Status.Conditions)
 	if n.Annotations[zone.AnnotationKey] == old.Annotations[zone.AnnotationKey] &&
 		apiequality.Semantic.DeepEqual(newCond, oldCond) {
 		return 0, "", Decision{}, nil // neither the verdict nor its condition
 	}
 	if _, ok := n.Annotations[zone.AnnotationKey]; !ok {
-		return 0, fmt.Sprintf("node %s carries no %s to show in its %s condition", n.Name, zone.AnnotationKey, zone.ConditionType), Decision{}, nil
+		return 0, fmt.Sprintf("node %s carries no %s to show in its %s condition", n.Name, zone.AnnotationKey, zonek8s.ConditionType), Decision{}, nil
 	}
 	dec, judged, _, err := m.decider.decide(n)
 	if err != nil {
@@ -63,10 +64,10 @@ func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec
 		}
 		return 0, deny, dec, nil
 	}
-	want := zone.Condition(judged.verdict, oldCond)
+	want := zonek8s.Condition(judged.verdict, oldCond)
 	count := 0
 	for _, c := range n.Status.Conditions {
-		if c.Type == zone.ConditionType {
+		if c.Type == zonek8s.ConditionType {
 			count++
 		}
 	}
@@ -79,7 +80,7 @@ func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec
 	} else {
 		n.Status.Conditions[i] = want
 		n.Status.Conditions = slices.Concat(n.Status.Conditions[:i+1],
-			slices.DeleteFunc(n.Status.Conditions[i+1:], func(c corev1.NodeCondition) bool { return c.Type == zone.ConditionType }))
+			slices.DeleteFunc(n.Status.Conditions[i+1:], func(c corev1.NodeCondition) bool { return c.Type == zonek8s.ConditionType }))
 	}
 	return 1, "", dec, nil
 }
@@ -87,13 +88,13 @@ func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec
 // otherStatus names what differs between two node statuses besides their
 // EdgeQuorum conditions, or is empty.
 func otherStatus(a, b corev1.NodeStatus) string {
-	isQuorum := func(c corev1.NodeCondition) bool { return c.Type == zone.ConditionType }
+	isQuorum := func(c corev1.NodeCondition) bool { return c.Type == zonek8s.ConditionType }
 	ac := slices.DeleteFunc(slices.Clone(a.Conditions), isQuorum)
 	bc := slices.DeleteFunc(slices.Clone(b.Conditions), isQuorum)
 	a.Conditions, b.Conditions = nil, nil
 	switch {
 	case !apiequality.Semantic.DeepEqual(ac, bc):
-		return "status.conditions other than " + string(zone.ConditionType)
+		return "status.conditions other than " + string(zonek8s.ConditionType)
 	case !apiequality.Semantic.DeepEqual(a, b):
 		return "status fields other than conditions"
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // TestNodeStatusShowsOnlySignedVerdicts: through nodes/status the agent
@@ -40,7 +41,7 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	write := func(a zone.Annotation) *corev1.Node {
 		n := stored()
 		n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a4", a)
-		n.Status.Conditions = append(n.Status.Conditions, zone.Condition(a, nil))
+		n.Status.Conditions = append(n.Status.Conditions, zonek8s.Condition(a, nil))
 		return n
 	}
 	unsigned := func(n *corev1.Node) {
@@ -59,7 +60,7 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Conditions = append(n.Status.Conditions, zone.Condition(a, nil))
+	n.Status.Conditions = append(n.Status.Conditions, zonek8s.Condition(a, nil))
 	if changed, deny, _, err := m.nodeStatus(n, stored()); changed != 0 || deny != "" || err != nil {
 		t.Errorf("the condition of the standing verdict alone: changed %d, deny %q, err %v", changed, deny, err)
 	}
@@ -72,18 +73,18 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	}{
 		{"the leader's verdict with its condition", nil, false, ""},
 		{"a condition that says otherwise", func(n *corev1.Node) {
-			c, _ := zone.FindCondition(n.Status.Conditions)
-			c.Status, c.Reason = corev1.ConditionTrue, zone.ConditionReasonPeersReach
+			c, _ := zonek8s.FindCondition(n.Status.Conditions)
+			c.Status, c.Reason = corev1.ConditionTrue, zonek8s.ConditionReasonPeersReach
 		}, true, ""},
 		{"a condition with another message", func(n *corev1.Node) {
-			c, _ := zone.FindCondition(n.Status.Conditions)
+			c, _ := zonek8s.FindCondition(n.Status.Conditions)
 			c.Message = "all is well"
 		}, true, ""},
 		{"the verdict without its condition", func(n *corev1.Node) {
 			n.Status.Conditions = n.Status.Conditions[:1]
 		}, true, ""},
 		{"two conditions", func(n *corev1.Node) {
-			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: zone.ConditionType, Status: corev1.ConditionTrue})
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: zonek8s.ConditionType, Status: corev1.ConditionTrue})
 		}, true, ""},
 		{"an unsigned verdict", unsigned, false, "not one its zone signed (unsigned)"},
 		{"a verdict of a term the zone Lease has not reached", func(n *corev1.Node) {
@@ -128,11 +129,11 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 			}
 			var quorum []corev1.NodeCondition
 			for _, c := range n.Status.Conditions {
-				if c.Type == zone.ConditionType {
+				if c.Type == zonek8s.ConditionType {
 					quorum = append(quorum, c)
 				}
 			}
-			if want := zone.Condition(unhealthy, nil); len(quorum) != 1 || !apiequality.Semantic.DeepEqual(quorum[0], want) {
+			if want := zonek8s.Condition(unhealthy, nil); len(quorum) != 1 || !apiequality.Semantic.DeepEqual(quorum[0], want) {
 				t.Errorf("EdgeQuorum conditions %+v, want exactly %+v", quorum, want)
 			}
 		})

@@ -29,8 +29,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // fieldManager names the repair loop's writes in managedFields and audit logs.
@@ -478,7 +478,7 @@ func evidenceGained(old, l *coordinationv1.Lease) bool {
 	}
 	named := func(raw string) map[string]bool {
 		out := map[string]bool{}
-		atts, _ := zone.ParseEvidence(l.Labels[apiwriter.ZoneLabel], raw)
+		atts, _ := zone.ParseEvidence(l.Labels[zonek8s.ZoneLabel], raw)
 		for _, a := range atts {
 			for _, n := range slices.Concat(a.Reach, a.Down) {
 				out[n] = true

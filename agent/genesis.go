@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // Annotations of the genesis Lease.
@@ -48,7 +48,7 @@ func (g leaseGenesis) Claim(ctx context.Context, zoneName string, rec raftzone.G
 	created, err := leases.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: g.namespace,
-			Labels: map[string]string{apiwriter.ZoneLabel: zoneName},
+			Labels: map[string]string{zonek8s.ZoneLabel: zoneName},
 			Annotations: map[string]string{
 				genesisClusterAnnotation:   rec.ClusterID,
 				genesisFounderIDAnnotation: rec.FounderID,
@@ -74,7 +74,7 @@ func (g leaseGenesis) Claim(ctx context.Context, zoneName string, rec raftzone.G
 	}
 	// Take it over: the version read, our record.
 	taken := got.DeepCopy()
-	taken.Labels = map[string]string{apiwriter.ZoneLabel: zoneName}
+	taken.Labels = map[string]string{zonek8s.ZoneLabel: zoneName}
 	taken.Annotations = map[string]string{genesisClusterAnnotation: rec.ClusterID, genesisFounderIDAnnotation: rec.FounderID}
 	taken.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(rec.Founder), AcquireTime: ptr.To(metav1.NewMicroTime(rec.CreatedAt))}
 	updated, err := leases.Update(ctx, taken, metav1.UpdateOptions{FieldManager: "edgequorum"})

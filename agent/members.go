@@ -23,6 +23,7 @@ import (
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // controlPlaneLabel marks nodes that never join a zone: they are the cloud.
@@ -89,7 +90,7 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 			n.ManagedFields = nil
 			n.Status.Images = nil
 			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-				return c.Type != corev1.NodeReady && c.Type != zone.ConditionType
+				return c.Type != corev1.NodeReady && c.Type != zonek8s.ConditionType
 			})
 		}
 		return obj, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // TestVerdictPatchOnRealAPIServer checks verdictPatch against the semantics
@@ -59,8 +60,8 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	shows := func(want zone.Annotation, wantValue string) {
 		t.Helper()
 		got := getNode(ctx, t, c.Client())
-		cond, _ := zone.FindCondition(got.Status.Conditions)
-		if got.Annotations[zone.AnnotationKey] != wantValue || cond == nil || !zone.SameCondition(*cond, zone.Condition(want, nil)) {
+		cond, _ := zonek8s.FindCondition(got.Status.Conditions)
+		if got.Annotations[zone.AnnotationKey] != wantValue || cond == nil || !zonek8s.SameCondition(*cond, zonek8s.Condition(want, nil)) {
 			t.Fatalf("node shows annotation %q, condition %+v; want %q and the condition for it", got.Annotations[zone.AnnotationKey], cond, wantValue)
 		}
 	}
@@ -216,7 +217,7 @@ func TestForgedTermsOnRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if claim := LeaseClaimOf(l); claim.Holder != "node-1" || claim.Term != 3 ||
+	if claim := zonek8s.LeaseClaimOf(l); claim.Holder != "node-1" || claim.Term != 3 ||
 		!claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
 		t.Fatalf("zone Lease after renewal: %+v, want node-1's, term 3, signed", claim)
 	}

@@ -14,14 +14,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // Annotations on the zone Lease besides zone.LeaseTermAnnotation.
-const (
-	LeaseMembersAnnotation = "edgequorum.io/members"
-	// ZoneLabel marks edgequorum's Leases with their zone.
-	ZoneLabel = "edgequorum.io/zone"
-)
+const LeaseMembersAnnotation = "edgequorum.io/members"
 
 // leaseState caches the last Lease this member wrote, so a renewal is a single
 // Update; only a conflict costs a read. Guarded by Writer.mu.
@@ -239,7 +236,7 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence st
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Labels[ZoneLabel] = w.cfg.Zone
+	l.Labels[zonek8s.ZoneLabel] = w.cfg.Zone
 	members := 0
 	if w.members != nil {
 		members = w.members.MemberCount()
@@ -266,23 +263,6 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence st
 		delete(l.Annotations, zone.LeaseEvidenceAnnotation)
 		w.metrics.evidence.Set(0)
 	}
-	l.Annotations[zone.LeaseSignatureAnnotation] = LeaseClaimOf(l).Sign(w.cfg.NodeKey)
+	l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l
-}
-
-// LeaseClaimOf reads the claim a zone Lease states, for its holder to sign and
-// the webhook to check. It reads what is there; whether that is a valid
-// claim (a holder, a positive duration) is the reader's to judge.
-func LeaseClaimOf(l *coordinationv1.Lease) zone.LeaseClaim {
-	c := zone.LeaseClaim{
-		Zone:            l.Labels[ZoneLabel],
-		Holder:          ptr.Deref(l.Spec.HolderIdentity, ""),
-		DurationSeconds: ptr.Deref(l.Spec.LeaseDurationSeconds, 0),
-		Endorses:        l.Annotations[zone.LeaseEndorsesAnnotation],
-	}
-	c.Term, _ = strconv.ParseUint(l.Annotations[zone.LeaseTermAnnotation], 10, 64)
-	if l.Spec.RenewTime != nil {
-		c.Renewed = l.Spec.RenewTime.Time
-	}
-	return c
 }

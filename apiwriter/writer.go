@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // Fence confirms leadership. raftzone.Server implements it.
@@ -305,8 +306,8 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 
 // showsVerdict reports whether node's EdgeQuorum condition shows verdict a.
 func showsVerdict(node *corev1.Node, a zone.Annotation) bool {
-	prev, _ := zone.FindCondition(node.Status.Conditions)
-	return prev != nil && zone.SameCondition(*prev, zone.Condition(a, prev))
+	prev, _ := zonek8s.FindCondition(node.Status.Conditions)
+	return prev != nil && zonek8s.SameCondition(*prev, zonek8s.Condition(a, prev))
 }
 
 // Why the writer leaves a node's annotation alone; values of the reason label
@@ -556,12 +557,12 @@ func verdictPatch(node *corev1.Node, current string, had bool, value string, a z
 		ops = append(ops, jsonpatch.NewOperation("test", "/metadata/resourceVersion", node.ResourceVersion),
 			jsonpatch.NewOperation("add", annotationPath, value))
 	}
-	prev, i := zone.FindCondition(node.Status.Conditions)
-	cond := zone.Condition(a, prev)
+	prev, i := zonek8s.FindCondition(node.Status.Conditions)
+	cond := zonek8s.Condition(a, prev)
 	switch {
 	case prev != nil:
 		at := fmt.Sprintf("/status/conditions/%d", i)
-		ops = append(ops, jsonpatch.NewOperation("test", at+"/type", string(zone.ConditionType)), jsonpatch.NewOperation("replace", at, cond))
+		ops = append(ops, jsonpatch.NewOperation("test", at+"/type", string(zonek8s.ConditionType)), jsonpatch.NewOperation("replace", at, cond))
 	case len(node.Status.Conditions) == 0:
 		// Add cannot append to a list that is absent; a list added
 		// meanwhile fails the resourceVersion test.

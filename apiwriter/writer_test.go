@@ -33,6 +33,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 type fakeFence struct {
@@ -191,7 +192,7 @@ func (h *harness) setAnnotation(node string, a zone.Annotation) {
 		h.t.Fatal(err)
 	}
 	n.Annotations = map[string]string{zone.AnnotationKey: string(raw)}
-	n.Status.Conditions = []corev1.NodeCondition{zone.Condition(a, nil)}
+	n.Status.Conditions = []corev1.NodeCondition{zonek8s.Condition(a, nil)}
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
@@ -517,7 +518,7 @@ func TestForgedTermsDoNotFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := LeaseClaimOf(l)
+	claim := zonek8s.LeaseClaimOf(l)
 	if claim.Holder != "node-1" || claim.Term != 3 || !claim.Renewed.Equal(h.clock.Now()) {
 		t.Fatalf("zone Lease after renewal states %+v, want node-1 under term 3 now", claim)
 	}
@@ -611,7 +612,7 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim := LeaseClaimOf(l)
+		claim := zonek8s.LeaseClaimOf(l)
 		if claim.Endorses != want || !claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)) {
 			t.Fatalf("zone Lease endorses %q (signed: %v), want %q, signed", claim.Endorses,
 				claim.Verify(l.Annotations[zone.LeaseSignatureAnnotation], testNodeKey.Public().(ed25519.PublicKey)), want)
@@ -753,14 +754,14 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 		return n
 	}
 	condition := func() *corev1.NodeCondition {
-		c, _ := zone.FindCondition(get().Status.Conditions)
+		c, _ := zonek8s.FindCondition(get().Status.Conditions)
 		return c
 	}
 	at := h.clock.Now()
 	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Healthy, 4, at)}, false)
 	poll.UntilTrue(t, waitTimeout, "healthy condition", func() bool {
 		c := condition()
-		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == zone.ConditionReasonPeersReach
+		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == zonek8s.ConditionReasonPeersReach
 	})
 	if c := condition(); c.Message != "zone zone-a: 2 of 2 peers reach it, 0 do not (leader node-1, term 4)" {
 		t.Errorf("message %q", c.Message)
@@ -769,7 +770,7 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	h.w.Verdicts(4, []zone.Verdict{verdict("node-2", zone.Unhealthy, 4, later)}, false)
 	poll.UntilTrue(t, waitTimeout, "unhealthy condition", func() bool {
 		c := condition()
-		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == zone.ConditionReasonPeersCannotReach && h.w.Pending() == 0
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == zonek8s.ConditionReasonPeersCannotReach && h.w.Pending() == 0
 	})
 	if c := condition(); !c.LastTransitionTime.Equal(ptrTime(metav1.NewTime(later).Rfc3339Copy())) {
 		t.Errorf("transition time %v, want the unhealthy verdict's %v", c.LastTransitionTime, later)
@@ -781,7 +782,7 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	// Someone marks the condition True; the annotation still stands.
 	n := get()
 	raw := n.Annotations[zone.AnnotationKey]
-	_, i := zone.FindCondition(n.Status.Conditions)
+	_, i := zonek8s.FindCondition(n.Status.Conditions)
 	n.Status.Conditions[i].Status = corev1.ConditionTrue
 	if _, err := h.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -19,10 +19,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/admission"
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // TestWebhookTrustsOnlyTheZoneOnRealAPIServer: with the shipped policies, each
@@ -121,12 +121,12 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		l.Labels = map[string]string{apiwriter.ZoneLabel: "site-a"}
+		l.Labels = map[string]string{zonek8s.ZoneLabel: "site-a"}
 		l.Annotations = map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(term)}
 		l.Spec.HolderIdentity = ptr.To(holder)
 		l.Spec.LeaseDurationSeconds = ptr.To[int32](15)
 		l.Spec.RenewTime = &metav1.MicroTime{Time: renewed.Truncate(time.Microsecond)}
-		l.Annotations[zone.LeaseSignatureAnnotation] = apiwriter.LeaseClaimOf(l).Sign(signer.key)
+		l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(signer.key)
 		if create {
 			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		} else {

@@ -27,6 +27,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // tolerationSeconds is short so that, without edgequorum, eviction would come
@@ -557,7 +558,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			att := zone.Attestation{Zone: committed.Zone, Signer: thief.Name, At: time.Now(), Reach: []string{victim}}
 			att.Sign(key)
 			l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence([]zone.Attestation{att})
-			l.Annotations[zone.LeaseSignatureAnnotation] = apiwriter.LeaseClaimOf(l).Sign(key)
+			l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(key)
 			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 				return err
 			}

@@ -6,5 +6,7 @@
 // the leader and every replica agree on exactly what was signed.
 //
 // It must stay a leaf: no Kubernetes, Raft, network or storage code, so that store,
-// probe, raftzone, apiwriter and admission can all import it.
+// probe, raftzone, apiwriter and admission can all import it. What the zone's word
+// looks like as Kubernetes objects (the Node condition, the zone Lease's claim) lives
+// in zone/zonek8s.
 package zone

@@ -29,8 +29,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/admission"
-	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 const (
@@ -119,12 +119,12 @@ func buildCluster(nodes, pods int) *cluster {
 		if i == leaderOf(i) {
 			l := &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Namespace: leaseNS, Name: zone.LeaseName(z),
-					Labels:      map[string]string{apiwriter.ZoneLabel: z},
+					Labels:      map[string]string{zonek8s.ZoneLabel: z},
 					Annotations: map[string]string{zone.LeaseTermAnnotation: strconv.Itoa(term)}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600),
 					RenewTime: &metav1.MicroTime{Time: now.Truncate(time.Microsecond)}},
 			}
-			l.Annotations[zone.LeaseSignatureAnnotation] = apiwriter.LeaseClaimOf(l).Sign(key(name))
+			l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(key(name))
 			l.Annotations[zone.LeaseEvidenceAnnotation] = zoneEvidence(i, nodes, now)
 			c.objs = append(c.objs, l)
 		}

@@ -1,10 +1,12 @@
-package zone
+package zonek8s
 
 import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // ConditionType is the Node condition that shows the zone's verdict where
@@ -27,12 +29,12 @@ const (
 // condition the Node carries, if any: its transition time is kept while the
 // status stays. The result depends on a and prev alone, so the leader that
 // writes it and the webhook that checks it agree on every field.
-func Condition(a Annotation, prev *corev1.NodeCondition) corev1.NodeCondition {
+func Condition(a zone.Annotation, prev *corev1.NodeCondition) corev1.NodeCondition {
 	status, reason := corev1.ConditionUnknown, ConditionReasonNoQuorum
 	switch a.State {
-	case Healthy:
+	case zone.Healthy:
 		status, reason = corev1.ConditionTrue, ConditionReasonPeersReach
-	case Unhealthy:
+	case zone.Unhealthy:
 		status, reason = corev1.ConditionFalse, ConditionReasonPeersCannotReach
 	}
 	// Stored with second precision: round it here, so that a condition read

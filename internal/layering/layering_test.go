@@ -1,0 +1,47 @@
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/edgequorum/edgequorum/"
+
+// deps lists every package pkgs depend on, themselves included.
+func deps(t *testing.T, pkgs ...string) []string {
+	t.Helper()
+	args := []string{"list", "-deps"}
+	for _, p := range pkgs {
+		args = append(args, module+p)
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLayering checks the rules of DESIGN.md's "Layout": the shared
+// vocabulary and the store carry no Kubernetes, and the cloud webhook carries
+// nothing of the edge agent.
+func TestLayering(t *testing.T) {
+	for _, rule := range []struct {
+		pkgs   []string
+		banned []string
+		why    string
+	}{
+		{[]string{"zone", "store"}, []string{"k8s.io/"}, "zone and store are leaves without Kubernetes"},
+		{[]string{"raftzone"}, []string{"k8s.io/client-go", "k8s.io/api/"}, "raftzone talks to no apiserver"},
+		{[]string{"admission"}, []string{module + "apiwriter", module + "raftzone", module + "agent", module + "store"},
+			"the webhook imports nothing of the edge agent"},
+	} {
+		for _, d := range deps(t, rule.pkgs...) {
+			for _, b := range rule.banned {
+				if strings.HasPrefix(d, b) {
+					t.Errorf("%v depend on %s: %s", rule.pkgs, d, rule.why)
+				}
+			}
+		}
+	}
+}
