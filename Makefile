@@ -53,6 +53,10 @@ image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image 
 test: build image controlplane noderuntime packages ## build everything the tests need, then run every test with -race (as root)
 	EDGEQUORUM_REQUIRE_CONTROLPLANE=$${EDGEQUORUM_REQUIRE_CONTROLPLANE:-1} $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: unit
+unit: ## run the tests that need neither root nor the control plane, with -race: what a developer runs every few minutes
+	EDGEQUORUM_UNIT=1 EDGEQUORUM_REQUIRE_CONTROLPLANE=0 $(GO) test -race -timeout 10m ./...
+
 .PHONY: packages
 packages: ## install the Debian packages the tests need (runc, CNI plugins, nftables, ...) if missing
 	@hack/node-packages.sh

@@ -26,6 +26,9 @@ type nftPartition struct {
 
 func requireNft(t *testing.T) {
 	t.Helper()
+	if testcluster.UnitRun() {
+		t.Skipf("skipping: multi-process partition tests, and %s is set", testcluster.UnitEnv)
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("multi-process partition tests need root for nftables rules on loopback")
 	}

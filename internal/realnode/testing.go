@@ -18,7 +18,7 @@ const logTailLines = 60
 // skip the real-node tests by accident.
 func Require(t testing.TB) {
 	t.Helper()
-	if !InNamespace() {
+	if !InNamespace() || testcluster.UnitRun() {
 		skipOrFail(t, "needs the node namespace: "+unavailable)
 		return
 	}
@@ -30,6 +30,9 @@ func Require(t testing.TB) {
 
 func skipOrFail(t testing.TB, why string) {
 	t.Helper()
+	if testcluster.UnitRun() {
+		t.Skipf("skipping: %s, and %s is set", why, testcluster.UnitEnv)
+	}
 	v := os.Getenv(testcluster.RequireEnv)
 	if b, err := strconv.ParseBool(v); v != "" && (err != nil || b) {
 		t.Fatalf("%s; %s is set, so the real node is required", why, testcluster.RequireEnv)

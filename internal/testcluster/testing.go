@@ -13,6 +13,17 @@ import (
 // control-plane tests can never be skipped there by accident.
 const RequireEnv = "EDGEQUORUM_REQUIRE_CONTROLPLANE"
 
+// UnitEnv, when set to a true value, skips every test that needs the control
+// plane, a real node or root, whatever bin/ holds: `make unit` sets it, for
+// the tests a developer runs every few minutes. It wins over RequireEnv.
+const UnitEnv = "EDGEQUORUM_UNIT"
+
+// UnitRun reports whether UnitEnv asks for the unit tests alone.
+func UnitRun() bool {
+	b, err := strconv.ParseBool(os.Getenv(UnitEnv))
+	return err == nil && b
+}
+
 // logTailLines is how much of each component log StartT prints on failure:
 // enough for the last few minutes of a component's story, little enough that
 // the test output stays readable.
@@ -22,6 +33,9 @@ const logTailLines = 80
 // or fails it if RequireEnv is set.
 func RequireBinaries(t testing.TB) {
 	t.Helper()
+	if UnitRun() {
+		t.Skipf("skipping: needs the control plane, and %s is set", UnitEnv)
+	}
 	dir, err := FindBinDir()
 	if err == nil {
 		err = CheckBinaries(dir)
