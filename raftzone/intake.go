@@ -97,7 +97,7 @@ func newIntake(s *Server) *intake {
 // seq beyond everything committed or pending from that sender.
 func (in *intake) verify(r *zone.Report) *RejectError {
 	s := in.s
-	if r.From == "" || r.Seq == 0 || r.SentAt.IsZero() || len(r.Results) > 10000 {
+	if r.From == "" || r.Seq == 0 || r.SentAt.IsZero() {
 		return reject(RejectMalformed, http.StatusBadRequest, errors.New("report needs from, seq and sentAt"))
 	}
 	// The rules a report must meet to enter a batch: checked here, one

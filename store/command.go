@@ -157,12 +157,20 @@ func (b ReportBatch) Validate() error {
 	return nil
 }
 
+// MaxReportResults bounds the results one report may carry: a member reports
+// on each of its peers, so this is far above any zone's size, yet one report
+// cannot make a batch, or the Raft log entry that carries it, unbounded.
+const MaxReportResults = 10000
+
 // ValidateReport applies the rules a report must meet to enter a ReportBatch.
 // The leader's report intake calls it per report, so one malformed report is
 // refused at the door instead of failing a whole batch at Encode.
 func ValidateReport(r *zone.Report) error {
 	if err := validName(r.From); err != nil {
 		return fmt.Errorf("%w: report sender: %w", ErrBadCommand, err)
+	}
+	if len(r.Results) > MaxReportResults {
+		return fmt.Errorf("%w: report from %q: %d results, at most %d", ErrBadCommand, r.From, len(r.Results), MaxReportResults)
 	}
 	if !representable(r.SentAt) {
 		return fmt.Errorf("%w: report from %q: sent-at %v is zero or out of range", ErrBadCommand, r.From, r.SentAt)

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -424,6 +425,7 @@ func TestApplyRejectsBadCommands(t *testing.T) {
 			Results: []zone.Result{ok("b", 1), ok("b", 2)}})), ErrBadCommand},
 		{"score out of range", rawEncode(t, batch(9, report("a", 9, zone.Result{Peer: "b", OK: true, Score: 101}))), ErrBadCommand},
 		{"empty sender", rawEncode(t, batch(9, report("", 9))), ErrBadCommand},
+		{"too many results", rawEncode(t, batch(9, report("a", 9, tooMany()...))), ErrBadCommand},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -445,6 +447,15 @@ func TestApplyRejectsBadCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tooMany is one result more than a report may carry, sorted by peer.
+func tooMany() []zone.Result {
+	out := make([]zone.Result, MaxReportResults+1)
+	for i := range out {
+		out[i] = ok(fmt.Sprintf("p%05d", i), 1)
+	}
+	return out
 }
 
 func TestApplyIsDurable(t *testing.T) {
