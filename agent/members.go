@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -47,7 +48,9 @@ func discoverZone(ctx context.Context, client kubernetes.Interface, node, label,
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return "", fmt.Errorf("--data-dir %s: %w", dataDir, err)
 			}
-			if err := os.WriteFile(cachePath, []byte(z+"\n"), 0o600); err != nil {
+			// Atomically: a crash mid-write must not leave a torn zone
+			// name for the next start during a cloud outage.
+			if err := atomicfile.Write(cachePath, []byte(z+"\n"), 0o600); err != nil {
 				return "", fmt.Errorf("cache zone in --data-dir: %w", err)
 			}
 			return z, nil
