@@ -26,7 +26,9 @@ import (
 
 // Agent is the edgequorum agent of one edge node. New builds it in one
 // direction — every part from the parts made before it — and Run starts the
-// parts and stops them all; nothing is patched once built:
+// parts and stops them all. One edge points back, set by New once both ends
+// exist: the API writer reads the zone member's verdicts and evidence
+// (Writer.Follow, Writer.Gather).
 //
 //	client, zone, metrics registry
 //	member list (Node informer)          ← client
