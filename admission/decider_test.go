@@ -985,3 +985,20 @@ func TestDecideAfterTheZoneStartsOver(t *testing.T) {
 		return err == nil && got == Decision{Vouched: true, Zone: "z", Reason: ReasonZoneLeaseFresh}, fmt.Sprintf("%+v, %v", got, err)
 	})
 }
+
+// TestSignatureMemoBindsWhatWasSigned: the webhook remembers which signatures
+// verified, but a valid signature copied under other words is checked anew,
+// and fails.
+func TestSignatureMemoBindsWhatWasSigned(t *testing.T) {
+	env := newDeciderEnv(t, nil, testNode("n1", "z", "", corev1.ConditionTrue), testNode("n2", "z", "", corev1.ConditionTrue))
+	e := env.d.evidence
+	a := zone.Attestation{Zone: "z", Signer: "n2", At: testNow, Reach: []string{"n1"}}
+	a.Sign(testKey("n2"))
+	copied := a
+	copied.Reach, copied.Down = nil, []string{"n1"}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.attestationValid("z", a) || e.attestationValid("z", copied) {
+		t.Error("an attestation's signature copied under other words was taken as valid")
+	}
+}

@@ -669,7 +669,9 @@ func (e *evidence) attestationValid(zoneName string, a zone.Attestation) bool {
 		e.countEvidenceRefusal(a, evidenceNotMember)
 		return false
 	}
-	k := "att\x00" + string(a.Sig)
+	// Keyed by what was signed as well as the signature: a copy of a
+	// valid signature under other words must not find its answer.
+	k := "att\x00" + string(a.Sig) + string(a.SigningBytes())
 	c, ok := e.verified[k]
 	if !ok || !bytes.Equal(c.key, key) {
 		c = verdictCheck{key: key, ok: a.Verify(key)}
