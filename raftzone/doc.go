@@ -119,6 +119,11 @@
 //     forces with the leadership-transfer flag is counted, five per ten minutes
 //     at most (followguard.go), and a leader that then commits no member's
 //     reports is given up by each member it starves (stall.go).
+//   - Toward the cloud, no member's word stands for another's: the leader
+//     gathers each member's own signed attestation of whom it reaches
+//     (evidence.go) and each member's own signed vote that it leads in its
+//     term (leadervote.go), and writes them with its zone Lease; the webhook
+//     counts them, each against its signer's registered key.
 //
 // # Files
 //
@@ -134,7 +139,8 @@
 // views for callers outside), transport.go, frames.go, zoneport.go, peerbook.go,
 // nodekey.go and counting.go (the zone port), raftguard.go, rpcguard.go,
 // followguard.go, attest.go and stall.go (whose Raft RPCs a member hears and
-// whom it follows), witness.go (the replica's view of the cluster), keys.go and
+// whom it follows), evidence.go and leadervote.go (the members' signed word
+// for the zone Lease), witness.go (the replica's view of the cluster), keys.go and
 // persist.go (on-disk secrets and IDs), config.go, deps.go, metrics.go and
 // hclog.go.
 //

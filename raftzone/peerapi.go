@@ -76,6 +76,7 @@ func (s *Server) peerRouter() http.Handler {
 	}).Methods(http.MethodGet)
 	r.HandleFunc("/v1/view", s.handleView).Methods(http.MethodGet)
 	r.HandleFunc("/v1/attest", s.handleAttest).Methods(http.MethodPost)
+	r.HandleFunc("/v1/leader-vote", s.handleLeaderVote).Methods(http.MethodPost)
 	r.HandleFunc("/v1/replica", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.replica())
 	}).Methods(http.MethodGet)

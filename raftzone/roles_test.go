@@ -1,6 +1,7 @@
 package raftzone
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -73,6 +74,14 @@ func TestLargeZoneRoles(t *testing.T) {
 	z.startAll()
 	l := waitRoles(t, z)
 	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
+	// Spares vote for the leader too, by the view they copy: a majority of
+	// the zone is more than its seven Raft servers.
+	poll.Until(t, 60*time.Second, "votes of a majority of the zone for "+l.name, func() (bool, string) {
+		_, votes := l.srv.Leadership(context.Background())
+		return len(votes) >= 8, fmt.Sprintf("%d votes", len(votes))
+	})
+	term, votes := l.srv.Leadership(context.Background())
+	requireVotes(t, z, l, term, votes, 8)
 	// The leader replicates nothing to a spare: while the zone commits a few
 	// dozen entries, the log of no member that stayed a spare grows. (The
 	// planner may swap a stand-by that looks stale for a spare at any time,

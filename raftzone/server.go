@@ -76,6 +76,9 @@ type Server struct {
 	// stall watches whether the leader this member follows commits its
 	// reports (stall.go).
 	stall stallWatch
+	// votes are the members' votes gathered for the term this member leads
+	// in (leadervote.go).
+	votes leaderVotes
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.
