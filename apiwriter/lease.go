@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,14 +28,18 @@ type leaseState struct {
 	term uint64
 }
 
-// EvidenceSource gathers the quorum's evidence for the zone Lease: which
-// members the cloud cannot hear from, and each member's signed word on which
-// of them it reaches. raftzone.Server implements it.
+// EvidenceSource gathers the members' signed word for the zone Lease: the
+// quorum's evidence (which members the cloud cannot hear from, and each
+// member's word on which of them it reaches) and the votes that this member
+// leads in its term. raftzone.Server implements it.
 type EvidenceSource interface {
 	// WantEvidence lists the members that need it now.
 	WantEvidence() []string
 	// GatherEvidence asks every member about nodes.
 	GatherEvidence(ctx context.Context, nodes []string) []zone.Attestation
+	// Leadership returns the term this member leads in and the members'
+	// votes that it does.
+	Leadership(ctx context.Context) (uint64, []zone.LeaderVote)
 }
 
 // Gather makes the writer carry the quorum's evidence in its zone Lease
@@ -63,7 +68,7 @@ func (w *Writer) leaseLoop(ctx context.Context) {
 		case <-t.C():
 		case <-w.renewNow:
 		case <-check.C():
-			if !w.newlyWanted() {
+			if !w.newlyWanted() && !w.votesSoon() {
 				continue
 			}
 		}
@@ -90,7 +95,14 @@ func (w *Writer) renewLease(ctx context.Context) error {
 	w.mu.Lock()
 	cached := w.lease
 	w.mu.Unlock()
-	evidence, wanted := w.gather(ctx)
+	var (
+		evidence, leadership string
+		wanted               []string
+		wg                   sync.WaitGroup
+	)
+	wg.Go(func() { evidence, wanted = w.gather(ctx) })
+	wg.Go(func() { leadership = w.votes(ctx, term) })
+	wg.Wait()
 	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
 	name := zone.LeaseName(w.cfg.Zone)
 	cur := cached.obj
@@ -98,7 +110,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		got, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			created, err := leases.Create(ctx, w.leaseObject(nil, term, evidence), metav1.CreateOptions{FieldManager: "edgequorum"})
+			created, err := leases.Create(ctx, w.leaseObject(nil, term, evidence, leadership), metav1.CreateOptions{FieldManager: "edgequorum"})
 			if err := w.observe(err); err != nil {
 				w.metrics.writes.WithLabelValues("lease", "error").Inc()
 				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
@@ -119,7 +131,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 			return fmt.Errorf("zone lease held under term %d, we lead term %d: %w", t, term, err)
 		}
 	}
-	updated, err := leases.Update(ctx, w.leaseObject(cur, term, evidence), metav1.UpdateOptions{FieldManager: "edgequorum"})
+	updated, err := leases.Update(ctx, w.leaseObject(cur, term, evidence, leadership), metav1.UpdateOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("lease", "error").Inc()
 		w.mu.Lock()
@@ -172,6 +184,53 @@ func (w *Writer) gather(ctx context.Context) (string, []string) {
 	return zone.FormatEvidence(atts), want
 }
 
+// soonRetriesPerTerm bounds the renewals a leader brings forward in one term
+// while its Lease carries the votes of no majority: the members that have not
+// seen its election yet see it within a heartbeat or a spare's view sync, and
+// a zone whose majority is gone would otherwise be renewed every second.
+const soonRetriesPerTerm = 10
+
+// votes returns the leadership annotation's value for a renewal under term:
+// the members' votes that this member leads in it ("" when nothing gathers
+// them, or they are for another term), and notes whether they are short of a
+// majority of the zone's members, so the next renewal comes sooner.
+func (w *Writer) votes(ctx context.Context, term uint64) string {
+	w.mu.Lock()
+	src := w.evidence
+	w.mu.Unlock()
+	if src == nil {
+		return ""
+	}
+	vt, votes := src.Leadership(ctx)
+	if vt != term {
+		votes = nil
+	}
+	members := 0
+	if w.members != nil {
+		members = w.members.MemberCount()
+	}
+	w.mu.Lock()
+	if w.votesTerm != term {
+		w.votesTerm, w.soonRetries = term, 0
+	}
+	w.votesShort = len(votes) < members/2+1
+	w.mu.Unlock()
+	w.metrics.leaderVotes.Set(float64(len(votes)))
+	return zone.FormatLeadership(votes)
+}
+
+// votesSoon reports whether the Lease should be renewed before its time
+// because the last one carried the votes of no majority, and counts it.
+func (w *Writer) votesSoon() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.votesShort || w.lease.obj == nil || w.soonRetries >= soonRetriesPerTerm {
+		return false
+	}
+	w.soonRetries++
+	return true
+}
+
 // unmarked adds to nodes the members whose Node the cloud marked Ready
 // Unknown (their kubelet is silent, whatever their agent reports) and leaves
 // out those the webhook's failover has marked out of service: it has acted on
@@ -219,9 +278,9 @@ func (w *Writer) newlyWanted() bool {
 }
 
 // leaseObject returns the Lease to write: cur renewed by us under term, or a new
-// one when cur is nil, signed with our node key, carrying evidence (none when
-// empty).
-func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence string) *coordinationv1.Lease {
+// one when cur is nil, signed with our node key, carrying evidence and the
+// members' votes for our leadership (none when empty).
+func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence, leadership string) *coordinationv1.Lease {
 	// A Lease keeps its times to the microsecond; sign what it keeps.
 	now := metav1.NewMicroTime(w.clock.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -262,6 +321,11 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence st
 	} else {
 		delete(l.Annotations, zone.LeaseEvidenceAnnotation)
 		w.metrics.evidence.Set(0)
+	}
+	if leadership != "" {
+		l.Annotations[zone.LeaseLeadershipAnnotation] = leadership
+	} else {
+		delete(l.Annotations, zone.LeaseLeadershipAnnotation)
 	}
 	l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l

@@ -15,6 +15,8 @@ type metrics struct {
 	reachable prometheus.Gauge
 	events    *prometheus.CounterVec
 	evidence  prometheus.Gauge
+	// leaderVotes is how many members' votes the last Lease carried.
+	leaderVotes prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,13 +49,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_evidence_nodes",
 			Help: "Members the leader's last zone Lease carried the quorum's evidence for: members whose reports say they do not reach the apiserver, so the webhook protects them only on their peers' signed word.",
 		}),
+		leaderVotes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiwriter_leader_votes",
+			Help: "Members whose signed vote that this member leads in its term the leader's last zone Lease carried; the webhook honours the Lease only on a majority of the zone's members.",
+		}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_apiserver_reachable",
 			Help: "1 while the last apiserver call or health check succeeded.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

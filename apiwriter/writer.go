@@ -81,6 +81,12 @@ type Writer struct {
 	// last Lease written gathered it for.
 	evidence EvidenceSource
 	wanted   []string
+	// votesShort is set while the last Lease written carried the votes of
+	// no majority of the zone's members for its term; soonRetries counts
+	// the renewals brought forward for that in this term (votesTerm).
+	votesShort  bool
+	soonRetries int
+	votesTerm   uint64
 }
 
 // New returns a Writer; Run starts it.

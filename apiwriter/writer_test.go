@@ -854,11 +854,86 @@ func TestEndorsementsFitThePolicy(t *testing.T) {
 }
 
 // fakeEvidence wants evidence for the nodes in want and attests for each
-// member in signers.
+// member in signers; voters vote that node-1 leads in term.
 type fakeEvidence struct {
 	mu      sync.Mutex
 	want    []string
 	signers []string
+	term    uint64
+	voters  []string
+}
+
+func (f *fakeEvidence) Leadership(context.Context) (uint64, []zone.LeaderVote) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []zone.LeaderVote
+	for _, s := range f.voters {
+		v := zone.LeaderVote{Zone: "zone-a", Term: f.term, Leader: "node-1", Signer: s}
+		v.Sign(testNodeKey)
+		out = append(out, v)
+	}
+	return f.term, out
+}
+
+// TestLeaseCarriesLeaderVotes: each renewal carries the members' votes that
+// the writer leads in the term it renews under, none that are for another
+// term; while they are short of a majority of the zone's members, the next
+// renewal comes sooner, a bounded number of times per term.
+func TestLeaseCarriesLeaderVotes(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.fence.term.Store(3)
+	src := &fakeEvidence{term: 3, voters: []string{"node-1"}}
+	h.w.Gather(src)
+	votes := func() []zone.LeaderVote {
+		l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, ok := l.Annotations[zone.LeaseLeadershipAnnotation]
+		if !ok {
+			return nil
+		}
+		v, err := zone.ParseLeadership("zone-a", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := votes(); len(v) != 1 || v[0].Term != 3 || v[0].Leader != "node-1" {
+		t.Fatalf("votes %+v, want node-1's for term 3", v)
+	}
+	// One vote of three members: short of a majority.
+	soon := 0
+	for h.w.votesSoon() {
+		soon++
+	}
+	if soon != soonRetriesPerTerm {
+		t.Errorf("%d renewals brought forward, want %d", soon, soonRetriesPerTerm)
+	}
+	src.mu.Lock()
+	src.voters = []string{"node-1", "node-2"}
+	src.mu.Unlock()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := votes(); len(v) != 2 {
+		t.Errorf("%d votes, want 2", len(v))
+	}
+	if h.w.votesSoon() {
+		t.Error("a renewal brought forward with a majority's votes")
+	}
+	// Votes for another term than the one renewed under are left out.
+	h.fence.term.Store(4)
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := votes(); v != nil {
+		t.Errorf("votes %+v carried under term 4", v)
+	}
 }
 
 func (f *fakeEvidence) WantEvidence() []string {
@@ -885,7 +960,9 @@ func TestLeaseCarriesEvidenceOnlyWhileWanted(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	h.fence.term.Store(3)
-	src := &fakeEvidence{signers: []string{"node-1", "node-2"}}
+	// A majority's votes: only a member newly in need brings a renewal
+	// forward here.
+	src := &fakeEvidence{signers: []string{"node-1", "node-2"}, term: 3, voters: []string{"node-1", "node-2"}}
 	h.w.Gather(src)
 	evidence := func() (string, bool) {
 		l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
