@@ -986,6 +986,110 @@ func TestDecideAfterTheZoneStartsOver(t *testing.T) {
 	})
 }
 
+// votedLease is zone z's Lease held by holder under term, renewed at renew,
+// carrying the votes of voters that holder leads in term (none when empty),
+// signed by holder.
+func votedLease(holder string, term uint64, renew time.Time, voters ...string) *coordinationv1.Lease {
+	l := testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), renew)
+	l.Spec.HolderIdentity = ptr.To(holder)
+	l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
+	var votes []zone.LeaderVote
+	for _, v := range voters {
+		vote := zone.LeaderVote{Zone: "z", Term: term, Leader: holder, Signer: v}
+		vote.Sign(testKey(v))
+		votes = append(votes, vote)
+	}
+	if len(votes) > 0 {
+		l.Annotations[zone.LeaseLeadershipAnnotation] = zone.FormatLeadership(votes)
+	}
+	return signLease(l)
+}
+
+// TestZoneLeaseClaimNeedsAMajoritysVotes: once a zone's Lease has carried the
+// votes of a majority of its members that its holder leads in its term, the
+// webhook honours no claim without such votes: not a stolen follower's under
+// a higher term with its own vote alone, not one with none, not one whose
+// votes are copied from another term's, and no claim under a lower term
+// while the honoured one is fresh. A real handover, voted for, is honoured.
+func TestZoneLeaseClaimNeedsAMajoritysVotes(t *testing.T) {
+	env := newDeciderEnv(t, nil, testNode("n1", "z", "", corev1.ConditionTrue), testNode("n2", "z", "", corev1.ConditionTrue),
+		testNode("n3", "z", "", corev1.ConditionTrue))
+	e := env.d.evidence
+	name := zone.LeaseName("z")
+	honoured := func(l *coordinationv1.Lease) (string, uint64) {
+		t.Helper()
+		c := e.zoneClaim(name, l)
+		if c == nil {
+			return "", 0
+		}
+		return c.Holder, c.Term
+	}
+	refused := func(reason string) float64 {
+		return testutil.ToFloat64(e.metrics.leasesRefused.WithLabelValues(reason))
+	}
+
+	// Before any votes, a claim without them is honoured: agents of the
+	// release before.
+	if h, term := honoured(votedLease("n1", 7, testNow)); h != "n1" || term != 7 {
+		t.Fatalf("a legacy claim: honoured %s/%d", h, term)
+	}
+	env.clock.Step(time.Second)
+	if h, term := honoured(votedLease("n1", 7, env.clock.Now(), "n1", "n2")); h != "n1" || term != 7 {
+		t.Fatalf("n1's claim with a majority's votes: honoured %s/%d", h, term)
+	}
+	honest := votedLease("n1", 7, env.clock.Now(), "n1", "n2")
+	for _, tt := range []struct {
+		name   string
+		lease  func() *coordinationv1.Lease
+		reason string
+	}{
+		{"a stolen follower's own vote under a higher term", func() *coordinationv1.Lease {
+			return votedLease("n2", 8, env.clock.Now(), "n2")
+		}, leaseLeadershipMinority},
+		{"a claim without votes", func() *coordinationv1.Lease { return votedLease("n2", 8, env.clock.Now()) }, leaseNoLeadership},
+		{"votes copied from the honest leader's term", func() *coordinationv1.Lease {
+			l := votedLease("n2", 8, env.clock.Now())
+			votes, err := zone.ParseLeadership("z", honest.Annotations[zone.LeaseLeadershipAnnotation])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range votes {
+				votes[i].Term, votes[i].Leader = 8, "n2"
+			}
+			l.Annotations[zone.LeaseLeadershipAnnotation] = zone.FormatLeadership(votes)
+			return signLease(l)
+		}, leaseLeadershipMinority},
+		{"votes for another holder", func() *coordinationv1.Lease {
+			l := votedLease("n2", 7, env.clock.Now())
+			l.Annotations[zone.LeaseLeadershipAnnotation] = honest.Annotations[zone.LeaseLeadershipAnnotation]
+			return signLease(l)
+		}, leaseBadLeadership},
+		{"a deposed leader's term while the honoured one is fresh", func() *coordinationv1.Lease {
+			return votedLease("n3", 6, env.clock.Now(), "n3", "n2")
+		}, leaseStaleTerm},
+	} {
+		env.clock.Step(100 * time.Millisecond)
+		before := refused(tt.reason)
+		if h, term := honoured(tt.lease()); h != "n1" || term != 7 {
+			t.Errorf("%s: honoured %s/%d, want n1's term 7 to stand", tt.name, h, term)
+		}
+		if got := refused(tt.reason) - before; got != 1 {
+			t.Errorf("%s: %v refusals counted as %s, want 1", tt.name, got, tt.reason)
+		}
+	}
+
+	env.clock.Step(time.Second)
+	if h, term := honoured(votedLease("n2", 8, env.clock.Now(), "n2", "n3")); h != "n2" || term != 8 {
+		t.Errorf("a handover to n2 that n2 and n3 voted for: honoured %s/%d", h, term)
+	}
+	// Once the honoured claim is stale, a lower term counts again: a zone
+	// rebuilt from nothing starts its terms over.
+	env.clock.Step(testLeaseDuration*time.Second + time.Second)
+	if h, term := honoured(votedLease("n1", 1, env.clock.Now(), "n1", "n3")); h != "n1" || term != 1 {
+		t.Errorf("a new zone's first term after the old claim went stale: honoured %s/%d", h, term)
+	}
+}
+
 // TestSignatureMemoBindsWhatWasSigned: the webhook remembers which signatures
 // verified, but a valid signature copied under other words is checked anew,
 // and fails.
@@ -996,9 +1100,16 @@ func TestSignatureMemoBindsWhatWasSigned(t *testing.T) {
 	a.Sign(testKey("n2"))
 	copied := a
 	copied.Reach, copied.Down = nil, []string{"n1"}
+	v := zone.LeaderVote{Zone: "z", Term: 7, Leader: "n1", Signer: "n2"}
+	v.Sign(testKey("n2"))
+	other := v
+	other.Leader = "n2"
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.attestationValid("z", a) || e.attestationValid("z", copied) {
 		t.Error("an attestation's signature copied under other words was taken as valid")
+	}
+	if e.validVotes("z", []zone.LeaderVote{v}) != 1 || e.validVotes("z", []zone.LeaderVote{other}) != 0 {
+		t.Error("a vote's signature copied under another leader was taken as valid")
 	}
 }

@@ -42,6 +42,15 @@ const (
 	leaseHolderNoKey     = "holder-no-key"
 	leaseBadSignature    = "bad-signature"
 	leaseBadEndorsements = "bad-endorsements"
+	// The members' votes that the holder leads in the claim's term
+	// (zone.LeaseLeadershipAnnotation): missing in a zone that has shown
+	// them, malformed, for another term or holder, or of no majority.
+	leaseNoLeadership       = "no-leadership"
+	leaseBadLeadership      = "bad-leadership"
+	leaseLeadershipMinority = "leadership-minority"
+	// leaseStaleTerm: a claim under a term below that of the honoured
+	// claim, which is still fresh: a deposed leader's, or a replay.
+	leaseStaleTerm = "stale-term"
 )
 
 // renewal is a Lease renewal as the webhook saw it.
@@ -70,6 +79,10 @@ type claim struct {
 	// vouches for; endorsed is false when the annotation does not parse.
 	endorses zone.Endorsements
 	endorsed bool
+	// leadership is the members' votes for the holder, as written;
+	// certified is set once a majority of them verified.
+	leadership string
+	certified  bool
 	// downs is the zone's downs as they stood when the claim was
 	// honoured: what its members had said of dead nodes when the zone
 	// went dark, if this renewal turns out to be its last.
@@ -103,6 +116,10 @@ type zoneRecord struct {
 	// force, so a forged Lease can neither extend nor cut short the
 	// zone's protection.
 	valid *claim
+	// certified is set once a claim carrying a majority's votes was
+	// honoured: from then on a claim without them is not, so a stolen
+	// key cannot go back to the form that needs no one else's word.
+	certified bool
 	// attests are the newest attestation seen from each signer, by signer:
 	// the quorum's evidence for the nodes the cloud cannot hear from.
 	attests map[string]seenAttestation
@@ -140,7 +157,8 @@ type evidence struct {
 	// maxLeaseTerm is the longest an attestation counts: downs older
 	// than that are dropped.
 	maxLeaseTerm time.Duration
-	// nodesSynced tells whether the node cache holds every Node yet.
+	// nodesSynced tells whether every Node of the first list has reached
+	// the event handlers, so sizes counts every zone in full.
 	nodesSynced func() bool
 
 	mu       sync.Mutex
@@ -166,7 +184,6 @@ func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence
 // follow registers the event handlers. Objects already cached are delivered
 // as part of the first list.
 func (e *evidence) follow(inf Informers) error {
-	e.nodesSynced = inf.Nodes.HasSynced
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		add func(obj any, initial bool)
@@ -185,12 +202,18 @@ func (e *evidence) follow(inf Informers) error {
 		{inf.ZoneLeases, func(obj any, _ bool) { e.onZoneLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.zones, n) }) }},
 	} {
 		add, del := h.add, h.del
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    add,
 			UpdateFunc: func(_, obj any) { add(obj, false) },
 			DeleteFunc: del,
-		}); err != nil {
+		})
+		if err != nil {
 			return fmt.Errorf("follow informer events: %w", err)
+		}
+		if h.inf == inf.Nodes {
+			// Synced once this handler, which counts the zones'
+			// sizes, has had every Node of the first list.
+			e.nodesSynced = reg.HasSynced
 		}
 	}
 	return nil
@@ -263,7 +286,8 @@ func (e *evidence) onZoneLease(obj any) {
 // zoneLease records l if it is a renewal the webhook has not seen yet, and
 // honours it if it is valid. Called with mu held, like kubeletLease.
 func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
-	c := claim{LeaseClaim: zonek8s.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation]}
+	c := claim{LeaseClaim: zonek8s.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation],
+		leadership: l.Annotations[zone.LeaseLeadershipAnnotation]}
 	c.renewed = c.Renewed
 	endorses, err := zone.ParseEndorsements(c.Endorses)
 	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
@@ -273,7 +297,7 @@ func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 		e.zones[l.Name] = rec
 	}
 	e.attestations(l, rec)
-	if rec.latest.sig == c.sig && rec.latest.LeaseClaim == c.LeaseClaim && !rec.latest.seen.IsZero() {
+	if rec.latest.sig == c.sig && rec.latest.LeaseClaim == c.LeaseClaim && rec.latest.leadership == c.leadership && !rec.latest.seen.IsZero() {
 		return rec // not a renewal: labels, managed fields, members
 	}
 	c.seen = e.clock.Now()
@@ -293,19 +317,18 @@ func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 func (e *evidence) check(name string, rec *zoneRecord) {
 	for len(rec.pending) > 0 {
 		c := rec.pending[0]
-		if reason, final := e.verifyClaim(name, c); reason == "" {
-			c.downs = rec.downs
-			rec.valid = &c
+		if reason, final := e.verifyClaim(name, rec, &c); reason == "" {
+			e.honour(rec, c)
 		} else if !final {
 			break // its holder's Node is still not cached: keep the order
 		}
 		rec.pending = rec.pending[1:]
 	}
-	reason, final := e.verifyClaim(name, rec.latest)
+	c := rec.latest
+	reason, final := e.verifyClaim(name, rec, &c)
 	if reason == "" {
-		c := rec.latest
-		c.downs = rec.downs
-		rec.valid, rec.checked = &c, true
+		e.honour(rec, c)
+		rec.checked = true
 		return
 	}
 	rec.checked = final
@@ -317,10 +340,21 @@ func (e *evidence) check(name string, rec *zoneRecord) {
 	}
 }
 
-// verifyClaim says why c, read from the Lease named name, is not honoured, or
-// "" when it is. final is false when the reason may go away once the node
-// cache catches up with the holder's Node.
-func (e *evidence) verifyClaim(name string, c claim) (reason string, final bool) {
+// honour makes c, verified, rec's valid claim, with the zone's downs as they
+// stand. Called with mu held.
+func (e *evidence) honour(rec *zoneRecord, c claim) {
+	c.downs = rec.downs
+	rec.valid = &c
+	if c.certified {
+		rec.certified = true
+	}
+}
+
+// verifyClaim says why c, read from the Lease named name whose record is rec,
+// is not honoured, or "" when it is, and then sets c.certified if a majority's
+// votes back it. final is false when the reason may go away once the node
+// cache catches up with the holder's or a voter's Node.
+func (e *evidence) verifyClaim(name string, rec *zoneRecord, c *claim) (reason string, final bool) {
 	switch {
 	case c.sig == "":
 		return leaseUnsigned, true
@@ -341,7 +375,56 @@ func (e *evidence) verifyClaim(name string, c claim) (reason string, final bool)
 	if !c.Verify(c.sig, key) {
 		return leaseBadSignature, true
 	}
+	if c.leadership == "" {
+		if rec.certified {
+			return leaseNoLeadership, true
+		}
+		return "", true // agents of a release before the votes
+	}
+	votes, err := zone.ParseLeadership(c.Zone, c.leadership)
+	if err != nil || len(votes) == 0 || votes[0].Term != c.Term || votes[0].Leader != c.Holder {
+		return leaseBadLeadership, true
+	}
+	if !e.nodesSynced() {
+		// The zone's size is not known yet: a partial count could make
+		// one vote a majority.
+		return leaseLeadershipMinority, false
+	}
+	if n, need := e.validVotes(c.Zone, votes), e.sizes[c.Zone]/2+1; n < need {
+		return leaseLeadershipMinority, true
+	}
+	if v := rec.valid; v != nil && v.certified && c.Term < v.Term &&
+		e.clock.Now().Before(v.at().Add(min(time.Duration(v.DurationSeconds)*time.Second, e.maxLeaseTerm))) {
+		return leaseStaleTerm, true
+	}
+	c.certified = true
 	return "", true
+}
+
+// validVotes counts the votes that verify against the key their signer's Node
+// registers, a member of zoneName, remembering each answer per signature and
+// key. Called with mu held.
+func (e *evidence) validVotes(zoneName string, votes []zone.LeaderVote) int {
+	n := 0
+	for _, v := range votes {
+		key, r := e.memberKey(v.Signer, zoneName)
+		if r != "" {
+			continue
+		}
+		k := "vote\x00" + string(v.Sig) + string(v.SigningBytes())
+		c, ok := e.verified[k]
+		if !ok || !bytes.Equal(c.key, key) {
+			c = verdictCheck{key: key, ok: v.Verify(key)}
+			if len(e.verified) >= verifiedCacheSize {
+				e.verified = map[string]verdictCheck{}
+			}
+			e.verified[k] = c
+		}
+		if c.ok {
+			n++
+		}
+	}
+	return n
 }
 
 // memberKey is the node key registered on the Node of a member of zoneName,
