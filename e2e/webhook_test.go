@@ -517,10 +517,12 @@ func TestWebhookEndToEnd(t *testing.T) {
 
 	if !t.Run("a stolen follower cannot keep the killed node protected", func(t *testing.T) {
 		// A thief with one follower's node key and its agent token writes
-		// the zone Lease naming that follower, under the next term, and a
-		// verdict it signed calling the killed node healthy, again and
-		// again. The zone reaches the cloud, and the cloud cannot hear the
-		// killed node: only a majority of its peers could vouch for it.
+		// the zone Lease naming that follower, under the next term with
+		// its own vote, and a verdict it signed calling the killed node
+		// healthy, again and again. The webhook honours no Lease claim
+		// without a majority's votes; and the zone reaches the cloud while
+		// the cloud cannot hear the killed node: only a majority of its
+		// peers could vouch for it.
 		victim := ""
 		for _, a := range z.Agents() {
 			if !a.Running() {
@@ -542,10 +544,10 @@ func TestWebhookEndToEnd(t *testing.T) {
 		}
 		committed, _ := annotation(t, client, victim)
 		leases := stolen.CoordinationV1().Leases(zone.DefaultLeaseNamespace)
-		steal := func() error {
+		steal := func() (leaseOK, verdictOK bool) {
 			l, err := leases.Get(ctx, zone.LeaseName(committed.Zone), metav1.GetOptions{})
 			if err != nil {
-				return err
+				return false, false
 			}
 			term, _ := strconv.ParseUint(l.Annotations[zone.LeaseTermAnnotation], 10, 64)
 			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != thief.Name {
@@ -558,20 +560,28 @@ func TestWebhookEndToEnd(t *testing.T) {
 			att := zone.Attestation{Zone: committed.Zone, Signer: thief.Name, At: time.Now(), Reach: []string{victim}}
 			att.Sign(key)
 			l.Annotations[zone.LeaseEvidenceAnnotation] = zone.FormatEvidence([]zone.Attestation{att})
+			// Its own vote is all it can sign.
+			vote := zone.LeaderVote{Zone: committed.Zone, Term: term, Leader: thief.Name, Signer: thief.Name}
+			vote.Sign(key)
+			l.Annotations[zone.LeaseLeadershipAnnotation] = zone.FormatLeadership([]zone.LeaderVote{vote})
 			l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(key)
 			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-				return err
+				return false, false
 			}
 			lie := committed
 			lie.State, lie.At, lie.Pros, lie.Cons = zone.Healthy, time.Now().UTC(), committed.Members-1, 0
 			lie.Term, lie.Leader, lie.SignedTerm = term, thief.Name, term
-			return writeVerdictAs(t, c, victim, thief.Name, key, lie)
+			return true, writeVerdictAs(t, c, victim, thief.Name, key, lie) == nil
 		}
-		var accepted, tainted, samples int
+		var accepted, verdicts, tainted, samples int
 		end := time.Now().Add(30 * time.Second)
 		for time.Now().Before(end) {
-			if steal() == nil {
+			leaseOK, verdictOK := steal()
+			if leaseOK {
 				accepted++
+			}
+			if verdictOK {
+				verdicts++
 			}
 			if _, noExecute := nodeCondition(t, client, victim); noExecute {
 				tainted++
@@ -579,10 +589,15 @@ func TestWebhookEndToEnd(t *testing.T) {
 			samples++
 			time.Sleep(200 * time.Millisecond)
 		}
-		t.Logf("the thief's Lease and verdict writes went through %d of %d times; %s tainted unreachable:NoExecute in %d of %d samples",
-			accepted, samples, victim, tainted, samples)
+		t.Logf("the thief's Lease writes went through %d of %d times, its verdicts %d times; %s tainted unreachable:NoExecute in %d of %d samples",
+			accepted, samples, verdicts, victim, tainted, samples)
 		if accepted == 0 {
-			t.Fatal("no write of the thief's went through: the test shows nothing")
+			t.Fatal("no Lease write of the thief's went through: the test shows nothing")
+		}
+		// The webhook honours no claim of its, with only its own vote, so
+		// the verdicts it signs are not the zone's and are denied.
+		if verdicts != 0 {
+			t.Errorf("%d of the thief's verdicts were admitted: its Lease claim was honoured", verdicts)
 		}
 		if tainted != samples {
 			t.Errorf("%s lost its NoExecute taint in %d of %d samples while a stolen follower wrote the zone Lease", victim, samples-tainted, samples)
