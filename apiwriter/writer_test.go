@@ -926,6 +926,17 @@ func TestLeaseCarriesLeaderVotes(t *testing.T) {
 	if h.w.votesSoon() {
 		t.Error("a renewal brought forward with a majority's votes")
 	}
+	// A renewal carries a majority of the members and one more, its own
+	// vote first.
+	src.mu.Lock()
+	src.voters = []string{"node-0", "node-2", "node-3", "node-4", "node-1"}
+	src.mu.Unlock()
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := votes(); len(v) != 3 || !slices.ContainsFunc(v, func(v zone.LeaderVote) bool { return v.Signer == "node-1" }) {
+		t.Errorf("votes %+v, want 3 of 5 with node-1's (3 members)", v)
+	}
 	// Votes for another term than the one renewed under are left out.
 	h.fence.term.Store(4)
 	if err := h.w.RenewLease(ctx); err != nil {
