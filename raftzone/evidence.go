@@ -118,6 +118,37 @@ func (s *Server) GatherEvidence(ctx context.Context, nodes []string) []zone.Atte
 		s.log.Info("evidence: members not read", "err", err)
 		return out
 	}
+	var (
+		mu    sync.Mutex
+		peers []zone.Member
+	)
+	for _, m := range members {
+		if m.Node != s.cfg.Node && m.RaftAddress != "" {
+			peers = append(peers, m)
+		}
+	}
+	lost := s.eachMember(ctx, peers, func(ctx context.Context, m zone.Member) bool {
+		var a zone.Attestation
+		err := s.callPeer(ctx, m.RaftAddress, "/v1/attest", attestRequest{Nodes: nodes}, &a)
+		if err != nil || a.Zone != s.cfg.Zone || a.Signer != m.Node {
+			return false
+		}
+		mu.Lock()
+		out = append(out, a)
+		mu.Unlock()
+		return true
+	})
+	if len(lost) > 0 {
+		s.log.Debug("evidence: members did not attest in time", "peers", strings.Join(lost, ","))
+	}
+	slices.SortFunc(out, func(a, b zone.Attestation) int { return strings.Compare(a.Signer, b.Signer) })
+	return out
+}
+
+// eachMember runs call for every member of members in parallel, at most
+// gatherParallel at once and all within gatherTimeout, and returns, sorted,
+// the members whose call did not succeed in time.
+func (s *Server) eachMember(ctx context.Context, members []zone.Member, call func(context.Context, zone.Member) bool) []string {
 	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)
 	defer cancel()
 	var (
@@ -127,32 +158,22 @@ func (s *Server) GatherEvidence(ctx context.Context, nodes []string) []zone.Atte
 		lost []string
 	)
 	for _, m := range members {
-		if m.Node == s.cfg.Node || m.RaftAddress == "" {
-			continue
-		}
 		wg.Go(func() {
+			ok := false
 			select {
 			case sem <- struct{}{}:
+				ok = call(ctx, m)
+				<-sem
 			case <-ctx.Done():
-				return
 			}
-			defer func() { <-sem }()
-			var a zone.Attestation
-			err := s.callPeer(ctx, m.RaftAddress, "/v1/attest", attestRequest{Nodes: nodes}, &a)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || a.Zone != s.cfg.Zone || a.Signer != m.Node {
+			if !ok {
+				mu.Lock()
 				lost = append(lost, m.Node)
-				return
+				mu.Unlock()
 			}
-			out = append(out, a)
 		})
 	}
 	wg.Wait()
-	if len(lost) > 0 {
-		slices.Sort(lost)
-		s.log.Debug("evidence: members did not attest in time", "peers", strings.Join(lost, ","))
-	}
-	slices.SortFunc(out, func(a, b zone.Attestation) int { return strings.Compare(a.Signer, b.Signer) })
-	return out
+	slices.Sort(lost)
+	return lost
 }

@@ -141,40 +141,20 @@ func (s *Server) Leadership(ctx context.Context) (uint64, []zone.LeaderVote) {
 // keeps those that come back, signed by the member asked for this zone, term
 // and leader. Whether each verifies is the webhook's to check.
 func (s *Server) askVotes(ctx context.Context, term uint64, members []zone.Member) {
-	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, gatherParallel)
-		mu   sync.Mutex
-		lost []string
-	)
-	for _, m := range members {
-		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			var v zone.LeaderVote
-			err := s.callPeer(ctx, m.RaftAddress, "/v1/leader-vote", leaderVoteRequest{Term: term, Leader: s.cfg.Node}, &v)
-			if err != nil || v.Zone != s.cfg.Zone || v.Term != term || v.Leader != s.cfg.Node || v.Signer != m.Node {
-				mu.Lock()
-				lost = append(lost, m.Node)
-				mu.Unlock()
-				return
-			}
-			s.votes.mu.Lock()
-			if s.votes.term == term {
-				s.votes.votes[m.Node] = v
-			}
-			s.votes.mu.Unlock()
-		})
-	}
-	wg.Wait()
+	lost := s.eachMember(ctx, members, func(ctx context.Context, m zone.Member) bool {
+		var v zone.LeaderVote
+		err := s.callPeer(ctx, m.RaftAddress, "/v1/leader-vote", leaderVoteRequest{Term: term, Leader: s.cfg.Node}, &v)
+		if err != nil || v.Zone != s.cfg.Zone || v.Term != term || v.Leader != s.cfg.Node || v.Signer != m.Node {
+			return false
+		}
+		s.votes.mu.Lock()
+		defer s.votes.mu.Unlock()
+		if s.votes.term == term {
+			s.votes.votes[m.Node] = v
+		}
+		return true
+	})
 	if len(lost) > 0 {
-		slices.Sort(lost)
 		s.log.Debug("leader votes: members did not vote for this term yet", "term", term, "peers", strings.Join(lost, ","))
 	}
 }
