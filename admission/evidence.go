@@ -411,16 +411,7 @@ func (e *evidence) validVotes(zoneName string, votes []zone.LeaderVote) int {
 		if r != "" {
 			continue
 		}
-		k := "vote\x00" + string(v.Sig) + string(v.SigningBytes())
-		c, ok := e.verified[k]
-		if !ok || !bytes.Equal(c.key, key) {
-			c = verdictCheck{key: key, ok: v.Verify(key)}
-			if len(e.verified) >= verifiedCacheSize {
-				e.verified = map[string]verdictCheck{}
-			}
-			e.verified[k] = c
-		}
-		if c.ok {
+		if ok, _ := e.checkOnce("vote\x00", v.Sig, v.SigningBytes(), key, v.Verify); ok {
 			n++
 		}
 	}
@@ -752,21 +743,28 @@ func (e *evidence) attestationValid(zoneName string, a zone.Attestation) bool {
 		e.countEvidenceRefusal(a, evidenceNotMember)
 		return false
 	}
-	// Keyed by what was signed as well as the signature: a copy of a
-	// valid signature under other words must not find its answer.
-	k := "att\x00" + string(a.Sig) + string(a.SigningBytes())
-	c, ok := e.verified[k]
-	if !ok || !bytes.Equal(c.key, key) {
-		c = verdictCheck{key: key, ok: a.Verify(key)}
-		if len(e.verified) >= verifiedCacheSize {
-			e.verified = map[string]verdictCheck{}
-		}
-		e.verified[k] = c
-		if !c.ok {
-			e.countEvidenceRefusal(a, evidenceBadSignature)
-		}
+	ok, fresh := e.checkOnce("att\x00", a.Sig, a.SigningBytes(), key, a.Verify)
+	if !ok && fresh {
+		e.countEvidenceRefusal(a, evidenceBadSignature)
 	}
-	return c.ok
+	return ok
+}
+
+// checkOnce returns verify(key), remembered in e.verified per kind, signature,
+// signed bytes and key; fresh is set when it was checked now. Keyed by what
+// was signed as well as the signature: a copy of a valid signature under
+// other words must not find its answer. Called with mu held.
+func (e *evidence) checkOnce(kind string, sig, signed []byte, key ed25519.PublicKey, verify func(ed25519.PublicKey) bool) (ok, fresh bool) {
+	k := kind + string(sig) + string(signed)
+	if c, found := e.verified[k]; found && bytes.Equal(c.key, key) {
+		return c.ok, false
+	}
+	c := verdictCheck{key: key, ok: verify(key)}
+	if len(e.verified) >= verifiedCacheSize {
+		e.verified = map[string]verdictCheck{}
+	}
+	e.verified[k] = c
+	return c.ok, true
 }
 
 // countEvidenceRefusal counts a refused attestation once per signature and
