@@ -233,6 +233,20 @@ func (tw *taintWatch) seen() map[string]int {
 
 // holdFor checks cond on every poll for d, failing at the first violation.
 // Scenarios that assert something does NOT happen must watch long enough for
+// waitNodesReady waits until every node of nodes is Ready again, what a
+// reconnected zone's kubelets report.
+func waitNodesReady(t *testing.T, client kubernetes.Interface, what string, nodes []string) {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, what+" Ready again", func() (bool, string) {
+		for _, n := range nodes {
+			if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
+				return false, fmt.Sprintf("%s is %s", n, st)
+			}
+		}
+		return true, ""
+	})
+}
+
 // it to have happened without edgequorum (several toleration periods).
 func holdFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -435,14 +449,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, 2*time.Minute, "zone Ready again", func() (bool, string) {
-			for _, n := range all {
-				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
-					return false, fmt.Sprintf("%s is %s", n, st)
-				}
-			}
-			return true, ""
-		})
+		waitNodesReady(t, client, "zone", all)
 		web.waitPodsReady(t, client, all...)
 	}) {
 		return
@@ -782,14 +789,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if err := z.ReconnectCloud(ctx); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, 2*time.Minute, "the live members Ready again", func() (bool, string) {
-			for _, n := range alive {
-				if st, _ := nodeCondition(t, client, n); st != corev1.ConditionTrue {
-					return false, fmt.Sprintf("%s is %s", n, st)
-				}
-			}
-			return true, ""
-		})
+		waitNodesReady(t, client, "the live members", alive)
 	}) {
 		return
 	}
