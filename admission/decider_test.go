@@ -1106,7 +1106,7 @@ func TestSignatureMemoBindsWhatWasSigned(t *testing.T) {
 	other.Leader = "n2"
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.attestationValid("z", a) || e.attestationValid("z", copied) {
+	if !e.attestationValid("z", &seenAttestation{Attestation: a}) || e.attestationValid("z", &seenAttestation{Attestation: copied}) {
 		t.Error("an attestation's signature copied under other words was taken as valid")
 	}
 	if e.validVotes("z", []zone.LeaderVote{v}) != 1 || e.validVotes("z", []zone.LeaderVote{other}) != 0 {

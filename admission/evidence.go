@@ -129,10 +129,16 @@ type zoneRecord struct {
 	downs downs
 }
 
-// seenAttestation is an attestation as the webhook saw it.
+// seenAttestation is an attestation as the webhook saw it, with the answer of
+// its signature check against the key checked, so that a review, which
+// counts the zone's attestations each time, verifies none of them again. The
+// answer belongs to this parsed attestation alone: a copy of its signature
+// under other words is another attestation, checked anew.
 type seenAttestation struct {
 	zone.Attestation
 	renewal
+	checkedKey ed25519.PublicKey
+	ok         bool
 }
 
 // membership is a node's zone as the webhook saw it, and since when. Nodes in
@@ -603,11 +609,12 @@ func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
 	}
 	now := e.clock.Now()
 	for _, a := range atts {
-		e.recordDowns(z, rec, a, now)
+		sa := seenAttestation{Attestation: a, renewal: renewal{renewed: a.At, seen: now}}
+		e.recordDowns(z, rec, &sa)
 		if prev, ok := rec.attests[a.Signer]; ok && !a.At.After(prev.At) {
 			continue
 		}
-		rec.attests[a.Signer] = seenAttestation{Attestation: a, renewal: renewal{renewed: a.At, seen: now}}
+		rec.attests[a.Signer] = sa
 	}
 }
 
@@ -616,11 +623,11 @@ func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
 // out against its signer's key. Only members of zone z are recorded, as
 // signers and as nodes, so a writer cannot grow the map with made-up names.
 // Called with mu held.
-func (e *evidence) recordDowns(z string, rec *zoneRecord, a zone.Attestation, now time.Time) {
+func (e *evidence) recordDowns(z string, rec *zoneRecord, a *seenAttestation) {
 	if len(a.Down) == 0 || !e.memberOf(a.Signer, z) {
 		return
 	}
-	at := renewal{renewed: a.At, seen: now}.at()
+	now, at := a.seen, a.at()
 	var raise []string
 	for _, n := range a.Down {
 		if n != a.Signer && e.memberOf(n, z) && at.After(rec.downs[downKey{n, a.Signer}]) {
@@ -694,8 +701,12 @@ func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.T
 		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) || !says(&a.Attestation) {
 			continue
 		}
-		if e.attestationValid(zoneName, a.Attestation) {
+		checked := a.checkedKey
+		if e.attestationValid(zoneName, &a) {
 			count++
+		}
+		if !bytes.Equal(checked, a.checkedKey) {
+			rec.attests[signer] = a // remember the answer
 		}
 	}
 	return count >= need
@@ -735,19 +746,22 @@ func (e *evidence) majorityOfPeers(node, zoneName string) int {
 }
 
 // attestationValid checks a's signature against the key its signer's Node
-// registers, a member of zoneName, remembering the answer per signature and
-// key. Called with mu held.
-func (e *evidence) attestationValid(zoneName string, a zone.Attestation) bool {
+// registers, a member of zoneName, remembering the answer on a for that key.
+// Called with mu held.
+func (e *evidence) attestationValid(zoneName string, a *seenAttestation) bool {
 	key, r := e.memberKey(a.Signer, zoneName)
 	if r != "" {
-		e.countEvidenceRefusal(a, evidenceNotMember)
+		e.countEvidenceRefusal(a.Attestation, evidenceNotMember)
 		return false
 	}
-	ok, fresh := e.checkOnce("att\x00", a.Sig, a.SigningBytes(), key, a.Verify)
-	if !ok && fresh {
-		e.countEvidenceRefusal(a, evidenceBadSignature)
+	if a.checkedKey != nil && bytes.Equal(a.checkedKey, key) {
+		return a.ok
 	}
-	return ok
+	a.checkedKey, a.ok = key, a.Verify(key)
+	if !a.ok {
+		e.countEvidenceRefusal(a.Attestation, evidenceBadSignature)
+	}
+	return a.ok
 }
 
 // checkOnce returns verify(key), remembered in e.verified per kind, signature,
