@@ -201,7 +201,23 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 	decide(admission.ReasonZoneLeaseFresh, "")
 
 	// Site-a is cut off: its kubelets and its leader go silent after one
-	// last renewal, made after every kubelet renewal the webhook saw.
+	// last renewal, made after every kubelet renewal the webhook saw. The
+	// webhook's clock stood still since the test began, so every kubelet
+	// renewal so far counts as seen then: bring it to now and have a2's
+	// kubelet renew once more first, or a slow setup would make a2 look
+	// silent well before the cut.
+	if now := time.Now(); now.After(clk.Now()) {
+		clk.SetTime(now)
+	}
+	kubeletLeases := nodeLeases.Coordination().V1().Leases().Lister().Leases(admission.NodeLeaseNamespace)
+	before, err := kubeletLeases.Get(a2.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, a2.name+"'s kubelet renewing once more", func() (bool, string) {
+		l, err := kubeletLeases.Get(a2.name)
+		return err == nil && !l.Spec.RenewTime.Equal(before.Spec.RenewTime), "not renewed"
+	})
 	for _, k := range siteA {
 		k.Cut()
 	}
