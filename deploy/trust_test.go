@@ -224,9 +224,17 @@ func TestWebhookTrustsOnlyTheZoneOnRealAPIServer(t *testing.T) {
 	if now := time.Now(); now.After(clk.Now()) {
 		clk.SetTime(now)
 	}
-	if err := writeLease(a1, a1.name, clk.Now(), a1); err != nil {
+	last := clk.Now().Truncate(time.Microsecond)
+	if err := writeLease(a1, a1.name, last, a1); err != nil {
 		t.Fatal(err)
 	}
+	// The webhook must see that last renewal before its clock moves on: one
+	// seen only after the step would count from then, and a2's kubelet,
+	// heard before, would look silent before the cut.
+	poll.UntilTrue(t, time.Minute, "the last renewal in the webhook's cache", func() bool {
+		l, err := zoneLeases.Coordination().V1().Leases().Lister().Leases(cfg.LeaseNamespace).Get(leaseName)
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.Equal(last)
+	})
 	decide(admission.ReasonZoneLeaseFresh, "")
 	clk.Step(15 * time.Second)
 	decide(admission.ReasonZoneCutOff, "")
