@@ -192,8 +192,8 @@ const soonRetriesPerTerm = 10
 
 // votes returns the leadership annotation's value for a renewal under term:
 // the members' votes that this member leads in it ("" when nothing gathers
-// them, or they are for another term), and notes whether they are short of a
-// majority of the zone's members, so the next renewal comes sooner.
+// them, or they are for another term), and notes how many it carried, so that
+// a renewal short of a majority is followed by a sooner one.
 func (w *Writer) votes(ctx context.Context, term uint64) string {
 	w.mu.Lock()
 	src := w.evidence
@@ -205,19 +205,34 @@ func (w *Writer) votes(ctx context.Context, term uint64) string {
 	if vt != term {
 		votes = nil
 	}
-	members := 0
-	if w.members != nil {
-		members = w.members.MemberCount()
-	}
-	votes = carried(votes, w.cfg.Node, members)
+	votes = carried(votes, w.cfg.Node, w.voters())
 	w.mu.Lock()
 	if w.votesTerm != term {
-		w.votesTerm, w.soonRetries = term, 0
+		w.votesTerm, w.soonRetries, w.soonFor = term, 0, 0
 	}
-	w.votesShort = len(votes) < members/2+1
+	w.votesCarried = len(votes)
 	w.mu.Unlock()
 	w.metrics.leaderVotes.Set(float64(len(votes)))
 	return zone.FormatLeadership(votes)
+}
+
+// voters is how many members a majority of votes is counted against: the
+// zone's members as the leader last committed them, or the zone's Nodes when
+// they are more. The webhook counts the Nodes, and a zone's founder leads
+// alone for a moment before the others join: its lone vote must not pass
+// for a majority then.
+func (w *Writer) voters() int {
+	n := 0
+	if w.members != nil {
+		n = w.members.MemberCount()
+	}
+	w.mu.Lock()
+	src := w.nodes
+	w.mu.Unlock()
+	if src != nil {
+		n = max(n, len(src.ZoneNodes()))
+	}
+	return n
 }
 
 // carried is the votes a renewal carries: a majority of members and one more,
@@ -245,11 +260,20 @@ func carried(votes []zone.LeaderVote, self string, members int) []zone.LeaderVot
 }
 
 // votesSoon reports whether the Lease should be renewed before its time
-// because the last one carried the votes of no majority, and counts it.
+// because the last one carried the votes of no majority of the zone as it is
+// now, and counts it. The count starts over when the zone grows: members that
+// just joined vote within a heartbeat, and the webhook counts them at once.
 func (w *Writer) votesSoon() bool {
+	voters := w.voters()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.votesShort || w.lease.obj == nil || w.soonRetries >= soonRetriesPerTerm {
+	if w.lease.obj == nil || w.votesTerm != w.lease.term || w.votesCarried >= voters/2+1 {
+		return false
+	}
+	if voters > w.soonFor {
+		w.soonFor, w.soonRetries = voters, 0
+	}
+	if w.soonRetries >= soonRetriesPerTerm {
 		return false
 	}
 	w.soonRetries++

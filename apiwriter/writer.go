@@ -81,12 +81,14 @@ type Writer struct {
 	// last Lease written gathered it for.
 	evidence EvidenceSource
 	wanted   []string
-	// votesShort is set while the last Lease written carried the votes of
-	// no majority of the zone's members for its term; soonRetries counts
-	// the renewals brought forward for that in this term (votesTerm).
-	votesShort  bool
-	soonRetries int
-	votesTerm   uint64
+	// votesCarried is how many members' votes the last Lease written
+	// carried for its term (votesTerm); soonRetries counts the renewals
+	// brought forward in this term because they were short of a majority
+	// of soonFor voters.
+	votesCarried int
+	votesTerm    uint64
+	soonRetries  int
+	soonFor      int
 }
 
 // New returns a Writer; Run starts it.

@@ -947,6 +947,65 @@ func TestLeaseCarriesLeaderVotes(t *testing.T) {
 	}
 }
 
+// TestFounderRenewsWithVotesAsTheZoneGrows: a zone's founder leads alone for
+// a moment, and its lone vote is a majority of the one member it has. When
+// the others join, or the zone's Nodes are more than its members, the Lease
+// it wrote carries the votes of no majority the webhook counts: it renews
+// soon, rather than at its next renewal, when a cut could already be on.
+func TestFounderRenewsWithVotesAsTheZoneGrows(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.fence.term.Store(2)
+	members := &growingMembers{}
+	members.n.Store(1)
+	h.w.members = members
+	src := &fakeEvidence{term: 2, voters: []string{"node-1"}}
+	h.w.Gather(src)
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h.w.votesSoon() {
+		t.Fatal("a lone founder's Lease brought forward: its vote is its zone's majority")
+	}
+	members.n.Store(3)
+	if !h.w.votesSoon() {
+		t.Fatal("the zone grew to 3 members and its Lease carries 1 vote, but no renewal is brought forward")
+	}
+	soon := 1
+	for h.w.votesSoon() {
+		soon++
+	}
+	if soon != soonRetriesPerTerm {
+		t.Errorf("%d renewals brought forward, want %d", soon, soonRetriesPerTerm)
+	}
+	// Growing again starts the count over.
+	members.n.Store(5)
+	if !h.w.votesSoon() {
+		t.Error("the zone grew to 5 members, but no renewal is brought forward")
+	}
+
+	// The webhook counts the zone's Nodes: a founder alone among three
+	// Nodes is short of their majority too.
+	h = newHarness(t, "node-1", "node-2", "node-3")
+	h.fence.term.Store(2)
+	one := &growingMembers{}
+	one.n.Store(1)
+	h.w.members = one
+	h.w.Follow(fakeNodeVerdicts{h: h})
+	h.w.Gather(&fakeEvidence{term: 2, voters: []string{"node-1"}})
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !h.w.votesSoon() {
+		t.Error("a founder alone among 3 Nodes renews with its lone vote at its next renewal only")
+	}
+}
+
+// growingMembers is a zone whose member count the test sets.
+type growingMembers struct{ n atomic.Int64 }
+
+func (m *growingMembers) MemberCount() int { return int(m.n.Load()) }
+
 func (f *fakeEvidence) WantEvidence() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
