@@ -102,7 +102,7 @@ type harness struct {
 func startHarness(t *testing.T, cfg Config, scripted bool) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))}
-	cfg.Clock = h.clk
+	cfg.Clock = ClockOf(h.clk)
 	cfg.Rand = func() float64 { return 0 }
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger()

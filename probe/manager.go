@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/utils/clock"
 )
 
 // Config configures a Manager. Zero fields take the defaults documented on them.
@@ -38,7 +37,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Clock schedules probes and measures their latency. Nil means the real
 	// clock; tests inject a fake one.
-	Clock clock.Clock
+	Clock Clock
 	// Rand returns a number in [0, 1) that places a new worker's first probe
 	// within its first period. Nil means math/rand/v2's Float64; tests inject
 	// a fixed value.
@@ -58,7 +57,7 @@ func (c Config) withDefaults() Config {
 		c.ScoreLine = DefaultScoreLine
 	}
 	if c.Clock == nil {
-		c.Clock = clock.RealClock{}
+		c.Clock = realClock{}
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64

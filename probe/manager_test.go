@@ -294,7 +294,7 @@ func TestManagerReplacedTargetIgnoresOldHost(t *testing.T) {
 
 func TestManagerTargetsBeforeAndAfterRun(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	m, err := New(Config{Clock: clk, Rand: func() float64 { return 0 }, Logger: discardLogger(),
+	m, err := New(Config{Clock: ClockOf(clk), Rand: func() float64 { return 0 }, Logger: discardLogger(),
 		AgentProber: ProberFunc(func(context.Context, string) (Result, error) { return Success, nil }),
 		Specs:       []Spec{{Kind: KindAgent}}})
 	if err != nil {

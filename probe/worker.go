@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"k8s.io/utils/clock"
 )
 
 // threshold applies the kubelet's worker rule to a stream of raw results: the
@@ -57,7 +55,7 @@ type worker struct {
 	spec    Spec // with defaults applied
 	host    string
 	prober  Prober
-	clock   clock.Clock
+	clock   Clock
 	rand    func() float64
 	metrics *metrics
 	report  func(probeUpdate)
@@ -70,7 +68,7 @@ type worker struct {
 	pending chan struct{}
 }
 
-func newWorker(index int, spec Spec, host string, p Prober, clk clock.Clock, rand func() float64,
+func newWorker(index int, spec Spec, host string, p Prober, clk Clock, rand func() float64,
 	m *metrics, report func(probeUpdate)) *worker {
 	return &worker{
 		index: index, spec: spec, host: host, prober: p, clock: clk, rand: rand, metrics: m, report: report,

@@ -150,7 +150,7 @@ func runWorker(t *testing.T, spec Spec, host string, p Prober, clk *clocktesting
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorker(0, spec.withDefaults(), host, p, clk, func() float64 { return rand }, m,
+	w := newWorker(0, spec.withDefaults(), host, p, ClockOf(clk), func() float64 { return rand }, m,
 		func(u probeUpdate) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -403,7 +403,7 @@ func TestWorkerProbeOnce(t *testing.T) {
 			}
 			clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 			spec := Spec{Kind: KindTCP, Port: 1}.withDefaults()
-			w := newWorker(3, spec, "peer", tt.prober, clk, func() float64 { return 0 }, m, nil)
+			w := newWorker(3, spec, "peer", tt.prober, ClockOf(clk), func() float64 { return 0 }, m, nil)
 			u, ok := w.probeOnce(context.Background())
 			if !ok {
 				t.Fatal("probeOnce reported a shutdown")

@@ -31,7 +31,7 @@ func TestLayering(t *testing.T) {
 		banned []string
 		why    string
 	}{
-		{[]string{"zone", "store"}, []string{"k8s.io/"}, "zone and store are leaves without Kubernetes"},
+		{[]string{"zone", "store", "probe"}, []string{"k8s.io/"}, "zone, store and probe are leaves without Kubernetes"},
 		{[]string{"raftzone"}, []string{"k8s.io/client-go", "k8s.io/api/"}, "raftzone talks to no apiserver"},
 		{[]string{"admission"}, []string{module + "apiwriter", module + "raftzone", module + "agent", module + "store"},
 			"the webhook imports nothing of the edge agent"},
