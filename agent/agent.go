@@ -22,6 +22,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Agent is the edgequorum agent of one edge node. New builds it in one
@@ -49,7 +50,7 @@ type Agent struct {
 	zone    *raftzone.Server
 	client  kubernetes.Interface
 	nodeKey ed25519.PublicKey
-	keys    *raftzone.KeyWatcher
+	keys    *zonekeys.Watcher
 	running atomic.Bool
 }
 
@@ -86,7 +87,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
-	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
+	keys, err := zonekeys.LoadFile(cfg.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--key-file: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 const testZone = "shop-1"
@@ -48,7 +49,7 @@ func newWiring(t *testing.T) *wiring {
 	b, _ := rand.Int(rand.Reader, big.NewInt(250))
 	prefix := fmt.Sprintf("127.%d.%d.", a.Int64()+2, b.Int64()+1)
 	dir := t.TempDir()
-	line, err := raftzone.GenerateKeyLine("k1")
+	line, err := zonekeys.GenerateLine("k1")
 	if err != nil {
 		t.Fatal(err)
 	}

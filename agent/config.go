@@ -10,6 +10,7 @@ import (
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Config is everything `edgequorum agent` is told on its command line.
@@ -64,8 +65,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Raft:             raftzone.DefaultConfig(),
-		KeyReloadPeriod:  raftzone.DefaultKeyReloadPeriod,
-		KeyRetireGrace:   raftzone.DefaultRetireGrace,
+		KeyReloadPeriod:  zonekeys.DefaultReloadPeriod,
+		KeyRetireGrace:   zonekeys.DefaultRetireGrace,
 		ZoneLabel:        zone.DefaultZoneLabel,
 		LeaseNamespace:   zone.DefaultLeaseNamespace,
 		ZoneLeaseRenew:   5 * time.Second,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // newKeyReload builds the watcher that rereads --key-file every
@@ -15,8 +15,8 @@ import (
 // restarting the agent. Keys dropped from the file keep verifying for
 // --key-retire-grace. Its Run never fails: a bad file is logged and counted
 // (edgequorum_keys_reloads_total{result="error"}) and the keys in use stay.
-func newKeyReload(cfg Config, keys *raftzone.Keyring, log *slog.Logger, reg prometheus.Registerer) (*raftzone.KeyWatcher, error) {
-	w, err := raftzone.NewKeyWatcher(cfg.KeyFile, keys, raftzone.KeyWatchConfig{
+func newKeyReload(cfg Config, keys *zonekeys.Ring, log *slog.Logger, reg prometheus.Registerer) (*zonekeys.Watcher, error) {
+	w, err := zonekeys.NewWatcher(cfg.KeyFile, keys, zonekeys.WatchConfig{
 		Period:      cfg.KeyReloadPeriod,
 		RetireGrace: cfg.KeyRetireGrace,
 		Logger:      log.With("component", "keys"),

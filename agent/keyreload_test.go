@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
-	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // writeKeyFile replaces path atomically, as a Secret volume update does: a
@@ -41,7 +41,7 @@ func TestKeyReloadFollowsTheKeyFile(t *testing.T) {
 	cfg.KeyFile = filepath.Join(t.TempDir(), "zone.key")
 	cfg.KeyReloadPeriod = 5 * time.Millisecond
 	writeKeyFile(t, cfg.KeyFile, keyFileLine("k1", "a"))
-	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
+	keys, err := zonekeys.LoadFile(cfg.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

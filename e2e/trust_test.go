@@ -30,6 +30,7 @@ import (
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // TestStolenTokenCannotStallAnotherZoneOrBloatANode: with the agent token root
@@ -129,7 +130,7 @@ func stealMember(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, members raftzo
 		t.Fatal(err)
 	}
 	defer keys.Close()
-	ring, err := raftzone.ParseKeys(keys)
+	ring, err := zonekeys.Parse(keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Config is one member's view of its zone's Raft group. Every duration is an
@@ -34,7 +36,7 @@ type Config struct {
 	DataDir string
 	// Keys are the zone keys; without them nothing is signed or accepted
 	// [--key-file].
-	Keys *Keyring
+	Keys *zonekeys.Ring
 
 	// Voters is the most Raft voters the leader keeps; odd [--voters].
 	Voters int

@@ -24,6 +24,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // The in-process zone harness: N Servers on 127.a.b.x loopback addresses, joined
@@ -32,13 +33,13 @@ import (
 
 const testZoneName = "zone-a"
 
-func testKeys(t testing.TB) *Keyring {
+func testKeys(t testing.TB) *zonekeys.Ring {
 	t.Helper()
-	line, err := GenerateKeyLine("k1")
+	line, err := zonekeys.GenerateLine("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := ParseKeys(strings.NewReader(line))
+	k, err := zonekeys.Parse(strings.NewReader(line))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (r *recordingSink) delivered() []zone.Verdict {
 type testZone struct {
 	t       *testing.T
 	fabric  *faultnet.Fabric
-	keys    *Keyring
+	keys    *zonekeys.Ring
 	genesis *memGenesis
 	list    *memberList
 	prefix  string

@@ -21,15 +21,16 @@ import (
 	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
-func keyring(t *testing.T, pairs ...string) *Keyring {
+func keyring(t *testing.T, pairs ...string) *zonekeys.Ring {
 	t.Helper()
 	var lines []string
 	for i := 0; i < len(pairs); i += 2 {
 		lines = append(lines, pairs[i]+":"+base64.StdEncoding.EncodeToString([]byte(strings.Repeat(pairs[i+1], 32))))
 	}
-	k, err := ParseKeys(strings.NewReader(strings.Join(lines, "\n")))
+	k, err := zonekeys.Parse(strings.NewReader(strings.Join(lines, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func (p testPeer) candidate(ip string) Candidate {
 
 // peerNet is a secureNet speaking as p from host, knowing the zone from
 // members.
-func peerNet(t testing.TB, host *faultnet.Host, keys *Keyring, p testPeer, members MemberSource) *secureNet {
+func peerNet(t testing.TB, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
 	t.Helper()
 	sn, err := newSecureNet(host, keys, p.key, p.node, p.serverID, &peerBook{candidates: members},
 		host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
@@ -86,7 +87,7 @@ func peerNet(t testing.TB, host *faultnet.Host, keys *Keyring, p testPeer, membe
 
 // newTestNet starts a secureNet that echoes everything on the Raft channel and
 // answers 200 on the peer-API channel with the caller's node name.
-func newTestNet(t *testing.T, host *faultnet.Host, keys *Keyring, p testPeer, members MemberSource) *secureNet {
+func newTestNet(t *testing.T, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
 	t.Helper()
 	sn := peerNet(t, host, keys, p, members)
 	sn.raftConn = func(ac *authConn) (net.Conn, error) { return ac, nil }
@@ -134,7 +135,7 @@ func TestTransportAuthentication(t *testing.T) {
 	cands := []Candidate{serverPeer.candidate(prefix + "1")}
 	tests := []struct {
 		name       string
-		clientKeys *Keyring
+		clientKeys *zonekeys.Ring
 		// claim, when set, is the node the client claims to be instead of
 		// its own.
 		claim  string
@@ -255,7 +256,7 @@ func TestReportIntakeRejections(t *testing.T) {
 	// taken the sender's box apart, and calls from the sender's address.
 	me := peerOf(t, sender)
 	client := peerNet(t, z.fabric.Host(sender.ip), z.keys, me, z.list)
-	signed := func(mut func(*zone.Report), keys *Keyring) zone.Report {
+	signed := func(mut func(*zone.Report), keys *zonekeys.Ring) zone.Report {
 		r := zone.Report{Zone: testZoneName, From: sender.name, Seq: l.srv.store.LastSeq(sender.name), SentAt: time.Now().UTC(),
 			Results: []zone.Result{{Peer: l.name, OK: true, Score: 100}}, APIReachable: true}
 		mut(&r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Network is how raftzone reaches the wire. The default dials from the advertise
@@ -73,7 +75,7 @@ var (
 // present a node's certificate without that node's key.
 type secureNet struct {
 	network   Network
-	keys      *Keyring
+	keys      *zonekeys.Ring
 	cert      tls.Certificate
 	nodeKey   ed25519.PrivateKey
 	node      string
@@ -98,7 +100,7 @@ type secureNet struct {
 	raftConn func(*authConn) (net.Conn, error)
 }
 
-func newSecureNet(network Network, keys *Keyring, nodeKey ed25519.PrivateKey, node, serverID string, book *peerBook,
+func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateKey, node, serverID string, book *peerBook,
 	advertise string, timeout time.Duration, log *slog.Logger, m *portMetrics) (*secureNet, error) {
 	cert, err := nodeCert(node, nodeKey)
 	if err != nil {
@@ -551,3 +553,12 @@ type advertiseAddr string
 
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
+
+// mac is HMAC-SHA256(key, parts...).
+func mac(key []byte, parts ...[]byte) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}

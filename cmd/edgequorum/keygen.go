@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 func init() {
@@ -49,7 +49,7 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	line, err := raftzone.GenerateKeyLine(*id)
+	line, err := zonekeys.GenerateLine(*id)
 	if err != nil {
 		return usageErrorf("--id: %v", err)
 	}

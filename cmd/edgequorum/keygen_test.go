@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 func TestKeygenSecretIsWhatTheDaemonSetMounts(t *testing.T) {
@@ -24,7 +24,7 @@ func TestKeygenSecretIsWhatTheDaemonSetMounts(t *testing.T) {
 	if s.Kind != "Secret" || s.Name != "edgequorum-zone-key" || s.Namespace != "edgequorum-system" {
 		t.Fatalf("Secret %s %s/%s, want Secret edgequorum-system/edgequorum-zone-key", s.Kind, s.Namespace, s.Name)
 	}
-	keys, err := raftzone.ParseKeys(strings.NewReader(s.StringData["zone.key"]))
+	keys, err := zonekeys.Parse(strings.NewReader(s.StringData["zone.key"]))
 	if err != nil {
 		t.Fatalf("zone.key does not parse: %v", err)
 	}

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/admission"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 func init() {
@@ -210,7 +210,7 @@ func checkZoneKey(ctx context.Context, client kubernetes.Interface) check {
 		c.level, c.detail = checkFail, "has no "+zoneKeyFileKey+" entry, which the DaemonSet mounts as --key-file"
 		return c
 	}
-	keys, err := raftzone.ParseKeys(bytes.NewReader(data))
+	keys, err := zonekeys.Parse(bytes.NewReader(data))
 	if err != nil {
 		c.level, c.detail = checkFail, err.Error()
 		return c

@@ -19,8 +19,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgequorum/edgequorum/admission"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 func fakeCluster(t *testing.T, minor string, objs ...runtime.Object) *fake.Clientset {
@@ -64,7 +64,7 @@ func TestPreflightPassesAnInstalledCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line, err := raftzone.GenerateKeyLine("k1")
+	line, err := zonekeys.GenerateLine("k1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/proc"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Ports every agent uses on its own loopback IP.
@@ -97,7 +98,7 @@ func Start(ctx context.Context, c *testcluster.Cluster, opts Options) (*Zone, er
 	if err := InstallAgentRBAC(ctx, c); err != nil {
 		return nil, err
 	}
-	line, err := raftzone.GenerateKeyLine("k1")
+	line, err := zonekeys.GenerateLine("k1")
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
 // Member is one node a stand-in speaks for: the node, its credentials and
@@ -226,7 +227,7 @@ func newStandIn(cfg Config, m Member, list *agent.MemberList, probed map[string]
 	if err != nil {
 		return nil, err
 	}
-	keys, err := raftzone.LoadKeyFile(cfg.KeyFile)
+	keys, err := zonekeys.LoadFile(cfg.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: keyFile: %w", m.Name, err)
 	}

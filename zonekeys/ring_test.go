@@ -1,7 +1,9 @@
-package raftzone
+package zonekeys
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -43,7 +45,7 @@ func TestParseKeys(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := ParseKeys(strings.NewReader(tc.in))
+			k, err := Parse(strings.NewReader(tc.in))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -66,36 +68,36 @@ func TestParseKeys(t *testing.T) {
 func TestLoadKeyFileNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
-	if _, err := LoadKeyFile(missing); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := LoadFile(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("missing file: %v", err)
 	}
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("k1:short\n"), 0o600)
-	if _, err := LoadKeyFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+	if _, err := LoadFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("bad file: %v", err)
 	}
-	line, err := GenerateKeyLine("gen")
+	line, err := GenerateLine("gen")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ok := filepath.Join(dir, "ok")
 	os.WriteFile(ok, []byte(line+"\n"), 0o600)
-	k, err := LoadKeyFile(ok)
+	k, err := LoadFile(ok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if id, key := k.SigningKey(); id != "gen" || len(key) != MinKeyBytes {
 		t.Fatalf("generated key %s/%d bytes", id, len(key))
 	}
-	if _, err := GenerateKeyLine("bad id"); err == nil {
-		t.Fatal("GenerateKeyLine accepted a bad id")
+	if _, err := GenerateLine("bad id"); err == nil {
+		t.Fatal("GenerateLine accepted a bad id")
 	}
 }
 
 // keyT0 is when the fake clocks of these tests start.
 var keyT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// keyLines is the key file text of keyring(t, pairs...).
+// keyLines is the key file text of ring(t, pairs...).
 func keyLines(pairs ...string) string {
 	var b strings.Builder
 	for i := 0; i < len(pairs); i += 2 {
@@ -106,15 +108,16 @@ func keyLines(pairs ...string) string {
 
 // verifies reports whether a MAC signed by from checks out with to's keys, the
 // way readProof and the intake check one.
-func verifies(from, to *Keyring) error {
+func verifies(from, to *Ring) error {
 	id, key := from.SigningKey()
 	msg := []byte("ekm|client")
-	got := mac(key, msg)
+	sum := func(k []byte) []byte { m := hmac.New(sha256.New, k); m.Write(msg); return m.Sum(nil) }
+	got := sum(key)
 	vk, err := to.Key(id)
 	if err != nil {
 		return err
 	}
-	if string(mac(vk, msg)) != string(got) {
+	if !hmac.Equal(sum(vk), got) {
 		return fmt.Errorf("MAC with %q does not verify", id)
 	}
 	return nil
@@ -132,9 +135,9 @@ func TestRotationHasNoWindow(t *testing.T) {
 		{"old key dropped", keyLines("k2", "b")},
 	}
 	clk := clocktesting.NewFakeClock(keyT0)
-	agents := make([]*Keyring, 4)
+	agents := make([]*Ring, 4)
 	for i := range agents {
-		agents[i] = keyring(t, "k1", "a")
+		agents[i] = ring(t, "k1", "a")
 		agents[i].SetClock(clk)
 	}
 	checkAll := func(when string) {
@@ -150,7 +153,7 @@ func TestRotationHasNoWindow(t *testing.T) {
 	checkAll("start")
 	for _, step := range steps {
 		for i, a := range agents {
-			next, err := ParseKeys(strings.NewReader(step.file))
+			next, err := Parse(strings.NewReader(step.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,11 +183,11 @@ func TestRotationHasNoWindow(t *testing.T) {
 // while it still verifies.
 func TestRetiredKeyGrace(t *testing.T) {
 	clk := clocktesting.NewFakeClock(keyT0)
-	k := keyring(t, "k2", "b", "k1", "a")
+	k := ring(t, "k2", "b", "k1", "a")
 	k.SetClock(clk)
 	old, _ := k.Key("k1")
 
-	change, err := k.Reload(keyring(t, "k2", "b"), 10*time.Minute)
+	change, err := k.Reload(ring(t, "k2", "b"), 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +208,7 @@ func TestRetiredKeyGrace(t *testing.T) {
 
 	// A later reload that still lacks k1 keeps its deadline.
 	clk.SetTime(keyT0.Add(5 * time.Minute))
-	if _, err := k.Reload(keyring(t, "k2", "b", "k3", "c"), 10*time.Minute); err != nil {
+	if _, err := k.Reload(ring(t, "k2", "b", "k3", "c"), 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if r := k.Retired(); len(r) != 1 || !r[0].Until.Equal(until) {
@@ -226,7 +229,7 @@ func TestRetiredKeyGrace(t *testing.T) {
 		t.Fatalf("Retired() after the grace = %+v", r)
 	}
 	// The next reload forgets it.
-	change, err = k.Reload(keyring(t, "k2", "b", "k3", "c"), 10*time.Minute)
+	change, err = k.Reload(ring(t, "k2", "b", "k3", "c"), 10*time.Minute)
 	if err != nil || strings.Join(change.Expired, ",") != "k1" || change.Changed() {
 		t.Fatalf("change %+v, %v", change, err)
 	}
@@ -237,13 +240,13 @@ func TestRetiredKeyGrace(t *testing.T) {
 
 func TestRetiredKeyComesBack(t *testing.T) {
 	clk := clocktesting.NewFakeClock(keyT0)
-	k := keyring(t, "k1", "a")
+	k := ring(t, "k1", "a")
 	k.SetClock(clk)
-	if _, err := k.Reload(keyring(t, "k2", "b"), time.Minute); err != nil {
+	if _, err := k.Reload(ring(t, "k2", "b"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// An operator who dropped the old key too early puts it back.
-	change, err := k.Reload(keyring(t, "k1", "a", "k2", "b"), time.Minute)
+	change, err := k.Reload(ring(t, "k1", "a", "k2", "b"), time.Minute)
 	if err != nil || strings.Join(change.Restored, ",") != "k1" || len(change.Added) != 0 || len(change.Retired) != 0 {
 		t.Fatalf("change %+v, %v", change, err)
 	}
@@ -257,15 +260,15 @@ func TestRetiredKeyComesBack(t *testing.T) {
 // while current, not while retired and still verifying.
 func TestReloadRefusesReusedID(t *testing.T) {
 	clk := clocktesting.NewFakeClock(keyT0)
-	k := keyring(t, "k1", "a", "k2", "b")
+	k := ring(t, "k1", "a", "k2", "b")
 	k.SetClock(clk)
 	k1, _ := k.Key("k1")
 	for _, tc := range []struct {
 		name string
-		next *Keyring
+		next *Ring
 	}{
-		{"current id, new bytes", keyring(t, "k1", "x", "k2", "b")},
-		{"current id, new bytes, moved", keyring(t, "k2", "b", "k1", "x")},
+		{"current id, new bytes", ring(t, "k1", "x", "k2", "b")},
+		{"current id, new bytes, moved", ring(t, "k2", "b", "k1", "x")},
 	} {
 		_, err := k.Reload(tc.next, time.Minute)
 		if !errors.Is(err, ErrKeyIDReused) || !strings.Contains(err.Error(), `"k1"`) {
@@ -275,23 +278,23 @@ func TestReloadRefusesReusedID(t *testing.T) {
 			t.Fatalf("%s: a refused reload changed the keys", tc.name)
 		}
 	}
-	if _, err := k.Reload(keyring(t, "k2", "b"), time.Minute); err != nil {
+	if _, err := k.Reload(ring(t, "k2", "b"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	_, err := k.Reload(keyring(t, "k2", "b", "k1", "x"), time.Minute)
+	_, err := k.Reload(ring(t, "k2", "b", "k1", "x"), time.Minute)
 	if !errors.Is(err, ErrKeyIDReused) || !strings.Contains(err.Error(), "retired") {
 		t.Fatalf("retired id, new bytes: %v", err)
 	}
 	// Once its grace passed, the id is free again.
 	clk.Step(time.Minute)
-	if _, err := k.Reload(keyring(t, "k2", "b", "k1", "x"), time.Minute); err != nil {
+	if _, err := k.Reload(ring(t, "k2", "b", "k1", "x"), time.Minute); err != nil {
 		t.Fatalf("id reused after its grace: %v", err)
 	}
 
 	if _, err := k.Reload(nil, time.Minute); err == nil {
 		t.Error("Reload(nil) accepted")
 	}
-	if _, err := k.Reload(keyring(t, "k9", "z"), 0); err == nil || !strings.Contains(err.Error(), "grace") {
+	if _, err := k.Reload(ring(t, "k9", "z"), 0); err == nil || !strings.Contains(err.Error(), "grace") {
 		t.Errorf("zero grace: %v", err)
 	}
 }
@@ -300,11 +303,11 @@ func TestReloadRefusesReusedID(t *testing.T) {
 // under them (run with -race): every signing id a reader sees verifies, with
 // the bytes it was signed with.
 func TestKeyringConcurrentReload(t *testing.T) {
-	files := []*Keyring{
-		keyring(t, "k1", "a", "k2", "b"), keyring(t, "k2", "b", "k1", "a"), keyring(t, "k2", "b"),
-		keyring(t, "k2", "b", "k3", "c"), keyring(t, "k3", "c", "k2", "b"), keyring(t, "k3", "c"),
+	files := []*Ring{
+		ring(t, "k1", "a", "k2", "b"), ring(t, "k2", "b", "k1", "a"), ring(t, "k2", "b"),
+		ring(t, "k2", "b", "k3", "c"), ring(t, "k3", "c", "k2", "b"), ring(t, "k3", "c"),
 	}
-	k := keyring(t, "k1", "a")
+	k := ring(t, "k1", "a")
 	var (
 		wg   sync.WaitGroup
 		stop = make(chan struct{})
@@ -400,11 +403,11 @@ func (d *keyDir) update(content string) {
 	}
 }
 
-func newTestWatcher(t *testing.T, path string, k *Keyring, tick *clocktesting.FakeClock) (*KeyWatcher, *prometheus.Registry, *lockedBuffer) {
+func newTestWatcher(t *testing.T, path string, k *Ring, tick *clocktesting.FakeClock) (*Watcher, *prometheus.Registry, *lockedBuffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &lockedBuffer{}
-	w, err := NewKeyWatcher(path, k, KeyWatchConfig{Period: 10 * time.Second, RetireGrace: 10 * time.Minute, Clock: tick,
+	w, err := NewWatcher(path, k, WatchConfig{Period: 10 * time.Second, RetireGrace: 10 * time.Minute, Clock: tick,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +424,7 @@ func newTestWatcher(t *testing.T, path string, k *Keyring, tick *clocktesting.Fa
 // symlink swap of a file with the same size and mtime.
 func TestWatchKeyFileFollowsSecretSwap(t *testing.T) {
 	d := newKeyDir(t, keyLines("k1", "a", "k2", "b"))
-	k, err := LoadKeyFile(d.path)
+	k, err := LoadFile(d.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +487,7 @@ edgequorum_keys_info{id="k2",state="signing"} 1
 // distinct content, and a good file afterwards is loaded.
 func TestKeyWatcherKeepsKeysOnBadFile(t *testing.T) {
 	d := newKeyDir(t, keyLines("k1", "a"))
-	k, err := LoadKeyFile(d.path)
+	k, err := LoadFile(d.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +541,7 @@ func TestKeyWatcherKeepsKeysOnBadFile(t *testing.T) {
 // retired key stops verifying.
 func TestKeyWatcherLogsExpiry(t *testing.T) {
 	d := newKeyDir(t, keyLines("k2", "b", "k1", "a"))
-	k, err := LoadKeyFile(d.path)
+	k, err := LoadFile(d.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,22 +565,51 @@ func TestKeyWatcherLogsExpiry(t *testing.T) {
 }
 
 func TestNewKeyWatcherChecksConfig(t *testing.T) {
-	k := keyring(t, "k1", "a")
-	for _, cfg := range []KeyWatchConfig{{Period: -time.Second}, {RetireGrace: -time.Second}} {
-		if _, err := NewKeyWatcher("/x", k, cfg); err == nil {
+	k := ring(t, "k1", "a")
+	for _, cfg := range []WatchConfig{{Period: -time.Second}, {RetireGrace: -time.Second}} {
+		if _, err := NewWatcher("/x", k, cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := NewKeyWatcher("/x", k, KeyWatchConfig{Registerer: reg}); err != nil {
+	if _, err := NewWatcher("/x", k, WatchConfig{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
 	// A second watcher of the same keyring shares the series; another
 	// keyring on the same registry is refused instead of exporting the wrong one.
-	if _, err := NewKeyWatcher("/x", k, KeyWatchConfig{Registerer: reg}); err != nil {
+	if _, err := NewWatcher("/x", k, WatchConfig{Registerer: reg}); err != nil {
 		t.Fatalf("same keyring again: %v", err)
 	}
-	if _, err := NewKeyWatcher("/x", keyring(t, "k9", "z"), KeyWatchConfig{Registerer: reg}); err == nil {
+	if _, err := NewWatcher("/x", ring(t, "k9", "z"), WatchConfig{Registerer: reg}); err == nil {
 		t.Fatal("another keyring on the same registry accepted")
 	}
+}
+
+// lockedBuffer is a log sink the watcher writes to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// ring is a Ring of the given id, fill-character pairs (see keyLines).
+func ring(t *testing.T, pairs ...string) *Ring {
+	t.Helper()
+	k, err := Parse(strings.NewReader(keyLines(pairs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
