@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgequorum/edgequorum/internal/peerctx"
 )
 
 // Config configures a Manager. Zero fields take the defaults documented on them.
@@ -348,7 +350,7 @@ func (m *Manager) newTarget(name string, tg Target) *target {
 // startLocked starts t's workers under the running Manager. m.mu must be held
 // and m.runCtx set.
 func (m *Manager) startLocked(t *target) {
-	ctx, cancel := context.WithCancel(WithKubeletPort(WithTarget(m.runCtx, t.name), t.KubeletPort))
+	ctx, cancel := context.WithCancel(WithKubeletPort(peerctx.With(m.runCtx, t.name), t.KubeletPort))
 	t.cancel = cancel
 	for i, s := range m.specs {
 		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,

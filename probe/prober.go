@@ -24,23 +24,6 @@ type Prober interface {
 	Probe(ctx context.Context, host string) (Result, error)
 }
 
-// targetKey is the context key of the target a probe is for.
-type targetKey struct{}
-
-// WithTarget names the target (the peer's node name) a probe under ctx is for.
-// A Manager sets it for its workers, so a prober that can tell who answered
-// (the agent probe, over the authenticated zone port) checks it is that peer
-// and not whoever holds its address now.
-func WithTarget(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, targetKey{}, name)
-}
-
-// TargetName returns the target WithTarget put in ctx, or "".
-func TargetName(ctx context.Context) string {
-	n, _ := ctx.Value(targetKey{}).(string)
-	return n
-}
-
 // kubeletPortKey is the context key of the target's kubelet port.
 type kubeletPortKey struct{}
 

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/internal/peerctx"
 	"github.com/edgequorum/edgequorum/internal/poll"
-	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -87,7 +87,7 @@ func TestAgentProbeRefusesAnImpostor(t *testing.T) {
 		t.Fatalf("request through the relay without a target: %v", err)
 	}
 	prober.srv.client.CloseIdleConnections()
-	err := get(probe.WithTarget(t.Context(), dead.name))
+	err := get(peerctx.With(t.Context(), dead.name))
 	if !errors.Is(err, errWrongPeer) {
 		t.Fatalf("probe of %s answered by %s: err %v, want %v", dead.name, live.name, err, errWrongPeer)
 	}

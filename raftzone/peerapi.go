@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/edgequorum/edgequorum/probe"
+	"github.com/edgequorum/edgequorum/internal/peerctx"
 )
 
 // The peer API runs on the authenticated zone port only, so every handler may
@@ -182,7 +182,7 @@ func (sn *secureNet) httpClient() *http.Client {
 				// An agent probe of a peer must reach that peer, not
 				// whoever answers at its address (another member
 				// forwarding to itself would pass the zone-key proof).
-				if node := probe.TargetName(ctx); node != "" && expectedPeer(ctx) == "" {
+				if node := peerctx.Node(ctx); node != "" && expectedPeer(ctx) == "" {
 					ctx = expectPeer(ctx, node)
 				}
 				return sn.dial(ctx, addr, channelPeerAPI)
