@@ -218,10 +218,10 @@ type authConn struct {
 // errRaftCaller means a peer opened a Raft connection it may not have.
 var errRaftCaller = errors.New("peer may not send Raft RPCs to this member")
 
-// guardRaft decides whether an authenticated peer may talk Raft to this member
-// and returns the connection raft reads. Until a Server owns the port nobody
-// may.
-func (b *peerBook) guardRaft(ac *authConn) (net.Conn, error) {
+// admitRaft hands an authenticated peer's Raft connection to the Server that
+// owns the port, whose guardRaft decides. Until a Server owns the port nobody
+// may talk Raft.
+func (b *peerBook) admitRaft(ac *authConn) (net.Conn, error) {
 	s := b.owner.Load()
 	if s == nil {
 		return nil, fmt.Errorf("%w: member still starting", errRaftCaller)
