@@ -2,49 +2,10 @@ package raftzone
 
 import (
 	"io"
-	"net"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// countingConn counts the bytes that cross the zone port, TLS overhead
-// included: what the network actually carries, which is what an operator
-// paying for a site's uplink — and the benchmark suite — wants to know.
-type countingConn struct {
-	net.Conn
-	sent, received prometheus.Counter
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.received.Add(float64(n))
-	return n, err
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.sent.Add(float64(n))
-	return n, err
-}
-
-func (m *portMetrics) count(c net.Conn) net.Conn {
-	return &countingConn{Conn: c, sent: m.bytes.WithLabelValues("sent"), received: m.bytes.WithLabelValues("received")}
-}
-
-// countingListener counts accepted connections' bytes.
-type countingListener struct {
-	net.Listener
-	m *portMetrics
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return l.m.count(c), nil
-}
 
 // countingTransport counts the Raft RPCs this member sends, by type, so a
 // leader's fan-out (heartbeats to every follower) is visible in its metrics.

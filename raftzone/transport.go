@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/internal/promutil"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -108,7 +109,7 @@ func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateK
 	}
 	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID, book: book,
 		advertise: advertise, timeout: timeout, log: log, metrics: m,
-		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.guardRaft}, nil
+		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.admitRaft}, nil
 }
 
 // publicKey is this member's node key in zone.Member's form.
@@ -122,7 +123,7 @@ func (s *secureNet) listen(bind string) error {
 	if err != nil {
 		return fmt.Errorf("listen on zone port %s: %w", bind, err)
 	}
-	s.listener = countingListener{Listener: l, m: s.metrics}
+	s.listener = promutil.CountListener(l, s.metrics.bytes)
 	addr := l.Addr()
 	s.raft = newChannelListener(addr)
 	s.peerAPI = newChannelListener(addr)
@@ -354,7 +355,7 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	if err != nil {
 		return nil, fmt.Errorf("dial zone peer %s: %w", address, err)
 	}
-	raw = s.metrics.count(raw)
+	raw = promutil.CountConn(raw, s.metrics.bytes)
 	dl, _ := ctx.Deadline()
 	raw.SetDeadline(dl)
 	tc := tls.Client(raw, &tls.Config{

@@ -18,6 +18,8 @@ import (
 
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
 )
 
 // CommunInfo is the exchange message, field names as SuperEdge's.
@@ -84,7 +86,7 @@ func newCommun(cfg Config, st *state, keys keySource, m *metrics, log *slog.Logg
 		if err != nil {
 			return nil, err
 		}
-		return m.count(c), nil
+		return promutil.CountConn(c, m.bytes), nil
 	}
 	return &commun{cfg: cfg, state: st, keys: keys, metrics: m, log: log,
 		client: &http.Client{Transport: tr, Timeout: cfg.CommunTimeout}}

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgequorum/edgequorum/internal/promutil"
 )
 
 // Run runs one edge-health daemon until ctx ends: node list and checks every
@@ -65,7 +67,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	exchange := &http.Server{Handler: com.handler(), ReadHeaderTimeout: cfg.CommunTimeout,
 		ReadTimeout: cfg.CommunTimeout, WriteTimeout: cfg.CommunTimeout}
 	servers := []*http.Server{exchange}
-	listeners := []net.Listener{countingListener{Listener: ln, m: m}}
+	listeners := []net.Listener{promutil.CountListener(ln, m.bytes)}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)
 		if err != nil {

@@ -1,8 +1,6 @@
 package baseline
 
 import (
-	"net"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,40 +43,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.bytes, m.requests, m.writes, m.rejected)
 	}
 	return m
-}
-
-// countingConn counts what crosses one exchange connection.
-type countingConn struct {
-	net.Conn
-	sent, received prometheus.Counter
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.received.Add(float64(n))
-	return n, err
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.sent.Add(float64(n))
-	return n, err
-}
-
-func (m *metrics) count(c net.Conn) net.Conn {
-	return &countingConn{Conn: c, sent: m.bytes.WithLabelValues("sent"), received: m.bytes.WithLabelValues("received")}
-}
-
-// countingListener counts the server side of the exchange.
-type countingListener struct {
-	net.Listener
-	m *metrics
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return l.m.count(c), nil
 }

@@ -1,6 +1,6 @@
 // Package promutil holds the Prometheus helpers several packages need:
-// registering a collector once, and exporting a renamed metric under its old
-// name for a deprecation period.
+// registering a collector once, exporting a renamed metric under its old name
+// for a deprecation period, and counting the bytes a connection carries.
 package promutil
 
 import (
