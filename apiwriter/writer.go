@@ -208,14 +208,14 @@ func (w *Writer) processNext(ctx context.Context) bool {
 		}
 		w.metrics.pending.Set(float64(len(w.pending)))
 		w.mu.Unlock()
-	case errors.Is(err, errNotLeader) && w.fence.Term() != 0:
+	case errors.Is(err, errFenced) && w.fence.Term() != 0:
 		// The quorum did not confirm us in time, but we still lead: no
 		// one else will write this verdict, so it stays and is retried
 		// (and fenced again) with backoff.
 		w.metrics.skipped.WithLabelValues("unconfirmed").Inc()
 		w.log.Info("leadership not confirmed in time; will retry", "peer", node, "err", err)
 		w.queue.AddRateLimited(node)
-	case errors.Is(err, errNotLeader):
+	case errors.Is(err, errFenced):
 		// A new leader re-delivers every committed verdict; drop ours so a
 		// deposed leader never writes them late.
 		w.dropPending()
@@ -237,7 +237,10 @@ func (w *Writer) dropPending() {
 	w.metrics.skipped.WithLabelValues("not_leader").Inc()
 }
 
-var errNotLeader = errors.New("not the zone leader")
+// errFenced means a write was not made because this member does not lead
+// the term it would be made under: it is no leader now, or the verdict or
+// object carries another term.
+var errFenced = errors.New("fenced: this member does not lead the term")
 
 // writeVerdict writes the node's verdict annotation and its EdgeQuorum
 // condition where either differs, in one nodes/status write, fenced by term
@@ -248,10 +251,10 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	defer cancel()
 	term, err := w.fence.VerifyLeader(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errNotLeader, err)
+		return fmt.Errorf("%w: %w", errFenced, err)
 	}
 	if v.Term > term {
-		return fmt.Errorf("%w: verdict from term %d, we lead term %d", errNotLeader, v.Term, term)
+		return fmt.Errorf("%w: verdict from term %d, we lead term %d", errFenced, v.Term, term)
 	}
 	node, err := w.client.CoreV1().Nodes().Get(ctx, v.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -385,10 +388,10 @@ func (w *Writer) superseded(v zone.Verdict) bool {
 // the zone never had, written by hand or by a stolen credential, and letting
 // it fence us would let one write pin the zone's verdicts (a term of 2^64-1
 // is never outgrown). confirmForged returns nil when the object may be
-// overwritten, errNotLeader otherwise.
+// overwritten, errFenced otherwise.
 func (w *Writer) confirmForged(ctx context.Context, kind, name, found string) error {
 	if _, err := w.fence.VerifyLeader(ctx); err != nil {
-		return fmt.Errorf("%w: %s %s carries a newer term: %w", errNotLeader, kind, name, err)
+		return fmt.Errorf("%w: %s %s carries a newer term: %w", errFenced, kind, name, err)
 	}
 	w.metrics.forged.WithLabelValues(kind).Inc()
 	w.log.Warn("overwriting a term the zone never had", "kind", kind, "name", name, "found", found)
