@@ -201,13 +201,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	})
 	spawn("status server", func(ctx context.Context) error {
-		go func() {
-			<-ctx.Done()
-			sctx, done := context.WithTimeout(context.Background(), 3*time.Second)
-			defer done()
-			statusSrv.Shutdown(sctx)
-		}()
-		if err := statusSrv.Serve(statusLn); !errors.Is(err, http.ErrServerClosed) {
+		served := make(chan error, 1)
+		go func() { served <- statusSrv.Serve(statusLn) }()
+		select {
+		case err := <-served:
+			return err // Serve returns only on failure until Shutdown
+		case <-ctx.Done():
+		}
+		sctx, done := context.WithTimeout(context.Background(), 3*time.Second)
+		defer done()
+		statusSrv.Shutdown(sctx)
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
