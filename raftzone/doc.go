@@ -138,12 +138,16 @@
 // (handovers), recover.go (lost quorum), view.go and status.go (read-only
 // views for callers outside), transport.go, frames.go, zoneport.go, peerbook.go,
 // nodekey.go and counting.go (the zone port), raftguard.go, rpcguard.go,
-// followguard.go, attest.go and stall.go (whose Raft RPCs a member hears and
-// whom it follows), evidence.go and leadervote.go (the members' signed word
-// for the zone Lease), witness.go (the replica's view of the cluster), keys.go and
-// persist.go (on-disk secrets and IDs), config.go, deps.go, metrics.go and
-// hclog.go.
+// msgpackscan.go, followguard.go, attest.go and stall.go (whose Raft RPCs a
+// member hears and whom it follows), evidence.go and leadervote.go (the
+// members' signed word for the zone Lease), witness.go (the replica's view of
+// the cluster), persist.go (the server ID and the report sequence numbers,
+// both kept across restarts), config.go, deps.go, metrics.go and hclog.go. The zone keys it signs
+// and verifies with are package zonekeys'.
 //
-// raftzone must not import client-go or any Kubernetes package: it sees the
-// cluster only through MemberSource, Genesis and APIHealth.
+// raftzone must not import client-go or the Kubernetes API types (its only
+// Kubernetes import is k8s.io/utils/clock): it sees the cluster only through
+// MemberSource, Genesis and APIHealth, which the agent implements. It must not
+// decide how probes run (package probe does) nor hold the zone keys' file
+// (package zonekeys does).
 package raftzone
