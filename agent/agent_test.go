@@ -25,6 +25,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/syncbuf"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
@@ -40,7 +41,7 @@ type wiring struct {
 	cfg    Config
 	client *fake.Clientset
 	ip     string
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 }
 
 func newWiring(t *testing.T) *wiring {
@@ -71,7 +72,7 @@ func newWiring(t *testing.T) *wiring {
 	cfg.TargetSyncPeriod = 50 * time.Millisecond
 	cfg.ZoneLeaseRenew = 200 * time.Millisecond
 	cfg.MemoryLimit = 0
-	w := &wiring{t: t, cfg: cfg, client: fake.NewClientset(), ip: prefix, logs: &syncBuffer{}}
+	w := &wiring{t: t, cfg: cfg, client: fake.NewClientset(), ip: prefix, logs: &syncbuf.Buffer{}}
 	w.addNode("edge-1", 1, testZone)
 	return w
 }
@@ -284,21 +285,4 @@ func TestAgentRunFailsOnBusyStatusAddress(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--status-address") {
 		t.Fatalf("Run = %v, want an error naming --status-address", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

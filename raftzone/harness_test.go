@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/syncbuf"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -150,7 +150,7 @@ type testNode struct {
 	srv    *Server
 	cancel context.CancelFunc
 	done   chan error
-	logs   *lockedBuffer
+	logs   *syncbuf.Buffer
 }
 
 // simObservations derives a member's probe results from the test's truth: a
@@ -276,7 +276,7 @@ func (z *testZone) start(name string) *testNode {
 	if n.srv != nil {
 		z.t.Fatalf("%s already running", name)
 	}
-	n.logs = &lockedBuffer{}
+	n.logs = &syncbuf.Buffer{}
 	n.obs = &simObservations{z: z, self: n, ch: make(chan struct{}, 1)}
 	// Like the agent: the node key (made on first start) is registered on the
 	// node's own entry of the member list before the member runs.
@@ -456,26 +456,6 @@ func allHealthy(names []string) map[string]zone.State {
 	}
 	return m
 }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)
 
 func removeAll(t testing.TB, dir string) {
 	t.Helper()

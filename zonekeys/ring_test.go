@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/syncbuf"
 )
 
 func TestParseKeys(t *testing.T) {
@@ -403,10 +404,10 @@ func (d *keyDir) update(content string) {
 	}
 }
 
-func newTestWatcher(t *testing.T, path string, k *Ring, tick *clocktesting.FakeClock) (*Watcher, *prometheus.Registry, *lockedBuffer) {
+func newTestWatcher(t *testing.T, path string, k *Ring, tick *clocktesting.FakeClock) (*Watcher, *prometheus.Registry, *syncbuf.Buffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	w, err := NewWatcher(path, k, WatchConfig{Period: 10 * time.Second, RetireGrace: 10 * time.Minute, Clock: tick,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Registerer: reg})
 	if err != nil {
@@ -583,25 +584,6 @@ func TestNewKeyWatcherChecksConfig(t *testing.T) {
 	if _, err := NewWatcher("/x", ring(t, "k9", "z"), WatchConfig{Registerer: reg}); err == nil {
 		t.Fatal("another keyring on the same registry accepted")
 	}
-}
-
-// lockedBuffer is a log sink the watcher writes to while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // ring is a Ring of the given id, fill-character pairs (see keyLines).
