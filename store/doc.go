@@ -2,19 +2,30 @@
 // member list, the latest report of every sender, the checker × checked matrix of
 // probe results, and the committed verdicts. It is the Raft FSM of the zone's
 // group (Apply, ApplyBatch, Snapshot, Restore), the encoding of the commands the
-// leader appends (ReportBatch, VerdictBatch, MemberSet), and a typed read API.
+// leader appends (ReportBatch, VerdictBatch, MemberSet) and the rules a report
+// must meet to enter one (ValidateReport, SeqInReach), the verdict rule
+// (Tally), and a typed read API. It also holds a spare's copy of the zone: a
+// server exports the part of its replica a spare needs (ExportView,
+// ExportViewParts, with digests of the stored bytes), and the spare imports it
+// into a store of its own (ImportView) that answers the same read API.
 //
-// It must not import Kubernetes or Raft transport code. It decides nothing a
-// leader decides, but checks all of it: the verdict rule (Tally) lives here so
-// the leader and every replica apply the same one, and a replica applies a
+// It must not import Kubernetes or any network code; of hashicorp/raft it uses
+// only the FSM interfaces and their types (Log, FSMSnapshot, SnapshotSink),
+// never a transport. It decides nothing a
+// leader decides, but checks all of it: the verdict rule lives here so the
+// leader and every replica apply the same one, and a replica applies a
 // committed verdict only when the committed evidence, tallied again, gives
-// exactly that verdict (verdict.go). Apply reads no clock. It reads one input
-// besides the log: the replica's own view of the cluster (Options.Witness),
-// against which it checks every member list a leader commits (witness.go);
-// what that view does not confirm waits, and Settle applies it once the view
-// does, so replicas that see the same cluster hold the same state. Every other
-// rule is deterministic, so every replica holding the same log applies it the
-// same way.
+// exactly that verdict (verdict.go); every report's node signature is verified
+// again on apply against the key this replica pinned. Apply reads no clock.
+// Besides the log and its own settings it reads only this replica's own view
+// of its cluster, given in Options: the Witness (which key and addresses each node's Node
+// registers and whether it is in the zone), against which it checks every
+// member list a leader commits (witness.go), and Voters (the voters of this
+// replica's own Raft configuration), which bounds whom a recovery's verdicts
+// may judge. What the witness does not confirm yet waits, and Settle applies
+// it once it does, so replicas that see the same cluster hold the same state.
+// Every other rule is deterministic, so every replica holding the same log
+// applies it the same way.
 //
 // # Durability and replay
 //
