@@ -2,7 +2,8 @@
 // the EdgeQuorum Node condition that shows a verdict, and the zone Lease's
 // label and the claim a zone Lease states. The zone leader's writer and the
 // cloud webhook both import it, so that what one writes and the other checks
-// are computed by the same code, without either importing the other.
+// are computed by the same code, without either importing the other; the
+// agent imports it for the Lease label and the condition's type.
 //
 // It keeps package zone a leaf with no Kubernetes in it, and must itself hold
 // nothing but these conversions: no clients, no informers, no network.
