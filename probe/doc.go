@@ -15,11 +15,18 @@
 //   - the Checker that turns per-probe states into a score and an OK/not-OK
 //     judgement, and refuses weights that do not add up;
 //   - the Manager that runs one worker per (peer, probe), lets peers come and go,
-//     and signals the agent when a peer's judgement changes.
+//     names in each probe's context the peer it is for (internal/peerctx, so
+//     that the agent probe's client can check who answered) and the kubelet
+//     port that peer's Node publishes, and signals the agent when a peer's
+//     judgement changes;
+//   - the probes' metrics, and Clock, the small clock interface it schedules
+//     with (k8s.io/utils/clock's clocks fit it through ClockOf).
 //
-// It must not import Kubernetes or Raft code, nor decide anything about the zone:
-// it says what this node sees, and raftzone decides what the zone believes. Probe
-// timeouts are real time because the kernel enforces them; everything else that
-// depends on time (scheduling, latency) reads the injected clock so tests can
-// drive it.
+// It must not import Kubernetes, raftzone or the zone's keys
+// (internal/layering checks it), nor decide anything about the zone: it says
+// what this node sees, and raftzone decides what the zone believes. The agent
+// probe's authenticated client is handed in (Config.AgentClient, or a whole
+// Config.AgentProber); probe never makes one. Probe timeouts are real time because the kernel enforces them;
+// everything else that depends on time (scheduling, latency) reads the
+// injected Clock so tests can drive it.
 package probe
