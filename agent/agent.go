@@ -27,9 +27,10 @@ import (
 
 // Agent is the edgequorum agent of one edge node. New builds it in one
 // direction — every part from the parts made before it — and Run starts the
-// parts and stops them all. One edge points back, set by New once both ends
-// exist: the API writer reads the zone member's verdicts and evidence
-// (Writer.Follow, Writer.Gather).
+// parts and stops them all. Two edges point back, made once both ends exist:
+// New lets the API writer read the zone member's verdicts and evidence
+// (Writer.Follow, Writer.Gather), and the zone port learns the member it
+// serves when the member's Run starts listening on it.
 //
 //	client, zone, metrics registry
 //	member list (Node informer)          ← client

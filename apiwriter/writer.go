@@ -25,7 +25,8 @@ import (
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
-// Fence confirms leadership. raftzone.Server implements it.
+// Fence confirms leadership. raftzone.Leadership implements it, as does the
+// Server itself.
 type Fence interface {
 	// VerifyLeader returns the leader's term after a quorum confirmed it, or
 	// an error when this member does not lead or the quorum did not answer

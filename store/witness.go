@@ -20,8 +20,8 @@ type Registration struct {
 	ProbeAddress string
 }
 
-// Witness is a replica's own view of the cluster, the one input besides the log
-// that Apply reads. A member list committed by a leader is a claim: a replica
+// Witness is a replica's own view of the cluster, an input besides the log
+// that Apply reads (Options.Voters is the other). A member list committed by a leader is a claim: a replica
 // pins a member's key and addresses, adds a member or drops one only as far as
 // its own view of the cluster confirms, so not even a leader can pin a key
 // for a node that the node did not register, or add or remove members the
