@@ -10,8 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -30,7 +33,12 @@ const outOfServiceValue = "nodeshutdown"
 // Events the failover records on the node. The values are stable: operators
 // filter on them.
 const (
+	// EventOutOfServiceApplied marks when the failover began evicting a
+	// node's pods and detaching its volumes: the answer to why a
+	// StatefulSet's pod moved.
 	EventOutOfServiceApplied = "OutOfServiceTaintApplied"
+	// EventOutOfServiceRemoved says why a node takes pods again: its zone
+	// judged it healthy, so the failover took back the taint it applied.
 	EventOutOfServiceRemoved = "OutOfServiceTaintRemoved"
 	// EventForceDeletedPods says how many terminating pods the failover
 	// force-deleted from a node it tainted: the one write that lets a
@@ -43,8 +51,11 @@ const (
 // dead, and removes it once the zone judges them healthy again. The taint is
 // Kubernetes' non-graceful node shutdown: the taint evicts the node's pods at
 // once, the pod garbage collector force-deletes them on its 20 s cycle, and
-// the attach-detach controller detaches their volumes, so a StatefulSet's pods start elsewhere without waiting for a
-// human. It runs in the repair loop's leader.
+// the attach-detach controller detaches their volumes, so a StatefulSet's
+// pods start elsewhere without waiting for a human. It is a controller of the
+// repair loop and runs in its leader: its keys (resource outofservice for the
+// taint, forcedelete for the force-deletes, both named by the node) share the
+// loop's queue and token bucket.
 //
 // The taint is applied when the verdict the node is judged by (its own
 // annotation if the zone signed it, else the last one the zone signed, so a
@@ -74,13 +85,17 @@ const (
 type failover struct {
 	client  kubernetes.Interface
 	decider *Decider
-	clock   clock.PassiveClock
-	dwell   time.Duration
-	dryRun  bool
-	log     *slog.Logger
-	events  *eventer
-	metrics *metrics
-	brake   *brake
+	nodes   corelisters.NodeLister
+	// podsByNode indexes the pod cache by node, so a tainted node finds its
+	// terminating pods.
+	podsByNode cache.Indexer
+	clock      clock.PassiveClock
+	dwell      time.Duration
+	dryRun     bool
+	log        *slog.Logger
+	events     *eventer
+	metrics    *metrics
+	brake      *brake
 
 	// forbiddenLogged: the missing `delete pods` right was logged once.
 	forbiddenLogged atomic.Bool
@@ -111,11 +126,15 @@ func (f *failover) unconfirmed(node string) {
 		"node", node)
 }
 
-func newFailover(cfg Config, client kubernetes.Interface, d *Decider, events *eventer, m *metrics) *failover {
+// newFailover returns the failover cfg asks for, reading nodes and pods from
+// the caches, or nil when --dead-node-action is none: the repair loop then
+// neither taints nor force-deletes anything.
+func newFailover(cfg Config, client kubernetes.Interface, d *Decider, nodes corelisters.NodeLister, podsByNode cache.Indexer,
+	events *eventer, m *metrics) *failover {
 	if cfg.DeadNodeAction != DeadNodeActionOutOfService {
 		return nil
 	}
-	f := &failover{client: client, decider: d, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
+	f := &failover{client: client, decider: d, nodes: nodes, podsByNode: podsByNode, clock: cfg.Clock, dwell: cfg.DeadNodeDwell, dryRun: cfg.DryRun,
 		log: cfg.Logger.With("component", "failover"), events: events, metrics: m, deadSince: map[string]time.Time{},
 		waitingWord: map[string]bool{}}
 	f.brake = newBrake(f, cfg)
@@ -135,16 +154,9 @@ const (
 	failoverHeld
 )
 
-// step judges n and says what to do, and for failoverWait how long until the
-// dwell time is up. A node due for the taint that the brake holds is
-// failoverHeld; hold records it.
-func (f *failover) step(n *corev1.Node) (failoverStep, time.Duration, error) {
-	s, wait, _, _, err := f.judge(n)
-	return s, wait, err
-}
-
-// judge is step that also returns, for failoverHeld, the brake's limit and
-// why it holds.
+// judge judges n and says what to do, for failoverWait how long until the
+// dwell time is up, and for failoverHeld (a node due for the taint that the
+// brake holds) the brake's limit and why it holds; hold records it.
 func (f *failover) judge(n *corev1.Node) (s failoverStep, wait time.Duration, limit, note string, err error) {
 	s, wait, err = f.plainStep(n)
 	if err != nil || s != failoverTaint {
@@ -164,7 +176,7 @@ func (f *failover) judge(n *corev1.Node) (s failoverStep, wait time.Duration, li
 	return failoverHeld, 0, limit, note, nil
 }
 
-// plainStep is step without the brake.
+// plainStep is judge without the brake.
 func (f *failover) plainStep(n *corev1.Node) (failoverStep, time.Duration, error) {
 	j, err := f.decider.judgement(n)
 	if err != nil {
@@ -206,6 +218,167 @@ func (f *failover) plainStep(n *corev1.Node) (failoverStep, time.Duration, error
 	// Dead long enough but not yet Unknown: the controller manager's write
 	// brings the node back here.
 	return failoverNone, 0, nil
+}
+
+// consider queues n's taint key if the failover would apply or remove the
+// taint now, or wait for it, and n's force-delete key if it is due to
+// force-delete there and terminating pods wait.
+func (f *failover) consider(q repairQueue, n *corev1.Node) {
+	if step, _, _, _, err := f.judge(n); err == nil && step != failoverNone {
+		q.AddRateLimited(repairKey{resource: resOutOfService, name: n.Name})
+	}
+	if due, err := f.forceDeleteDue(n); err == nil && due && f.terminatingPods(n.Name) > 0 {
+		q.AddRateLimited(repairKey{resource: resForceDelete, name: n.Name})
+	}
+}
+
+// podChanged queues the force-delete key of the node of obj, a pod just added
+// or updated, if the pod is terminating and the failover is due to
+// force-delete there: the taint manager evicts a node's pods the moment the
+// failover's taint lands, and each eviction is an update here. Plain Add, not
+// rate-limited: the queue folds a node's many evictions into one sync, and
+// the backoff of one key must not grow with the number of its pods. The node's
+// own events cover the other order (pod cache first, node cache second): see
+// consider.
+func (f *failover) podChanged(q repairQueue, obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || !podTerminating(p) || p.Spec.NodeName == "" {
+		return
+	}
+	n, err := f.nodes.Get(p.Spec.NodeName)
+	if err != nil {
+		return
+	}
+	if due, err := f.forceDeleteDue(n); err == nil && due {
+		q.Add(repairKey{resource: resForceDelete, name: n.Name})
+	}
+}
+
+// terminatingPods counts the cached pods on node that are being deleted.
+func (f *failover) terminatingPods(node string) int {
+	if f.podsByNode == nil {
+		return 0
+	}
+	pods, err := f.podsByNode.ByIndex(podNodeIndex, node)
+	if err != nil {
+		f.log.Error("read the pod index", "node", node, "err", err)
+		return 0
+	}
+	count := 0
+	for _, o := range pods {
+		if p, ok := o.(*corev1.Pod); ok && podTerminating(p) {
+			count++
+		}
+	}
+	return count
+}
+
+// syncTaint judges the cached node of key again and applies or removes the
+// out-of-service taint if the failover says so; a node confirmed dead for
+// less than the dwell time comes back when it is up, and one the brake holds
+// once the brake may have let go.
+func (f *failover) syncTaint(ctx context.Context, q repairQueue, key repairKey) (string, error) {
+	n, err := f.nodes.Get(key.name)
+	if apierrors.IsNotFound(err) {
+		f.forget(key.name)
+		return "", nil
+	}
+	if err != nil {
+		return repairError, fmt.Errorf("read node %s from the cache: %w", key.name, err)
+	}
+	step, wait, limit, note, err := f.judge(n)
+	switch {
+	case err != nil:
+		return repairError, err
+	case step == failoverWait:
+		q.AddAfter(key, wait)
+		return "", nil
+	case step == failoverHeld:
+		// Judged again once the brake may have let go: another node
+		// back, or the outage over. Rescans bring it back too.
+		f.hold(n, limit, note)
+		q.AddAfter(key, f.dwell)
+		return "", nil
+	case step == failoverNone:
+		return "", nil
+	case f.dryRun:
+		return repairDryRun, nil
+	}
+	return writeResult(f.write(ctx, n, step == failoverTaint))
+}
+
+// syncForceDelete force-deletes the terminating pods on the node named by key
+// if the failover is due to (see forceDeleteDue), counting each pod's write
+// in repairs_total{resource="forcedelete"}. It returns repairError (retried,
+// with backoff) if a delete failed for a reason that may pass, and
+// repairForbidden, not retried, if the webhook may not delete pods: the pod
+// garbage collector still deletes them on its cycle, and the next pod or node
+// event tries again.
+func (f *failover) syncForceDelete(ctx context.Context, key repairKey) (string, error) {
+	if f.podsByNode == nil {
+		return "", nil
+	}
+	n, err := f.nodes.Get(key.name)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return repairError, fmt.Errorf("read node %s from the cache: %w", key.name, err)
+	}
+	due, err := f.forceDeleteDue(n)
+	if err != nil {
+		return repairError, err
+	}
+	if !due {
+		return "", nil
+	}
+	objs, err := f.podsByNode.ByIndex(podNodeIndex, n.Name)
+	if err != nil {
+		return repairError, fmt.Errorf("read the pod index for node %s: %w", n.Name, err)
+	}
+	count := func(result string) { f.metrics.repairs.WithLabelValues(resForceDelete, result).Inc() }
+	deleted := 0
+	var failed error
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok || !podTerminating(p) {
+			continue
+		}
+		if f.dryRun {
+			count(repairDryRun)
+			continue
+		}
+		err := f.forceDelete(ctx, p)
+		switch {
+		case err == nil:
+			count(repairMutated)
+			deleted++
+		case apierrors.IsNotFound(err):
+			// Gone already: the pod garbage collector, or a kubelet
+			// that came back, was first.
+		case apierrors.IsConflict(err):
+			// The UID precondition: a new pod of that name replaced
+			// the one judged; it is judged when the cache has it.
+			count(repairConflict)
+		case apierrors.IsForbidden(err):
+			count(repairForbidden)
+			f.logForbidden(n.Name, err)
+			if deleted > 0 {
+				f.forceDeleted(n, deleted)
+			}
+			return repairForbidden, err
+		default:
+			count(repairError)
+			failed = err
+		}
+	}
+	if deleted > 0 {
+		f.forceDeleted(n, deleted)
+	}
+	if failed != nil {
+		return repairError, failed
+	}
+	return "", nil
 }
 
 // forceDeleteDue reports whether the terminating pods on n are the failover's

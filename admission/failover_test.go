@@ -383,20 +383,13 @@ func TestFailoverForceDeleteForbidden(t *testing.T) {
 		t.Errorf("error log lines %q, want one naming `delete pods` and deploy/webhook/components/failover", errs)
 	}
 
-	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
-	obj, err := env.client.Tracker().Get(nodes, "", "edge-a3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node).DeepCopy()
-	n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a3", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: testTerm,
-		Leader: "edge-a2", At: env.clock.Now(), Pros: 2, Members: 3})
-	n.ResourceVersion = "900"
-	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
-		t.Fatal(err)
-	}
+	changeNode(t, env, "edge-a3", func(n *corev1.Node) {
+		n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a3", zone.Annotation{State: zone.Healthy, Zone: "zone-a", Term: testTerm,
+			Leader: "edge-a2", At: env.clock.Now(), Pros: 2, Members: 3})
+		n.ResourceVersion = "900"
+	})
 	stepUntil(t, env, "edge-a3's taint removed", func() bool {
-		obj, err := env.client.Tracker().Get(nodes, "", "edge-a3")
+		obj, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "edge-a3")
 		return err == nil && !hasOutOfService(obj.(*corev1.Node))
 	})
 }
@@ -562,16 +555,7 @@ func TestFailoverBrake(t *testing.T) {
 // cache holds it.
 func setVerdictOn(t *testing.T, env *testEnv, name, raw string) {
 	t.Helper()
-	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
-	obj, err := env.client.Tracker().Get(nodes, "", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node).DeepCopy()
-	n.Annotations[zone.AnnotationKey] = raw
-	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
-		t.Fatal(err)
-	}
+	changeNode(t, env, name, func(n *corev1.Node) { n.Annotations[zone.AnnotationKey] = raw })
 	poll.UntilTrue(t, waitTimeout, name+"'s new verdict in the webhook's cache", func() bool {
 		c, err := env.w.decider.caches.Nodes.Get(name)
 		return err == nil && c.Annotations[zone.AnnotationKey] == raw

@@ -1,7 +1,5 @@
 package admission
 
-//lint:file-ignore SA1019 core/v1 Endpoints is deprecated, but its controller still writes it and the webhook keeps serving it.
-
 import (
 	"context"
 	"encoding/json"
@@ -18,12 +16,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -33,33 +29,6 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 )
-
-// repairCluster is testCluster plus an EndpointSlice and an Endpoints object
-// with endpoints the webhook would revive, and one with none.
-func repairCluster() []runtime.Object {
-	epRef := func(pod string) *corev1.ObjectReference {
-		return &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: types.UID("uid-" + pod)}
-	}
-	endpoint := func(pod, node string, ready bool) discoveryv1.Endpoint {
-		return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To(node), TargetRef: epRef(pod),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)}}
-	}
-	slice := func(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: "1"},
-			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps}
-	}
-	return append(testCluster(),
-		slice("web-broken", endpoint("web-a1-1", "edge-a1", false), endpoint("web-a1-early", "edge-a1", false)),
-		slice("web-fine", endpoint("web-a1-early", "edge-a1", false), endpoint("web-cloud-1", "cloud-1", false)),
-		&corev1.Endpoints{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "1"},
-			Subsets: []corev1.EndpointSubset{{
-				NotReadyAddresses: []corev1.EndpointAddress{{IP: "10.0.0.2", NodeName: ptr.To("edge-a2"), TargetRef: epRef("web-a2-1")}},
-				Ports:             []corev1.EndpointPort{{Port: 80}},
-			}},
-		},
-	)
-}
 
 // routeAdmission makes the fake clientset call the webhook on every update, as
 // the apiserver would, and store the patched object with a new
@@ -165,6 +134,22 @@ func updated(env *testEnv) []string {
 	return out
 }
 
+// changeNode changes the node name as the fake apiserver holds it, as another
+// writer (the node lifecycle controller, an agent) would.
+func changeNode(t *testing.T, env *testEnv, name string, change func(*corev1.Node)) {
+	t.Helper()
+	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
+	obj, err := env.client.Tracker().Get(nodes, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := obj.(*corev1.Node).DeepCopy()
+	change(n)
+	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func fastElection(c *Config) {
 	c.Repair = true
 	c.RetryPeriod, c.RenewDeadline, c.LeaseDuration = 50*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond
@@ -197,118 +182,6 @@ func repairCounts(t *testing.T, env *testEnv) []string {
 		}
 	}
 	return out
-}
-
-func TestRepairResendsThroughWebhook(t *testing.T) {
-	// The fake clock runs ahead while the test waits for the queue; with
-	// zone Leases lasting a day and a kubelet Lease age of a day no Lease
-	// turns stale meanwhile, so every zone Lease counts as fresh and the
-	// nodes to repair stay the same: all healthy, Unknown and tainted ones.
-	env := newWebhook(t, func(c *Config) {
-		fastElection(c)
-		c.MaxZoneLeaseDuration = 24 * time.Hour
-	}, withZoneLeaseDuration(24*time.Hour, repairCluster()...)...)
-	routeAdmission(t, env)
-	env.start(t)
-	repaired := func(resource string) float64 {
-		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairMutated))
-	}
-	stepUntil(t, env, "4 nodes, 1 slice and 1 Endpoints repaired", func() bool {
-		return repaired(resNode) == 4 && repaired(resEndpointSlice) == 1 && repaired(resEndpoints) == 1
-	})
-	// What is stored now gives the loop nothing more to do, so it settles
-	// instead of re-sending.
-	ctx := context.Background()
-	nodes, err := env.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sliceList, err := env.client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps, err := env.client.CoreV1().Endpoints("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored []metav1.Object
-	for i := range nodes.Items {
-		stored = append(stored, &nodes.Items[i])
-	}
-	for i := range sliceList.Items {
-		stored = append(stored, &sliceList.Items[i])
-	}
-	for i := range eps.Items {
-		stored = append(stored, &eps.Items[i])
-	}
-	for _, o := range stored {
-		if need, err := env.w.repair.needsRepair(o); need || err != nil {
-			t.Errorf("%T %s still needs repair (%v)", o, o.GetName(), err)
-		}
-	}
-
-	for _, name := range []string{"edge-a1", "edge-a2", "edge-b1", "edge-c1"} {
-		n, err := env.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(n.(*corev1.Node).Spec.Taints, isUnreachableNoExecute) {
-			t.Errorf("%s still carries unreachable:NoExecute after repair", name)
-		}
-	}
-	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-broken")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if eps := s.(*discoveryv1.EndpointSlice).Endpoints; !*eps[0].Conditions.Ready || *eps[1].Conditions.Ready {
-		t.Errorf("web-broken after repair: ready = %v, %v; want true, false", *eps[0].Conditions.Ready, *eps[1].Conditions.Ready)
-	}
-	// A copy older than the repaired one, as a lagging cache would hold it,
-	// is refused as the apiserver refuses it, not repaired a second time.
-	var stale *discoveryv1.EndpointSlice
-	for _, o := range repairCluster() {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Name == "web-broken" {
-			stale = s
-		}
-	}
-	if _, err := env.client.DiscoveryV1().EndpointSlices("default").Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
-		t.Errorf("update of web-broken at resourceVersion %s: %v, want a conflict", stale.ResourceVersion, err)
-	}
-
-	// Nothing the webhook would leave alone was sent.
-	for _, u := range updated(env) {
-		switch u {
-		case "nodes/edge-a1", "nodes/edge-a2", "nodes/edge-b1", "nodes/edge-c1", "endpointslices/web-broken", "endpoints/web":
-		default:
-			t.Errorf("repair loop sent %s, which needs no repair", u)
-		}
-	}
-}
-
-// TestRepairUnchangedRetries: when the webhook does not answer (here: the fake
-// apiserver stores nothing), the re-send comes back unchanged, is counted,
-// and is retried after a backoff rather than forgotten.
-func TestRepairUnchangedRetries(t *testing.T) {
-	env := newWebhook(t, fastElection)
-	env.client.PrependReactor("update", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		return true, a.(clienttesting.UpdateAction).GetObject(), nil
-	})
-	env.start(t)
-	unchanged := env.w.metrics.repairs.WithLabelValues(resNode, repairUnchanged)
-	stepUntil(t, env, "each vouched node re-sent twice", func() bool { return counter(t, unchanged) >= 6 })
-}
-
-func TestRepairDryRunWritesNothing(t *testing.T) {
-	env := startWebhook(t, func(c *Config) { fastElection(c); c.DryRun = true }, repairCluster()...)
-	dry := func(resource string) float64 {
-		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairDryRun))
-	}
-	stepUntil(t, env, "dry-run repairs counted", func() bool {
-		return dry(resNode) >= 3 && dry(resEndpointSlice) >= 1 && dry(resEndpoints) >= 1
-	})
-	if u := updated(env); len(u) != 0 {
-		t.Errorf("dry-run repair wrote %v", u)
-	}
 }
 
 // TestRepairLeaderElection runs two replicas on one cluster: while the first
@@ -350,78 +223,6 @@ func TestRepairLeaderElection(t *testing.T) {
 	}
 }
 
-// TestRepairFollowsNodeGoingUnknown: an EndpointSlice admitted while the node
-// cache still had its node Ready was left alone; when the node's turn to
-// Unknown reaches the cache, the slice is repaired at once, not at the next
-// rescan (a day away here).
-func TestRepairFollowsNodeGoingUnknown(t *testing.T) {
-	late := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-late", ResourceVersion: "1"},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses: []string{"10.0.0.4"}, NodeName: ptr.To("edge-a4"),
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-a4-1", UID: "uid-web-a4-1"},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)},
-		}},
-	}
-	env := newWebhook(t, func(c *Config) {
-		fastElection(c)
-		c.RepairPeriod = 24 * time.Hour
-		c.MaxZoneLeaseDuration = 24 * time.Hour
-	}, withZoneLeaseDuration(24*time.Hour, append(testCluster(), late)...)...)
-	routeAdmission(t, env)
-	env.start(t)
-	repaired := func(resource string) float64 {
-		return counter(t, env.w.metrics.repairs.WithLabelValues(resource, repairMutated))
-	}
-	stepUntil(t, env, "the tainted nodes repaired", func() bool { return repaired(resNode) == 4 })
-	if n := repaired(resEndpointSlice); n != 0 {
-		t.Fatalf("%v slices repaired while edge-a4 is Ready", n)
-	}
-
-	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
-	obj, err := env.client.Tracker().Get(nodes, "", "edge-a4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node).DeepCopy()
-	n.Status.Conditions[0].Status = corev1.ConditionUnknown
-	n.ResourceVersion = "2"
-	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
-		t.Fatal(err)
-	}
-	stepUntil(t, env, "web-late repaired", func() bool { return repaired(resEndpointSlice) == 1 })
-	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-late")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := s.(*discoveryv1.EndpointSlice).Endpoints[0].Conditions; !*c.Ready || !*c.Serving {
-		t.Errorf("web-late after repair: ready %v serving %v, want both true", *c.Ready, *c.Serving)
-	}
-}
-
-func TestNotReadyNodes(t *testing.T) {
-	ep := func(node string, ready *bool) discoveryv1.Endpoint {
-		return discoveryv1.Endpoint{NodeName: ptr.To(node), Conditions: discoveryv1.EndpointConditions{Ready: ready}}
-	}
-	s := &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{
-		ep("n1", ptr.To(false)), ep("n1", ptr.To(false)), ep("n2", ptr.To(true)), ep("n3", nil), ep("n4", ptr.To(false)), {Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
-	}}
-	if got, _ := notReadyNodes(s); !reflect.DeepEqual(got, []string{"n1", "n4"}) {
-		t.Errorf("slice indexed under %v, want [n1 n4]", got)
-	}
-	e := &corev1.Endpoints{Subsets: []corev1.EndpointSubset{
-		{Addresses: []corev1.EndpointAddress{{NodeName: ptr.To("n1")}}, NotReadyAddresses: []corev1.EndpointAddress{{NodeName: ptr.To("n2")}}},
-		{NotReadyAddresses: []corev1.EndpointAddress{{NodeName: ptr.To("n2")}, {NodeName: ptr.To("n3")}, {}}},
-	}}
-	if got, _ := notReadyNodes(e); !reflect.DeepEqual(got, []string{"n2", "n3"}) {
-		t.Errorf("Endpoints indexed under %v, want [n2 n3]", got)
-	}
-	if got, _ := notReadyNodes(&corev1.Pod{}); got != nil {
-		t.Errorf("a pod indexed under %v", got)
-	}
-}
-
 // TestRepairFollowsZoneLeaseRegained: a vouched-by-verdict Unknown node still
 // tainted unreachable:NoExecute, and a not-ready endpoint on it, are left alone
 // while their zone Lease is stale and the zone not cut off. When a new leader
@@ -440,15 +241,7 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 			signLease(l)
 		}
 	}
-	objs = append(objs, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-c", ResourceVersion: "1"},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses: []string{"10.0.0.5"}, NodeName: ptr.To("edge-c1"),
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-c1-1", UID: "uid-web-c1-1"},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)},
-		}},
-	})
+	objs = append(objs, notReadySlice("web-c", "10.0.0.5", "edge-c1", "web-c1-1"))
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = period
@@ -464,16 +257,16 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	// edge-a1, edge-a2 (zone Lease fresh) and edge-b1 (cut off) are repaired;
 	// edge-c1 is not, nor is its slice: the webhook would leave both alone.
 	stepUntil(t, env, "the nodes of zone-a and zone-b repaired", func() bool { return repaired(resNode) == 3 })
-	cachedNode, err := env.w.repair.nodes.Get("edge-c1")
+	cachedNode, err := env.w.repair.resend.nodes.Get("edge-c1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachedSlice, err := env.w.repair.slices.EndpointSlices("default").Get("web-c")
+	cachedSlice, err := env.w.repair.resend.slices.EndpointSlices("default").Get("web-c")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []any{cachedNode, cachedSlice} {
-		if need, err := env.w.repair.needsRepair(o); need || err != nil {
+		if need, err := env.w.repair.resend.needsRepair(o); need || err != nil {
 			t.Fatalf("%T needs repair (%v) while zone-c's Lease is stale", o, err)
 		}
 	}
@@ -518,13 +311,7 @@ func TestRepairFollowsZoneLeaseRegained(t *testing.T) {
 	if slices.ContainsFunc(n.(*corev1.Node).Spec.Taints, isUnreachableNoExecute) {
 		t.Error("edge-c1 still carries unreachable:NoExecute")
 	}
-	s, err := env.client.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "web-c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := s.(*discoveryv1.EndpointSlice).Endpoints[0].Conditions; !*c.Ready || !*c.Serving {
-		t.Errorf("web-c after repair: ready %v serving %v, want both true", *c.Ready, *c.Serving)
-	}
+	wantRevived(t, env, "web-c")
 }
 
 // TestZoneLeaseChanged drives the repairer's zone Lease handler directly: only
@@ -613,77 +400,6 @@ func TestNodeZoneLease(t *testing.T) {
 	}
 	if got, _ := idx(&corev1.Pod{}); got != nil {
 		t.Errorf("a pod indexed under %v", got)
-	}
-}
-
-// TestRepairHandsBackKeptPods: a pod the webhook kept Ready on an Unknown
-// node goes back to not ready, as the node lifecycle controller would have
-// marked it, once the node's zone no longer vouches for the node: at once
-// when the verdict changes, not at the next rescan (a day away here). Pods on
-// vouched or Ready nodes stay as they are.
-func TestRepairHandsBackKeptPods(t *testing.T) {
-	kept := func(name, node string) *corev1.Pod {
-		p := testPod(name, node, corev1.ConditionTrue, nodeLost.Add(-time.Hour))
-		p.ResourceVersion = "7"
-		return p
-	}
-	env := newWebhook(t, func(c *Config) {
-		fastElection(c)
-		c.RepairPeriod = 24 * time.Hour
-		c.MaxZoneLeaseDuration = 24 * time.Hour
-	}, withZoneLeaseDuration(24*time.Hour, append(testCluster(),
-		kept("kept-a1", "edge-a1"), kept("kept-a3", "edge-a3"), kept("kept-a4", "edge-a4"), kept("kept-cloud", "cloud-1"))...)...)
-	routeAdmission(t, env)
-	env.start(t)
-
-	pods := corev1.SchemeGroupVersion.WithResource("pods")
-	ready := func(name string) corev1.PodCondition {
-		t.Helper()
-		obj, err := env.client.Tracker().Get(pods, "default", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *podReadyCondition(obj.(*corev1.Pod).Status.Conditions)
-	}
-	handedBack := func() float64 {
-		return counter(t, env.w.metrics.repairs.WithLabelValues(resPodStatus, repairMutated))
-	}
-	stepUntil(t, env, "kept-a3 (unhealthy node) handed back and the tainted nodes repaired", func() bool {
-		return handedBack() == 1 && counter(t, env.w.metrics.repairs.WithLabelValues(resNode, repairMutated)) == 4
-	})
-	c := ready("kept-a3")
-	if c.Status != corev1.ConditionFalse || c.Reason != "NodeNotVouched" || !c.LastTransitionTime.After(testNow) {
-		t.Errorf("kept-a3 Ready after hand-back = %+v, want False, NodeNotVouched, as of the webhook's clock", c)
-	}
-	if n := counter(t, env.w.metrics.events.WithLabelValues(EventPodsHandedBack, "recorded")); n != 1 {
-		t.Errorf("events_total{%s,recorded} = %v after one hand-back, want 1", EventPodsHandedBack, n)
-	}
-	for _, name := range []string{"kept-a1", "kept-a4", "kept-cloud"} {
-		if c := ready(name); c.Status != corev1.ConditionTrue {
-			t.Errorf("%s (vouched, on a Ready node, or on a node no zone judges) handed back: %+v", name, c)
-		}
-	}
-
-	// edge-a1's zone finds it dead: its kept pod follows.
-	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
-	obj, err := env.client.Tracker().Get(nodes, "", "edge-a1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node).DeepCopy()
-	n.Annotations[zone.AnnotationKey] = verdictJSON(n.Name, zone.Unhealthy, "zone-a")
-	n.ResourceVersion = "500"
-	if err := env.client.Tracker().Update(nodes, n, ""); err != nil {
-		t.Fatal(err)
-	}
-	stepUntil(t, env, "kept-a1 handed back", func() bool { return handedBack() == 2 })
-	if c := ready("kept-a1"); c.Status != corev1.ConditionFalse {
-		t.Errorf("kept-a1 Ready after its node's verdict turned unhealthy: %+v", c)
-	}
-	for _, name := range []string{"kept-a4", "kept-cloud"} {
-		if c := ready(name); c.Status != corev1.ConditionTrue {
-			t.Errorf("%s handed back: %+v", name, c)
-		}
 	}
 }
 

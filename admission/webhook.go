@@ -123,17 +123,27 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		if err := nodeInformer.AddIndexers(cache.Indexers{zoneLeaseIndex: nodeZoneLease(cfg.ZoneLabel)}); err != nil {
 			return nil, fmt.Errorf("index the node cache by zone Lease: %w", err)
 		}
+		log := cfg.Logger.With("component", "repair")
+		podsByNode := podInformer.Informer().GetIndexer()
 		w.repair = &repairer{
-			client: client, mut: mut,
-			nodes: caches.Nodes, slices: slices.Lister(), endpoints: eps.Lister(),
-			informers: []cache.SharedIndexInformer{nodeInformer, slices.Informer(), eps.Informer()},
-			byNode:    []cache.Indexer{slices.Informer().GetIndexer(), eps.Informer().GetIndexer()},
-			clock:     cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
-			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "repair"),
+			resend: &resender{
+				client: client, mut: mut,
+				nodes: caches.Nodes, slices: slices.Lister(), endpoints: eps.Lister(),
+				byNode: []cache.Indexer{slices.Informer().GetIndexer(), eps.Informer().GetIndexer()},
+				dryRun: cfg.DryRun, log: log,
+			},
+			handback: &handback{
+				client: client, decider: w.decider, pods: caches.Pods, podsByNode: podsByNode,
+				clock: cfg.Clock, dryRun: cfg.DryRun, events: w.events, log: log,
+			},
+			failover: newFailover(cfg, client, w.decider, caches.Nodes, podsByNode, w.events, m),
+			memory:   w.memory,
+
+			informers:  []cache.SharedIndexInformer{nodeInformer, slices.Informer(), eps.Informer()},
 			zoneLeases: zoneLeases.Coordination().V1().Leases().Informer(), byZoneLease: nodeInformer.GetIndexer(),
-			pods: caches.Pods, podsByNode: podInformer.Informer().GetIndexer(), events: w.events,
-			failover: newFailover(cfg, client, w.decider, w.events, m), podInformer: podInformer.Informer(),
-			memory: w.memory,
+			podInformer: podInformer.Informer(),
+			clock:       cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
+			dryRun: cfg.DryRun, metrics: m, log: log,
 		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}
