@@ -21,43 +21,75 @@
 //   - the HTTPS server that answers admission.k8s.io/v1 AdmissionReviews, with
 //     health, readiness and Prometheus metrics on the same port, and a serving
 //     certificate reloaded from disk when it is rotated;
-//   - the repair loop, leader-elected among webhook replicas: it re-sends
-//     objects an admission missed through the webhook with a no-op update,
-//     hands pods back to not ready once their node is no longer vouched,
-//     optionally fails over nodes their zone confirms dead (the out-of-service
-//     taint, behind a brake, and the force-deletion of their terminating
-//     pods), and writes the webhook's memory of the verdicts it honoured;
+//   - the repair loop (repair.go), leader-elected among webhook replicas, and
+//     its three controllers on one rate-limited queue: resend (resend.go)
+//     re-sends, unchanged, the nodes, EndpointSlices and Endpoints whose
+//     admission was missed, so the webhook mutates them on the way; handback
+//     (handback.go) itself patches Ready to False on the pods the webhook kept
+//     Ready on an Unknown node once the node is no longer vouched; and, with
+//     --dead-node-action=out-of-service, failover (failover.go, brake.go)
+//     applies and removes the out-of-service taint on nodes their zone
+//     confirms dead and force-deletes the terminating pods on the nodes it
+//     tainted. The leader also writes the webhook's memory of the verdicts it
+//     honoured (memory.go);
 //   - generating a CA and serving certificate for installations without
 //     cert-manager.
 //
-// It must not deny a request of the cluster's own components: any internal
-// error lets the object through unchanged, with a counted error. The one
-// route that denies is nodestatus, for the agents' writes (failurePolicy
-// Fail). The apiserver calls the other routes with failurePolicy Ignore and a
-// short timeout, so a slow answer is the same as no answer; the admission path
-// therefore makes no API call and reads only informer caches. It never
-// touches a node that carries no verdict (cloud nodes, nodes in no zone),
-// never removes the node.kubernetes.io/not-ready taint (the kubelet's own
-// word), never removes an out-of-service taint it did not apply, and never
-// vouches for a node its zone found unhealthy or could not judge.
+// What it must not do:
+//   - deny the cluster's own components. The node, endpointslice, endpoints
+//     and podstatus routes always allow: an internal error lets the object
+//     through unchanged, with a counted error and a warning. The apiserver
+//     calls them with failurePolicy Ignore and a short timeout, so a slow
+//     answer is the same as no answer; answering therefore makes no API call
+//     and reads only informer caches (Events are written later, by a
+//     broadcaster). The nodestatus route alone denies. Its webhook
+//     configuration sends it only the agents' nodes/status writes
+//     (AgentUser), with failurePolicy Fail, and it denies one that changes
+//     status beyond the EdgeQuorum condition, writes a verdict the zone did
+//     not sign (unsigned, forged, replayed) or a condition with no verdict to
+//     show, or that it cannot check (caches not synced, an internal error).
+//     In a dry run it logs and counts such a denial and allows the write;
+//   - touch a node that carries no verdict (cloud nodes, nodes in no zone), or
+//     the pods on one; remove the node.kubernetes.io/not-ready taint (the
+//     kubelet's own word); remove an out-of-service taint it did not apply;
+//     force-delete a pod that is not already terminating, or one on a node it
+//     did not taint; vouch for a node its zone found unhealthy or could not
+//     judge;
+//   - write a zone Lease (it only reads them), or, in a dry run, anything but
+//     the repair loop's election Lease.
 //
-// Metrics, all on the Registerer given in Config:
-//
-//	edgequorum_admission_requests_total{resource,decision}
-//	edgequorum_admission_taints_stripped_total
-//	edgequorum_admission_pods_kept_ready_total
-//	edgequorum_admission_events_total{reason,result}
-//	edgequorum_admission_endpoints_rewritten_total{resource}
-//	edgequorum_admission_errors_total{resource,reason}
-//	edgequorum_admission_duration_seconds{resource}
-//	edgequorum_admission_repairs_total{resource,result}
-//	edgequorum_admission_repair_leader
-//	edgequorum_admission_zone_rechecks_total
-//	edgequorum_admission_verdicts_refused_total{reason}
-//	edgequorum_admission_zone_leases_refused_total{reason}
-//	edgequorum_admission_failover_held_total{limit}
-//	edgequorum_admission_failover_held_nodes
-//	edgequorum_admission_memory_writes_total{result}
-//	edgequorum_admission_evidence_refused_total{reason}
-//	edgequorum_admission_tls_reloads_total{result}
+// Metrics, all on the Registerer given in Config (metrics.go), each
+// edgequorum_admission_…:
+//   - requests_total{resource,decision}: reviews answered per route, by
+//     decision: mutated, unchanged, dry_run, error, denied (nodestatus only).
+//   - taints_stripped_total: unreachable:NoExecute taints a returned patch
+//     removed from vouched nodes.
+//   - pods_kept_ready_total: pods a returned patch kept Ready on a vouched
+//     node after the node lifecycle controller marked them not ready.
+//   - endpoints_rewritten_total{resource}: EndpointSlice endpoints or
+//     Endpoints addresses a returned patch marked ready again.
+//   - errors_total{resource,reason}: requests the webhook could not judge,
+//     allowed unchanged (denied on nodestatus) or, if malformed, answered 4xx.
+//   - duration_seconds{resource}: time to answer one review.
+//   - events_total{reason,result}: Events on Nodes, recorded or rate_limited.
+//   - repairs_total{resource,result}: the repair loop's writes, by controller
+//     (node, endpointslice, endpoints: resend; podstatus: handback;
+//     outofservice, forcedelete: failover) and result.
+//   - repair_leader: 1 while this replica leads the repair loop.
+//   - zone_rechecks_total: zones whose nodes the repair loop re-checked at
+//     once because their zone Lease came back valid or changed hands.
+//   - verdicts_refused_total{reason}: verdict annotations not honoured, once
+//     per distinct annotation.
+//   - zone_leases_refused_total{reason}: zone Lease writes not honoured, once
+//     per distinct write.
+//   - evidence_refused_total{reason}: peers' attestations in a zone Lease's
+//     evidence not counted.
+//   - failover_unconfirmed_total: nodes due for the out-of-service taint that
+//     waited for a majority of their peers to confirm them down.
+//   - failover_held_total{limit}: nodes the failover's brake kept from the
+//     taint, once per node and stretch.
+//   - failover_held_nodes: nodes the brake holds now.
+//   - memory_writes_total{result}: the leader's writes of the webhook's
+//     memory ConfigMaps.
+//   - tls_reloads_total{result}: serving certificate reloads.
 package admission

@@ -122,7 +122,7 @@ var (
 // serve returns the HTTP handler of one route. A body that is no AdmissionReview
 // gets a 4xx status, which the apiserver treats as a failed call and, with
 // failurePolicy Ignore, lets the object through; everything else gets 200 and
-// an allowed response.
+// a response that allows, unless a guarded route denies (see admit).
 func (a *admitter) serve(k reviewKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := a.clock.Now()
@@ -188,9 +188,12 @@ func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	return &review, nil
 }
 
-// admit decides one request. It always allows; what it may add is a patch, or a
-// warning when it could not judge. Even a bug that panics while judging ends in
-// an allowed, unchanged answer rather than a dropped connection.
+// admit decides one request. On an unguarded route it always allows; what it
+// may add is a patch, or a warning when it could not judge. A guarded route
+// (nodestatus) also denies a write it finds wrong or cannot judge, because
+// checking that write is its point. Even a bug that panics while judging ends
+// in an answer (allowed unchanged, or denied on a guarded route) rather than
+// a dropped connection.
 func (a *admitter) admit(k reviewKind, req *admissionv1.AdmissionRequest) (out *admissionv1.AdmissionResponse) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	fail := func(reason string, err error) *admissionv1.AdmissionResponse {

@@ -21,13 +21,17 @@ func init() {
 
 const webhookUsage = `Runs in the cloud behind a MutatingWebhookConfiguration: strips
 node.kubernetes.io/unreachable:NoExecute from nodes their zone vouches for and
-keeps their pods and endpoints ready. Denies no request of the cluster's own
-components; the agents' nodes/status writes it checks against what their zone
-signed, and denies the others. /healthz, /readyz and /metrics are served on the
-same HTTPS port. The repair loop (leader-elected) re-sends objects whose
-admission was missed, hands pods back once their node is no longer vouched,
+keeps their pods and endpoints ready. The node, endpoint and pod status routes
+never deny a request of the cluster's own components (failurePolicy Ignore).
+The nodestatus route checks the agents' nodes/status writes against what their
+zone signed and denies one that changes more than the EdgeQuorum condition or
+carries an unsigned or forged verdict, and one it cannot check (failurePolicy
+Fail). /healthz, /readyz and /metrics are served on the same HTTPS port. The
+repair loop (leader-elected) re-sends objects whose admission was missed, marks
+not ready the pods the webhook kept Ready once their node is no longer vouched,
 keeps the webhook's memory of honoured verdicts and, with
---dead-node-action=out-of-service, fails over nodes their zone confirms dead.`
+--dead-node-action=out-of-service, taints nodes their zone confirms dead out of
+service and force-deletes their terminating pods.`
 
 func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg := admission.DefaultConfig()
@@ -47,7 +51,7 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RepairPeriod, "repair-period", cfg.RepairPeriod, "how often the repair loop's leader rescans every node, EndpointSlice and Endpoints")
 	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
 	fs.IntVar(&cfg.RepairBurst, "repair-burst", cfg.RepairBurst, "repair writes allowed in a burst")
-	fs.StringVar(&cfg.DeadNodeAction, "dead-node-action", cfg.DeadNodeAction, "what the repair loop does to a node its zone, reaching the cloud, judged unhealthy while the cloud sees it Unknown: none, or out-of-service (the node.kubernetes.io/out-of-service taint: its pods are evicted and their volumes detached without waiting for their toleration; the node must really be down)")
+	fs.StringVar(&cfg.DeadNodeAction, "dead-node-action", cfg.DeadNodeAction, "what the repair loop does to a node its zone, reaching the cloud, judged unhealthy while the cloud sees it Unknown: none, or out-of-service (the node.kubernetes.io/out-of-service taint: its pods are evicted and their volumes detached without waiting for their toleration, and its terminating pods force-deleted, which needs delete on pods; the node must really be down)")
 	fs.StringVar(&cfg.AgentUser, "agent-user", cfg.AgentUser, "username the agents write under; their nodes/status writes (verdicts and the EdgeQuorum condition) are checked")
 	fs.DurationVar(&cfg.DeadNodeDwell, "dead-node-dwell", cfg.DeadNodeDwell, "how long a node must stay confirmed dead before --dead-node-action acts")
 	fs.IntVar(&cfg.FailoverMaxPerZone, "failover-max-per-zone", cfg.FailoverMaxPerZone, "most nodes of one zone --dead-node-action keeps out of service at once (never more than a minority of the zone)")
