@@ -1,12 +1,10 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/syncbuf"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -156,25 +155,6 @@ func TestFailoverTaintsOnlyNodesTheZoneConfirmsDead(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the webhook's goroutines to log to
-// while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // forceDeleteEnv is a webhook with the failover on over a cluster in which:
 //
 //	edge-a3 (testCluster): zone-a fresh, unhealthy, Unknown, and tainted out
@@ -190,7 +170,7 @@ func (b *lockedBuffer) String() string {
 // is replaced by a new pod of that name just before its delete lands.
 // forbid makes every pod delete Forbidden, as without the failover's
 // ClusterRole.
-func forceDeleteEnv(t *testing.T, dryRun, forbid bool) (*testEnv, *lockedBuffer) {
+func forceDeleteEnv(t *testing.T, dryRun, forbid bool) (*testEnv, *syncbuf.Buffer) {
 	t.Helper()
 	ours := func(n *corev1.Node) *corev1.Node {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: outOfServiceValue, Effect: corev1.TaintEffectNoExecute})
@@ -220,7 +200,7 @@ func forceDeleteEnv(t *testing.T, dryRun, forbid bool) (*testEnv, *lockedBuffer)
 		terminating("sts-a8", "edge-a8"), terminating("sts-b2", "edge-b2"),
 	)
 	freshZoneA(objs)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	env := newWebhook(t, func(c *Config) {
 		fastElection(c)
 		c.RepairPeriod = 24 * time.Hour

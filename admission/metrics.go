@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"resource"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "errors_total",
-			Help: "Requests the webhook could not judge, by resource and reason; each was allowed unchanged or, for a malformed body, answered 4xx.",
+			Help: "Requests the webhook could not judge, by resource and reason; each was allowed unchanged (denied on the guarded nodestatus route) or, for a malformed body, answered 4xx.",
 		}, []string{"resource", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "duration_seconds",
