@@ -111,7 +111,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	}
 
 	members := newNodeMembers(client, cfg.ZoneLabel, zoneName, cfg.Raft.PeerPort)
-	port, err := raftzone.NewZonePort(cfg.Raft, members)
+	port, err := raftzone.NewPort(cfg.Raft, members)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Annotations of the genesis Lease.
@@ -39,7 +40,7 @@ type leaseGenesis struct {
 	namespace string
 	// members is the zone's member list; nil takes every founder as
 	// genuine.
-	members raftzone.MemberSource
+	members zoneport.MemberSource
 }
 
 func (g leaseGenesis) Claim(ctx context.Context, zoneName string, rec raftzone.GenesisRecord) (raftzone.GenesisRecord, bool, error) {

@@ -11,15 +11,16 @@ import (
 
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // fixedMembers is a member list that is always available.
 type fixedMembers []string
 
-func (m fixedMembers) Candidates() ([]raftzone.Candidate, bool) {
-	out := make([]raftzone.Candidate, 0, len(m))
+func (m fixedMembers) Candidates() ([]zoneport.Candidate, bool) {
+	out := make([]zoneport.Candidate, 0, len(m))
 	for _, n := range m {
-		out = append(out, raftzone.Candidate{Node: n})
+		out = append(out, zoneport.Candidate{Node: n})
 	}
 	return out, true
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // controlPlaneLabel marks nodes that never join a zone: they are the cloud.
@@ -149,9 +150,9 @@ func (m *nodeMembers) restoreVerdicts(srv *raftzone.Server, w *apiwriter.Writer)
 	return nil
 }
 
-// Candidates implements raftzone.MemberSource. Until the informer has synced it
+// Candidates implements zoneport.MemberSource. Until the informer has synced it
 // says so, and raftzone then changes no membership.
-func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
+func (m *nodeMembers) Candidates() ([]zoneport.Candidate, bool) {
 	if !m.informer.HasSynced() {
 		return nil, false
 	}
@@ -159,7 +160,7 @@ func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
 	if err != nil {
 		return nil, false
 	}
-	out := make([]raftzone.Candidate, 0, len(nodes))
+	out := make([]zoneport.Candidate, 0, len(nodes))
 	for _, n := range nodes {
 		if _, cp := n.Labels[controlPlaneLabel]; cp {
 			continue
@@ -168,7 +169,7 @@ func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
 		if ip == "" {
 			continue
 		}
-		c := raftzone.Candidate{Node: n.Name, ProbeAddress: ip,
+		c := zoneport.Candidate{Node: n.Name, ProbeAddress: ip,
 			RaftAddress: net.JoinHostPort(ip, strconv.Itoa(m.peerPort)),
 			KubeletPort: kubeletPort(n)}
 		// The node's own agent registered this key (nodekey-policy.yaml lets
@@ -183,7 +184,7 @@ func (m *nodeMembers) Candidates() ([]raftzone.Candidate, bool) {
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b raftzone.Candidate) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(out, func(a, b zoneport.Candidate) int { return strings.Compare(a.Node, b.Node) })
 	return out, true
 }
 

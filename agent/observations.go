@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/probe"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // probeObservations adapts a probe.Manager to raftzone.Observations.
@@ -49,7 +49,7 @@ func (o probeObservations) Down() []string {
 // peerSource is who this member should probe; *raftzone.Server implements it
 // with the rule joins use too.
 type peerSource interface {
-	Peers() []raftzone.Candidate
+	Peers() []zoneport.Candidate
 	Started() <-chan struct{}
 }
 

@@ -11,24 +11,24 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/probe"
-	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 type fakePeers struct {
 	mu      sync.Mutex
-	peers   []raftzone.Candidate
+	peers   []zoneport.Candidate
 	started chan struct{}
 }
 
-func (f *fakePeers) Peers() []raftzone.Candidate {
+func (f *fakePeers) Peers() []zoneport.Candidate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]raftzone.Candidate(nil), f.peers...)
+	return append([]zoneport.Candidate(nil), f.peers...)
 }
 
 func (f *fakePeers) Started() <-chan struct{} { return f.started }
 
-func (f *fakePeers) set(ps ...raftzone.Candidate) {
+func (f *fakePeers) set(ps ...zoneport.Candidate) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.peers = ps
@@ -64,7 +64,7 @@ func (f *fakeTargets) snapshot() (map[string]probe.Target, int) {
 func TestSyncTargetsFollowsPeers(t *testing.T) {
 	src := &fakePeers{started: make(chan struct{})}
 	dst := &fakeTargets{targets: map[string]probe.Target{}}
-	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.2"}, raftzone.Candidate{Node: "c", ProbeAddress: "127.0.0.3"})
+	src.set(zoneport.Candidate{Node: "b", ProbeAddress: "127.0.0.2"}, zoneport.Candidate{Node: "c", ProbeAddress: "127.0.0.3"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -83,7 +83,7 @@ func TestSyncTargetsFollowsPeers(t *testing.T) {
 	close(src.started)
 	waitTargets("the first peers", map[string]probe.Target{"b": {Host: "127.0.0.2"}, "c": {Host: "127.0.0.3"}})
 
-	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.20"})
+	src.set(zoneport.Candidate{Node: "b", ProbeAddress: "127.0.0.20"})
 	waitTargets("b moved and c gone", map[string]probe.Target{"b": {Host: "127.0.0.20"}})
 	_, adds := dst.snapshot()
 	if adds != 3 {
@@ -91,6 +91,6 @@ func TestSyncTargetsFollowsPeers(t *testing.T) {
 	}
 
 	// b's kubelet publishes another port: its probes follow.
-	src.set(raftzone.Candidate{Node: "b", ProbeAddress: "127.0.0.20", KubeletPort: 10350})
+	src.set(zoneport.Candidate{Node: "b", ProbeAddress: "127.0.0.20", KubeletPort: 10350})
 	waitTargets("b's kubelet port", map[string]probe.Target{"b": {Host: "127.0.0.20", KubeletPort: 10350}})
 }

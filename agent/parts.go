@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // The parts below are how an agent meets the cluster: its member list, the
@@ -33,14 +34,14 @@ func NewMemberList(client kubernetes.Interface, label, zoneName string, peerPort
 // Run feeds the list until ctx ends.
 func (l *MemberList) Run(ctx context.Context) { l.m.run(ctx) }
 
-// Candidates implements raftzone.MemberSource.
-func (l *MemberList) Candidates() ([]raftzone.Candidate, bool) { return l.m.Candidates() }
+// Candidates implements zoneport.MemberSource.
+func (l *MemberList) Candidates() ([]zoneport.Candidate, bool) { return l.m.Candidates() }
 
 // NewGenesis is the zone genesis an agent claims: a Lease in namespace (the
 // agent's --lease-namespace) that only one member can create, and that a
 // member takes over when its founder is no node of the zone's member list
 // (see leaseGenesis).
-func NewGenesis(client kubernetes.Interface, namespace string, members raftzone.MemberSource) raftzone.Genesis {
+func NewGenesis(client kubernetes.Interface, namespace string, members zoneport.MemberSource) raftzone.Genesis {
 	return leaseGenesis{client: client, namespace: namespace, members: members}
 }
 

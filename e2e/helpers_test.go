@@ -19,9 +19,9 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 func annotation(t *testing.T, c kubernetes.Interface, node string) (zone.Annotation, bool) {
@@ -296,7 +296,7 @@ func leaderKey(t *testing.T, z *zonerun.Zone) (*zonerun.Agent, ed25519.PrivateKe
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := raftzone.LoadOrCreateNodeKey(l.DataDir)
+	key, err := zoneport.LoadOrCreateNodeKey(l.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

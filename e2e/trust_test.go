@@ -31,6 +31,7 @@ import (
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // TestStolenTokenCannotStallAnotherZoneOrBloatANode: with the agent token root
@@ -100,17 +101,17 @@ func TestStolenTokenCannotStallAnotherZoneOrBloatANode(t *testing.T) {
 }
 
 // raftThief speaks Raft to a zone as a stolen member: its node key, data dir,
-// zone key and address, through the zone port (raftzone.ZonePort.DialRaft).
+// zone key and address, through the zone port (zoneport.Port.DialRaft).
 type raftThief struct {
 	t        *testing.T
-	port     *raftzone.ZonePort
+	port     *zoneport.Port
 	serverID string
 	addr     string
 }
 
 // stealMember copies a's data dir (serverID, when set, replaces its server ID)
 // and builds the zone port a thief on a's box would have. a must be stopped.
-func stealMember(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, members raftzone.MemberSource, serverID string) *raftThief {
+func stealMember(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, members zoneport.MemberSource, serverID string) *raftThief {
 	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"node.key", "server-id"} {
@@ -137,7 +138,7 @@ func stealMember(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, members raftzo
 	cfg := raftzone.DefaultConfig()
 	cfg.Node, cfg.Zone, cfg.DataDir, cfg.Keys = a.Name, "edge-a", dir, ring
 	cfg.AdvertiseAddress, cfg.PeerPort = a.IP, zonerun.PeerPort
-	port, err := raftzone.NewZonePort(cfg, members)
+	port, err := raftzone.NewPort(cfg, members)
 	if err != nil {
 		t.Fatal(err)
 	}

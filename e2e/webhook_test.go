@@ -25,9 +25,9 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
-	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // tolerationSeconds is short so that, without edgequorum, eviction would come
@@ -537,7 +537,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 			}
 		}
 		thief := nonLeaders()[0]
-		key, err := raftzone.LoadOrCreateNodeKey(thief.DataDir)
+		key, err := zoneport.LoadOrCreateNodeKey(thief.DataDir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 // A follower whose configuration lags.
 //
 // Only servers of a member's own Raft configuration may replicate to it
-// (rpcguard.go). A member that was away while the zone added a server, and
+// (zoneport's RPC guard). A member that was away while the zone added a server, and
 // that server then became leader, would refuse its new leader for good: the
 // entries that would tell it of that server are what the leader would send.
 // The way in is the configuration it does know: when it refuses replication
@@ -77,7 +77,7 @@ func (a *attestor) run(ctx context.Context) {
 			return
 		case c = <-a.kick:
 		}
-		if a.attested(c.id, c.term) || a.s.follow.leaderAlive("") {
+		if a.attested(c.id, c.term) || a.s.follow.LeaderAlive("") {
 			// Already settled, or this member follows a live leader of
 			// its own configuration: then the claim is no lag.
 			continue

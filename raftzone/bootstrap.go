@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // joinRequest is what a member without a cluster sends to any peer.
@@ -59,7 +60,7 @@ func (s *Server) joinLoop(ctx context.Context) {
 // reports whether one did and whether any peer showed that a cluster exists.
 func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	req := joinRequest{Zone: s.cfg.Zone, Node: s.cfg.Node, ServerID: s.serverID,
-		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress, PublicKey: s.net.publicKey()}
+		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress, PublicKey: zone.EncodeNodeKey(s.port.PublicKey())}
 	var peers []string
 	for _, p := range s.peers(true) {
 		if p.RaftAddress != "" && p.RaftAddress != s.cfg.raftAddress() && !slices.Contains(peers, p.RaftAddress) {
@@ -154,7 +155,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	// A node joins only as itself: the node, server ID and key of the
 	// request must be those its connection proved.
-	caller, ok := callerOf(r.Context())
+	caller, ok := zoneport.CallerOf(r.Context())
 	switch {
 	case !ok:
 		s.refuseCaller(w, "join", errors.New("unauthenticated connection"))

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/zonekeys"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Config is one member's view of its zone's Raft group. Every duration is an
@@ -122,7 +123,7 @@ type Config struct {
 	// Registerer receives the metrics; nil keeps them private.
 	Registerer prometheus.Registerer
 	// Network is the wire; nil dials from AdvertiseAddress over real sockets.
-	Network Network
+	Network zoneport.Network
 }
 
 // DefaultConfig returns the defaults. With them a dead peer is judged within
@@ -287,7 +288,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Network == nil {
-		c.Network = hostNetwork{ip: net.ParseIP(c.AdvertiseAddress)}
+		c.Network = zoneport.HostNetwork(net.ParseIP(c.AdvertiseAddress))
 	}
 	return c
 }

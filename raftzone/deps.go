@@ -2,42 +2,16 @@ package raftzone
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"time"
 
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // The interfaces below are how raftzone sees the world outside the zone. The
 // agent package implements them with client-go and the probe package; tests with plain structs.
 // Keeping them this small is what keeps raftzone free of Kubernetes code.
-
-// Candidate is a node the cluster's member list places in this zone.
-type Candidate struct {
-	Node string
-	// ProbeAddress is the node's InternalIP, which peers probe.
-	ProbeAddress string
-	// RaftAddress is host:port of the node's zone port.
-	RaftAddress string
-	// KubeletPort is the kubelet port the node's Node publishes
-	// (status.daemonEndpoints), 0 when it publishes none: where peers'
-	// kubelet probes connect.
-	KubeletPort int
-	// PublicKey is the node key registered on the node's own Node object
-	// (zone.NodeKeyAnnotation), nil when none is. Only that node's agent can
-	// register it, so a join that proves this key is that node.
-	PublicKey ed25519.PublicKey
-}
-
-// MemberSource is the zone's member list as the cluster defines it (Nodes with
-// the zone label, minus control-plane nodes).
-type MemberSource interface {
-	// Candidates returns the zone's nodes. ok is false while the source cannot
-	// vouch for the list (cache not synced yet); the leader then changes no
-	// membership, so a cloud outage never shrinks the zone.
-	Candidates() (cs []Candidate, ok bool)
-}
 
 // GenesisRecord is what the zone's genesis object holds.
 type GenesisRecord struct {
@@ -123,16 +97,17 @@ type WriteStatus interface {
 // reaches the apiserver, Observations has none, Sink and Writes are left out,
 // and New makes its own Port and Leadership.
 type Deps struct {
-	Members      MemberSource
+	Members      zoneport.MemberSource
 	Genesis      Genesis
 	APIHealth    APIHealth
 	Observations Observations
 	Sink         VerdictSink
 	// Writes, when set, adds the API writer's progress to Status.
 	Writes WriteStatus
-	// Port is the zone port the Server listens on and calls peers with; a
-	// caller that needs the peer client before the Server exists makes it.
-	Port *ZonePort
+	// Port is the zone port the Server listens on and calls peers with
+	// (NewPort); a caller that needs the peer client before the Server
+	// exists makes it. Nil means New makes one.
+	Port *zoneport.Port
 	// Leadership receives the terms this Server leads in; the API writer
 	// fences with the same one.
 	Leadership *Leadership

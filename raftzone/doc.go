@@ -1,6 +1,7 @@
-// Package raftzone runs a zone's Raft group: the authenticated transport between
-// members, genesis and join, membership and voter placement, signed report intake
-// and the leader's verdicts.
+// Package raftzone is a zone member: its Raft group (as a voter, a stand-by or
+// a spare), genesis and join, membership and voter placement, signed report
+// intake and the leader's verdicts. It speaks to its peers through the zone
+// port (package zoneport).
 //
 // # Data flow
 //
@@ -90,21 +91,18 @@
 //
 // # Security
 //
-// The zone port speaks TLS 1.3 with certificates made from each member's node
-// key (nodekey.go); right after the handshake each side proves knowledge of the
-// zone key with an HMAC over the TLS exported keying material, its role and the
-// node and server ID it claims, and the certificate's key must be that node's
-// pinned or registered key (peerbook.go). Raft and the peer API are channels on
-// that one port; nothing is reachable before the proof. Reports carry their own
-// MAC, the sender's node signature and a per-sender seq that is persisted on
-// both ends.
+// The zone port (package zoneport) admits only members and candidates, each
+// proving its node key and the zone key, and carries Raft and the peer API on
+// one authenticated port; nothing is reachable before the proof. Reports
+// carry their own MAC, the sender's node signature and a per-sender seq that
+// is persisted on both ends.
 //
 // # Trust: what Raft does not give
 //
 // Raft tolerates crashes, not liars, and a stolen member holds everything it
 // needs to send well-formed RPCs. So Raft here only orders and stores:
 //
-//   - The RPC guard (raftguard.go, rpcguard.go, followguard.go) lets only servers
+//   - The RPC guard (zoneport, fed by raftguard.go) lets only servers
 //     of a member's configuration replicate to it, only the leader it follows in
 //     that term (the candidate it voted for; no new term while its leader is
 //     alive), elections only from voters and only for the next term while the
@@ -117,7 +115,7 @@
 //     rules.
 //   - What a stolen voter can still do is bounded and shown: an election it
 //     forces with the leadership-transfer flag is counted, five per ten minutes
-//     at most (followguard.go), and a leader that then commits no member's
+//     at most (zoneport), and a leader that then commits no member's
 //     reports is given up by each member it starves (stall.go).
 //   - Toward the cloud, no member's word stands for another's: the leader
 //     gathers each member's own signed attestation of whom it reaches
@@ -136,18 +134,20 @@
 // bootstrap.go (members, genesis, join), voters.go and voterplan.go (voter
 // placement), spare.go (spares and the view they copy), placement.go
 // (handovers), recover.go (lost quorum), view.go and status.go (read-only
-// views for callers outside), transport.go, frames.go, zoneport.go, peerbook.go,
-// nodekey.go and counting.go (the zone port), raftguard.go, rpcguard.go,
-// msgpackscan.go, followguard.go, attest.go and stall.go (whose Raft RPCs a
-// member hears and whom it follows), evidence.go and leadervote.go (the
-// members' signed word for the zone Lease), witness.go (the replica's view of
-// the cluster), persist.go (the server ID and the report sequence numbers,
-// both kept across restarts), config.go, deps.go, metrics.go and hclog.go. The zone keys it signs
-// and verifies with are package zonekeys'.
+// views for callers outside), port.go and raftguard.go (the member's side of
+// its zone port: the server ID it hands the port, the members it pins and how
+// it admits a Raft connection), counting.go (Raft RPCs by type), attest.go and
+// stall.go (whom it follows when its configuration lags, and a leader that
+// starves it), evidence.go and leadervote.go (the members' signed word for the
+// zone Lease), witness.go (the replica's view of the cluster), persist.go (the
+// server ID and the report sequence numbers, both kept across restarts),
+// config.go, deps.go, metrics.go and hclog.go. The zone port is package
+// zoneport's and the zone keys package zonekeys'.
 //
 // raftzone must not import client-go or the Kubernetes API types (its only
 // Kubernetes import is k8s.io/utils/clock): it sees the cluster only through
 // MemberSource, Genesis and APIHealth, which the agent implements. It must not
-// decide how probes run (package probe does) nor hold the zone keys' file
-// (package zonekeys does).
+// decide how probes run (package probe does), hold the zone keys' file
+// (package zonekeys does) nor speak on the wire itself (package zoneport
+// does).
 package raftzone

@@ -74,7 +74,7 @@ func (s *Server) attestReach(nodes []string) zone.Attestation {
 			a.Down = append(a.Down, n)
 		}
 	}
-	a.Sign(s.net.nodeKey)
+	a.Sign(s.port.NodeKey())
 	return a
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // TestEvidenceForAMemberCutFromTheCloud: once a member's reports say it does
@@ -50,7 +51,7 @@ func TestEvidenceForAMemberCutFromTheCloud(t *testing.T) {
 	signers := map[string]bool{}
 	for _, a := range atts {
 		signers[a.Signer] = true
-		key, err := LoadOrCreateNodeKey(z.nodes[a.Signer].dir)
+		key, err := zoneport.LoadOrCreateNodeKey(z.nodes[a.Signer].dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
@@ -25,6 +28,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/syncbuf"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // The in-process zone harness: N Servers on 127.a.b.x loopback addresses, joined
@@ -74,11 +78,11 @@ func (g *memGenesis) Claim(_ context.Context, z string, rec GenesisRecord) (Gene
 // memberList is a MemberSource whose list the test edits.
 type memberList struct {
 	mu    sync.Mutex
-	cands []Candidate
+	cands []zoneport.Candidate
 	ok    bool
 }
 
-func (l *memberList) Candidates() ([]Candidate, bool) {
+func (l *memberList) Candidates() ([]zoneport.Candidate, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.cands), l.ok
@@ -96,7 +100,7 @@ func (l *memberList) register(node string, pub ed25519.PublicKey) {
 	}
 }
 
-func (l *memberList) set(cs []Candidate, ok bool) {
+func (l *memberList) set(cs []zoneport.Candidate, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cands, l.ok = slices.Clone(cs), ok
@@ -151,6 +155,8 @@ type testNode struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncbuf.Buffer
+	// portReg holds the metrics of the zone port of the node's current run.
+	portReg *prometheus.Registry
 }
 
 // simObservations derives a member's probe results from the test's truth: a
@@ -209,20 +215,20 @@ func newTestZone(t *testing.T, n int) *testZone {
 	t.Helper()
 	z := &testZone{t: t, fabric: faultnet.New(), keys: testKeys(t), genesis: &memGenesis{},
 		list: &memberList{ok: true}, prefix: randomPrefix(t), nodes: map[string]*testNode{}, dead: map[string]bool{}}
-	var cands []Candidate
+	var cands []zoneport.Candidate
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("node-%d", i)
 		ip := fmt.Sprintf("%s%d", z.prefix, i)
 		z.nodes[name] = &testNode{z: z, name: name, ip: ip, dir: filepath.Join(t.TempDir(), name),
 			api: &apiFlag{}, sink: &recordingSink{}}
-		cands = append(cands, Candidate{Node: name, ProbeAddress: ip, RaftAddress: ip + ":9470"})
+		cands = append(cands, zoneport.Candidate{Node: name, ProbeAddress: ip, RaftAddress: ip + ":9470"})
 	}
 	z.list.set(cands, true)
 	t.Cleanup(z.stopAll)
 	return z
 }
 
-func (z *testZone) candidates() []Candidate { c, _ := z.list.Candidates(); return c }
+func (z *testZone) candidates() []zoneport.Candidate { c, _ := z.list.Candidates(); return c }
 
 func (z *testZone) isDead(node string) bool {
 	z.mu.Lock()
@@ -280,14 +286,23 @@ func (z *testZone) start(name string) *testNode {
 	n.obs = &simObservations{z: z, self: n, ch: make(chan struct{}, 1)}
 	// Like the agent: the node key (made on first start) is registered on the
 	// node's own entry of the member list before the member runs.
-	key, err := LoadOrCreateNodeKey(n.dir)
+	key, err := zoneport.LoadOrCreateNodeKey(n.dir)
 	if err != nil {
 		z.t.Fatalf("node key of %s: %v", name, err)
 	}
 	z.list.register(name, key.Public().(ed25519.PublicKey))
 	cfg := testConfig(n)
 	cfg.Logger = slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(cfg, Deps{Members: z.list, Genesis: z.genesis, APIHealth: n.api, Observations: n.obs, Sink: n.sink})
+	// The port's metrics go to a registry of this run's own, for the tests
+	// that read what the port counted.
+	n.portReg = prometheus.NewRegistry()
+	pcfg := cfg
+	pcfg.Registerer = n.portReg
+	port, err := NewPort(pcfg, z.list)
+	if err != nil {
+		z.t.Fatalf("zone port of %s: %v", name, err)
+	}
+	srv, err := New(cfg, Deps{Members: z.list, Genesis: z.genesis, APIHealth: n.api, Observations: n.obs, Sink: n.sink, Port: port})
 	if err != nil {
 		z.t.Fatalf("new %s: %v", name, err)
 	}
@@ -474,3 +489,28 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// portCounter is the value of the zone-port counter name{labels} of n's
+// current run (0 when it counted nothing yet).
+func portCounter(t testing.TB, n *testNode, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := n.portReg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // thief is a client holding what root on one stolen follower holds: its node
@@ -26,7 +26,7 @@ type thief struct {
 	z    *testZone
 	me   testPeer
 	ip   string
-	net  *secureNet
+	net  *zoneport.Port
 	addr string
 }
 
@@ -47,24 +47,26 @@ func (th *thief) header() raft.RPCHeader {
 // member closed the connection instead (the guard refused it).
 func (th *thief) rpc(target *testNode, typ byte, req, resp any) error {
 	th.t.Helper()
-	c, err := th.net.dial(th.t.Context(), target.ip+":9470", channelRaft)
+	c, err := th.net.DialRaft(th.t.Context(), target.ip+":9470")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if _, err := c.Write(guardTestEncode(th.t, typ, req)); err != nil {
+	if _, err := c.Write(encodeRPC(th.t, typ, req)); err != nil {
 		return err
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	dec := codec.NewDecoder(bufio.NewReader(c), guardTestEncHandle())
-	var rpcErr string
-	if err := dec.Decode(&rpcErr); err != nil {
-		return fmt.Errorf("no answer: %w", err)
+	return zoneport.ReadRPCResponse(bufio.NewReader(c), resp)
+}
+
+// encodeRPC frames req as raft's transport sends it.
+func encodeRPC(t testing.TB, typ byte, req any) []byte {
+	t.Helper()
+	b, err := zoneport.EncodeRPC(typ, req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rpcErr != "" {
-		return fmt.Errorf("raft error: %s", rpcErr)
-	}
-	return dec.Decode(resp)
+	return b
 }
 
 // lastLog is the index and term of n's last entry, a snapshot's when it has
@@ -134,7 +136,7 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 						req.Term = term // heartbeats at the zone's own term
 					}
 					var resp raft.AppendEntriesResponse
-					if err := th.rpc(target, guardRPCAppendEntries, req, &resp); err == nil {
+					if err := th.rpc(target, zoneport.RPCAppendEntries, req, &resp); err == nil {
 						t.Fatalf("round %d: %s answered the thief's AppendEntries: %+v", round, target.name, resp)
 					}
 				}
@@ -153,7 +155,7 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 	}
 	refused := 0.0
 	for _, n := range others {
-		for _, reason := range []string{guardRejectLeaderAlive, guardRejectSecondLeader} {
+		for _, reason := range []string{zoneport.RejectLeaderAlive, zoneport.RejectSecondLeader} {
 			refused += testutil.ToFloat64(n.srv.metrics.raftRefused.WithLabelValues(reason))
 		}
 	}
@@ -237,7 +239,7 @@ func TestElectedThiefCannotRewriteTheZone(t *testing.T) {
 		req := &raft.RequestVoteRequest{RPCHeader: th.header(), Term: term, LastLogIndex: idx + 1000, LastLogTerm: lt,
 			LeadershipTransfer: true}
 		var resp raft.RequestVoteResponse
-		if err := th.rpc(n, guardRPCRequestVote, req, &resp); err == nil && resp.Granted {
+		if err := th.rpc(n, zoneport.RPCRequestVote, req, &resp); err == nil && resp.Granted {
 			granted++
 		}
 	}
@@ -262,7 +264,7 @@ func TestElectedThiefCannotRewriteTheZone(t *testing.T) {
 				{Index: idx + 2, Term: term, Type: raft.LogCommand, Data: verdicts},
 			}}
 		var resp raft.AppendEntriesResponse
-		if err := th.rpc(n, guardRPCAppendEntries, req, &resp); err != nil || !resp.Success {
+		if err := th.rpc(n, zoneport.RPCAppendEntries, req, &resp); err != nil || !resp.Success {
 			t.Fatalf("%s did not take the elected thief's entries: %v %+v", n.name, err, resp)
 		}
 		applied[n.name] = idx + 2
@@ -417,7 +419,7 @@ func TestElectedThiefThatCommitsNothingIsGivenUp(t *testing.T) {
 		idx, lt := lastLog(n)
 		var resp raft.RequestVoteResponse
 		req := &raft.RequestVoteRequest{RPCHeader: th.header(), Term: term, LastLogIndex: idx + 1000, LastLogTerm: lt, LeadershipTransfer: true}
-		if err := th.rpc(n, guardRPCRequestVote, req, &resp); err == nil && resp.Granted {
+		if err := th.rpc(n, zoneport.RPCRequestVote, req, &resp); err == nil && resp.Granted {
 			granted++
 		}
 	}
@@ -435,7 +437,7 @@ func TestElectedThiefThatCommitsNothingIsGivenUp(t *testing.T) {
 			for _, n := range honest {
 				idx, lt := lastLog(n)
 				var resp raft.AppendEntriesResponse
-				th.rpc(n, guardRPCAppendEntries, &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term,
+				th.rpc(n, zoneport.RPCAppendEntries, &raft.AppendEntriesRequest{RPCHeader: th.header(), Term: term,
 					PrevLogEntry: idx, PrevLogTerm: lt, LeaderCommitIndex: idx}, &resp)
 			}
 			select {

@@ -15,11 +15,11 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/peerctx"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // The tests in this file act as a member whose box was taken apart: they hold
@@ -88,8 +88,8 @@ func TestAgentProbeRefusesAnImpostor(t *testing.T) {
 	}
 	prober.srv.client.CloseIdleConnections()
 	err := get(peerctx.With(t.Context(), dead.name))
-	if !errors.Is(err, errWrongPeer) {
-		t.Fatalf("probe of %s answered by %s: err %v, want %v", dead.name, live.name, err, errWrongPeer)
+	if !errors.Is(err, zoneport.ErrWrongPeer) {
+		t.Fatalf("probe of %s answered by %s: err %v, want %v", dead.name, live.name, err, zoneport.ErrWrongPeer)
 	}
 }
 
@@ -158,8 +158,8 @@ func TestMemberCannotJoinAsAnother(t *testing.T) {
 }
 
 // callWith posts in to a peer through sn's peer-API client.
-func callWith(ctx context.Context, sn *secureNet, addr, path string, in any) error {
-	s := &Server{client: sn.httpClient(), metrics: newMetrics(nil)}
+func callWith(ctx context.Context, sn *zoneport.Port, addr, path string, in any) error {
+	s := &Server{client: sn.HTTPClient(), metrics: newMetrics(nil)}
 	return s.callPeer(ctx, addr, path, in, nil)
 }
 
@@ -250,7 +250,7 @@ func TestZoneWorksThroughAConnectionFlood(t *testing.T) {
 		}()
 	}
 	poll.Until(t, 30*time.Second, "the flood refused before TLS", func() (bool, string) {
-		got := testutil.ToFloat64(l.srv.net.metrics.handshakeFailures.WithLabelValues("not_member_address"))
+		got := portCounter(t, l, "edgequorum_transport_handshake_failures_total", "reason", "not_member_address")
 		return got >= 1000, fmt.Sprintf("%v refused", got)
 	})
 	// Kill the leader under the flood: the others elect a new one and judge it.
@@ -287,22 +287,22 @@ func TestRaftRPCsCannotRaiseTermsOrCrashAMember(t *testing.T) {
 		req    *raft.AppendEntriesRequest
 		reason string
 	}{
-		{"term 2^64-1", &raft.AppendEntriesRequest{RPCHeader: header, Term: math.MaxUint64}, guardRejectTerm},
+		{"term 2^64-1", &raft.AppendEntriesRequest{RPCHeader: header, Term: math.MaxUint64}, zoneport.RejectTerm},
 		{"crafted configuration entry", &raft.AppendEntriesRequest{RPCHeader: header, Term: target.srv.raft.CurrentTerm(),
-			PrevLogEntry: 1<<40 - 1, PrevLogTerm: 1, Entries: []*raft.Log{{Index: 1 << 40, Term: 1, Type: raft.LogConfiguration, Data: badConfig}}}, guardRejectBadConfigEntry},
+			PrevLogEntry: 1<<40 - 1, PrevLogTerm: 1, Entries: []*raft.Log{{Index: 1 << 40, Term: 1, Type: raft.LogConfiguration, Data: badConfig}}}, zoneport.RejectBadConfigEntry},
 		{"in the leader's name", &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte(l.srv.serverID),
-			Addr: []byte(l.ip + ":9470")}, Term: target.srv.raft.CurrentTerm()}, guardRejectHeaderID},
+			Addr: []byte(l.ip + ":9470")}, Term: target.srv.raft.CurrentTerm()}, zoneport.RejectHeaderID},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			term := target.srv.raft.CurrentTerm()
 			before := testutil.ToFloat64(target.srv.metrics.raftRefused.WithLabelValues(tc.reason))
-			c, err := client.dial(t.Context(), target.ip+":9470", channelRaft)
+			c, err := client.DialRaft(t.Context(), target.ip+":9470")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.Write(guardTestEncode(t, guardRPCAppendEntries, tc.req))
+			c.Write(encodeRPC(t, zoneport.RPCAppendEntries, tc.req))
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			if n, err := c.Read(make([]byte, 64)); err == nil {
 				t.Fatalf("the member answered the RPC (%d bytes)", n)
@@ -318,49 +318,6 @@ func TestRaftRPCsCannotRaiseTermsOrCrashAMember(t *testing.T) {
 	}
 	// The target still follows and the zone still judges.
 	z.killAndJudge(l.name)
-}
-
-// TestZonePortSlotsPerSource: a source that holds its handshake slots without
-// speaking — a hostile pod in a member's host network — gets four at a time,
-// each for the first-bytes second, and every other member still gets through.
-func TestZonePortSlotsPerSource(t *testing.T) {
-	prefix := randomPrefix(t)
-	fabric := faultnet.New()
-	list := &memberList{ok: true}
-	server, member, squatter := newTestPeer(t, "server"), newTestPeer(t, "member"), newTestPeer(t, "squatter")
-	list.set([]Candidate{server.candidate(prefix + "1"), member.candidate(prefix + "2"), squatter.candidate(prefix + "3")}, true)
-	keys := testKeys(t)
-	sn := newTestNet(t, fabric.Host(prefix+"1"), keys, server, list)
-	held := fabric.Host(prefix + "3")
-	var conns []io.Closer
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for range maxHandshakesPerSource + 3 {
-		c, err := held.DialContext(t.Context(), "tcp", sn.advertise)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	poll.Until(t, 10*time.Second, "slots beyond the per-source limit refused", func() (bool, string) {
-		got := testutil.ToFloat64(sn.metrics.handshakeFailures.WithLabelValues("source_limit"))
-		return got == 3, fmt.Sprintf("%v refused", got)
-	})
-	// Another member is not shut out meanwhile.
-	client := peerNet(t, fabric.Host(prefix+"2"), keys, member, list)
-	c, err := client.dial(t.Context(), sn.advertise, channelRaft)
-	if err != nil {
-		t.Fatalf("a member dialling while another source holds its slots: %v", err)
-	}
-	c.Close()
-	// The silent ones are closed after the first-bytes deadline.
-	poll.Until(t, 10*time.Second, "silent connections closed", func() (bool, string) {
-		got := testutil.ToFloat64(sn.metrics.handshakeFailures.WithLabelValues("silent"))
-		return got == maxHandshakesPerSource, fmt.Sprintf("%v closed as silent", got)
-	})
 }
 
 // TestMembersPinnedBeforeNodeKeysGetTheirRegisteredKey: a member list written

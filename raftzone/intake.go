@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Rejection reasons, the label values of edgequorum_intake_reports_rejected_total.
@@ -312,7 +313,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	}
 	// A member reports only for itself: the sender the report names must be
 	// the node its connection proved (the signature below says so again).
-	if caller, ok := callerOf(r.Context()); !ok || caller.Node != rep.From {
+	if caller, ok := zoneport.CallerOf(r.Context()); !ok || caller.Node != rep.From {
 		rj := reject(RejectNotSender, http.StatusForbidden, fmt.Errorf("report from %q sent by %q", rep.From, caller.Node))
 		s.intake.count(rj)
 		s.writeError(w, rj.Status, rj.Reason, rj)

@@ -64,7 +64,7 @@ func (s *Server) voteLeader(term uint64, leader string) (zone.LeaderVote, error)
 		return zone.LeaderVote{}, fmt.Errorf("member %s sees %q lead term %d, not %q term %d", s.cfg.Node, curLeader, curTerm, leader, term)
 	}
 	v := zone.LeaderVote{Zone: s.cfg.Zone, Term: term, Leader: leader, Signer: s.cfg.Node}
-	v.Sign(s.net.nodeKey)
+	v.Sign(s.port.NodeKey())
 	return v, nil
 }
 

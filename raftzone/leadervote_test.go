@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // requireVotes checks that votes are for leader l's current term and name
@@ -18,7 +19,7 @@ func requireVotes(t *testing.T, z *testZone, l *testNode, term uint64, votes []z
 	t.Helper()
 	signers := map[string]bool{}
 	for _, v := range votes {
-		key, err := LoadOrCreateNodeKey(z.nodes[v.Signer].dir)
+		key, err := zoneport.LoadOrCreateNodeKey(z.nodes[v.Signer].dir)
 		if err != nil {
 			t.Fatal(err)
 		}

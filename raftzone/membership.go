@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 const configChangeTimeout = 10 * time.Second
@@ -285,17 +286,17 @@ func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
 	}
 	self, ok := byNode[s.cfg.Node]
 	if !ok || self.ServerID != s.serverID || self.RaftAddress != s.cfg.raftAddress() ||
-		self.ProbeAddress != s.cfg.AdvertiseAddress || self.PublicKey != s.net.publicKey() {
+		self.ProbeAddress != s.cfg.AdvertiseAddress || self.PublicKey != zone.EncodeNodeKey(s.port.PublicKey()) {
 		joined := s.clock.Now().UTC()
 		if ok && self.ServerID == s.serverID {
 			joined = self.JoinedAt
 		}
 		byNode[s.cfg.Node] = zone.Member{Node: s.cfg.Node, ServerID: s.serverID, Zone: s.cfg.Zone,
 			ProbeAddress: s.cfg.AdvertiseAddress, RaftAddress: s.cfg.raftAddress(), JoinedAt: joined,
-			PublicKey: s.net.publicKey(), KubeletPort: self.KubeletPort}
+			PublicKey: zone.EncodeNodeKey(s.port.PublicKey()), KubeletPort: self.KubeletPort}
 	}
 	if cands, ok := s.deps.Members.Candidates(); ok {
-		in := map[string]Candidate{}
+		in := map[string]zoneport.Candidate{}
 		for _, c := range cands {
 			in[c.Node] = c
 		}

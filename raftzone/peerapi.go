@@ -15,22 +15,17 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/edgequorum/edgequorum/internal/peerctx"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // The peer API runs on the authenticated zone port only, so every handler may
 // assume the caller holds the zone key. It never trusts the body beyond that:
 // reports carry their own MAC and joins are checked against the member list.
 
-// Peer-API connections stay open between probes and reports: a new one costs a
-// TLS 1.3 handshake and the zone-key proof, which for a hundred peers probed
-// every half minute would be most of an agent's CPU. The server keeps an idle
-// connection longer than the client does, so the client always lets go first
-// and never sends a request into a connection the server is closing.
-const (
-	peerIdleClient = 90 * time.Second
-	peerIdleServer = 2 * peerIdleClient
-)
+// peerIdleServer is how long the peer API keeps an idle connection: longer
+// than the client (zoneport.PeerIdleClient), so that the client always lets
+// go first and never sends a request into a connection the server is closing.
+const peerIdleServer = 2 * zoneport.PeerIdleClient
 
 const (
 	maxPeerBody = 1 << 20
@@ -92,12 +87,7 @@ func (s *Server) peerServer() *http.Server {
 		Handler:   s.peerRouter(),
 		ConnState: fresh.track,
 		// Every request knows who sent it: the node its connection proved.
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if ac, ok := c.(*authConn); ok {
-				return withCaller(ctx, ac.peer)
-			}
-			return ctx
-		},
+		ConnContext:       zoneport.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
@@ -169,28 +159,6 @@ func decodeBody(r *http.Request, v any) error {
 		return fmt.Errorf("decode request body: %w", err)
 	}
 	return nil
-}
-
-// httpClient returns a client whose connections are authenticated zone-port
-// connections on the peer-API channel. URLs use the https scheme and a peer's
-// zone-port address.
-func (sn *secureNet) httpClient() *http.Client {
-	return &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				// An agent probe of a peer must reach that peer, not
-				// whoever answers at its address (another member
-				// forwarding to itself would pass the zone-key proof).
-				if node := peerctx.Node(ctx); node != "" && expectedPeer(ctx) == "" {
-					ctx = expectPeer(ctx, node)
-				}
-				return sn.dial(ctx, addr, channelPeerAPI)
-			},
-			MaxIdleConnsPerHost: 2,
-			IdleConnTimeout:     peerIdleClient,
-		},
-	}
 }
 
 // callPeer POSTs (or GETs, when in is nil) JSON to a peer and decodes the answer.

@@ -7,6 +7,8 @@ import (
 	"net/http/httptrace"
 	"testing"
 	"time"
+
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // TestPeerConnectionsAreReused checks that peer-API calls share an
@@ -45,8 +47,8 @@ func TestPeerConnectionsAreReused(t *testing.T) {
 	}
 
 	srv := a.srv.peerServer()
-	if srv.IdleTimeout <= peerIdleClient || srv.IdleTimeout <= srv.ReadTimeout {
-		t.Errorf("peer server IdleTimeout %s must exceed the client's %s and ReadTimeout %s", srv.IdleTimeout, peerIdleClient, srv.ReadTimeout)
+	if srv.IdleTimeout <= zoneport.PeerIdleClient || srv.IdleTimeout <= srv.ReadTimeout {
+		t.Errorf("peer server IdleTimeout %s must exceed the client's %s and ReadTimeout %s", srv.IdleTimeout, zoneport.PeerIdleClient, srv.ReadTimeout)
 	}
 }
 

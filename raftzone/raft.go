@@ -77,7 +77,7 @@ func (s *Server) startRaft() error {
 	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: addressBook{s},
 		Logger:                rc.Logger,
-		Stream:                &streamLayer{channelListener: s.net.raft, sn: s.net},
+		Stream:                s.port.RaftStream(),
 		MaxPool:               3,
 		// The pipeline has an open hang bug; one RPC at a time is plenty for
 		// a zone's few small commands per second.

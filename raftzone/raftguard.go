@@ -6,37 +6,39 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // guardRaft admits a peer's Raft connection and hands raft a guarded one (see
-// rpcguard.go): every RPC must carry the caller's own server ID and address,
+// zoneport's rpcguard.go): every RPC must carry the caller's own server ID and address,
 // its node must still belong to the zone, elections are heard only from voters
 // of this member's configuration, replication only from its servers (or a
 // leader its configuration's majority names, attest.go) and only from the
-// leader this member follows in that term (followguard.go), terms may not
+// leader this member follows in that term (zoneport.FollowGuard), terms may not
 // leap, and configuration entries and snapshots are checked before
 // hashicorp/raft sees them. The caller must be an identified zone member: a
 // pinned one under its pinned server ID, or while the cloud's member list is
 // up, one its Node registers (a follower's member list may lag the leader's).
-func (s *Server) guardRaft(ac *authConn) (net.Conn, error) {
-	p := ac.peer
+func (s *Server) guardRaft(ac *zoneport.Conn) (net.Conn, error) {
+	p := ac.Peer
 	addr := p.RaftAddress
-	if c, ok := s.net.book.candidate(p.Node); ok && c.RaftAddress != "" {
+	if c, ok := s.port.Candidate(p.Node); ok && c.RaftAddress != "" {
 		// The cloud's list moves first when a node's address changes; the
 		// replicated one follows once the leader reconciles.
 		addr = c.RaftAddress
 	}
 	if addr == "" || p.ServerID == "" {
-		return nil, fmt.Errorf("%w: %s has no known zone-port address or server ID", errRaftCaller, p.Node)
+		return nil, fmt.Errorf("%w: %s has no known zone-port address or server ID", zoneport.ErrRaftCaller, p.Node)
 	}
 	if hasConfig, _ := s.configured(p.ServerID); hasConfig && !p.Pinned {
 		if _, pinned := s.memberByNode(p.Node); pinned {
 			// A pinned node under another server ID lost its Raft state:
 			// it may rejoin, and speaks Raft once the leader added it.
-			return nil, fmt.Errorf("%w: %s claims server ID %s, not its pinned one", errRaftCaller, p.Node, p.ServerID)
+			return nil, fmt.Errorf("%w: %s claims server ID %s, not its pinned one", zoneport.ErrRaftCaller, p.Node, p.ServerID)
 		}
 	}
-	return guardRaftConn(ac, rpcGuard{
+	return zoneport.GuardRaftConn(ac, zoneport.RPCGuard{
 		CallerID:   p.ServerID,
 		CallerAddr: addr,
 		CallerNode: p.Node,
@@ -44,48 +46,46 @@ func (s *Server) guardRaft(ac *authConn) (net.Conn, error) {
 		Configured: s.configured,
 		Attested:   s.attest.attested,
 		Outsider:   s.attest.outsider,
-		InZone:     func() bool { return s.net.book.inZone(p.Node) },
+		InZone:     func() bool { return s.port.InZone(p.Node) },
 		Follow:     s.follow,
-		Forced:     s.forced,
+		Forced:     s.forced.Add,
 		Reject:     func(reason string) { s.metrics.raftRefused.WithLabelValues(reason).Inc() },
 	}), nil
 }
 
 // configured reports whether this member has a Raft configuration and id's
 // place in it. raft serves the latest configuration from memory.
-func (s *Server) configured(id string) (hasConfig bool, place serverPlace) {
+func (s *Server) configured(id string) (hasConfig bool, place zoneport.Place) {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false, placeNone
+		return false, zoneport.PlaceNone
 	}
 	servers := f.Configuration().Servers
 	for _, srv := range servers {
 		if string(srv.ID) == id {
 			if srv.Suffrage == raft.Voter {
-				return true, placeVoter
+				return true, zoneport.PlaceVoter
 			}
-			return true, placeNonvoter
+			return true, zoneport.PlaceNonvoter
 		}
 	}
-	return len(servers) > 0, placeNone
+	return len(servers) > 0, zoneport.PlaceNone
 }
 
-// newFollowGuard builds this member's followGuard on its raft.
-func (s *Server) newFollowGuard() *followGuard {
-	return &followGuard{
-		localTerm: s.raft.CurrentTerm,
-		leader: func() (string, time.Time) {
+// newFollowGuard builds this member's FollowGuard on its raft.
+func (s *Server) newFollowGuard() *zoneport.FollowGuard {
+	return zoneport.NewFollowGuard(zoneport.FollowConfig{
+		LocalTerm: s.raft.CurrentTerm,
+		Leader: func() (string, time.Time) {
 			if s.raft.State() == raft.Leader {
 				return s.serverID, time.Now()
 			}
 			_, id := s.raft.LeaderWithID()
 			return string(id), s.raft.LastContact()
 		},
-		voted:   s.lastVote,
-		silence: s.cfg.RaftHeartbeatTimeout,
-		now:     time.Now,
-		started: time.Now(),
-	}
+		Voted:   s.lastVote,
+		Silence: s.cfg.RaftHeartbeatTimeout,
+	})
 }
 
 // Keys hashicorp/raft keeps its vote under in the stable store (raft.go,

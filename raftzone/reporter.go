@@ -54,7 +54,7 @@ func (s *Server) buildReport() (zone.Report, error) {
 	if err := rep.Sign(id, key); err != nil {
 		return zone.Report{}, err
 	}
-	if err := rep.SignNode(s.net.nodeKey); err != nil {
+	if err := rep.SignNode(s.port.NodeKey()); err != nil {
 		return zone.Report{}, err
 	}
 	return rep, nil

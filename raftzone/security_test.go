@@ -6,22 +6,19 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
-	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 func keyring(t *testing.T, pairs ...string) *zonekeys.Ring {
@@ -43,20 +40,11 @@ type testPeer struct {
 	key            ed25519.PrivateKey
 }
 
-func newTestPeer(t testing.TB, node string) testPeer {
-	t.Helper()
-	_, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPeer{node: node, serverID: uuid.NewString(), key: key}
-}
-
 // peerOf reads the identity a zone member keeps in its data dir: what an
 // attacker who took the node apart holds.
 func peerOf(t testing.TB, n *testNode) testPeer {
 	t.Helper()
-	key, err := LoadOrCreateNodeKey(n.dir)
+	key, err := zoneport.LoadOrCreateNodeKey(n.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,170 +57,23 @@ func peerOf(t testing.TB, n *testNode) testPeer {
 
 func (p testPeer) pub() ed25519.PublicKey { return p.key.Public().(ed25519.PublicKey) }
 
-func (p testPeer) candidate(ip string) Candidate {
-	return Candidate{Node: p.node, ProbeAddress: ip, RaftAddress: ip + ":9470", PublicKey: p.pub()}
-}
-
-// peerNet is a secureNet speaking as p from host, knowing the zone from
+// peerNet is a zone port speaking as p from host, knowing the zone from
 // members.
-func peerNet(t testing.TB, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
+func peerNet(t testing.TB, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members zoneport.MemberSource) *zoneport.Port {
 	t.Helper()
-	sn, err := newSecureNet(host, keys, p.key, p.node, p.serverID, &peerBook{candidates: members},
-		host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
+	port, err := zoneport.New(zoneport.Config{NodeKey: p.key, Node: p.node, ServerID: p.serverID, Advertise: host.IP() + ":9470",
+		Keys: keys, Network: host, HandshakeTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, members)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sn
-}
-
-// newTestNet starts a secureNet that echoes everything on the Raft channel and
-// answers 200 on the peer-API channel with the caller's node name.
-func newTestNet(t *testing.T, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
-	t.Helper()
-	sn := peerNet(t, host, keys, p, members)
-	sn.raftConn = func(ac *authConn) (net.Conn, error) { return ac, nil }
-	if err := sn.listen(host.IP() + ":9470"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := sn.raft.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			caller, _ := callerOf(r.Context())
-			w.Write([]byte("peer " + caller.Node))
-		}),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if ac, ok := c.(*authConn); ok {
-				return withCaller(ctx, ac.peer)
-			}
-			return ctx
-		},
-	}
-	go srv.Serve(sn.peerAPI)
-	t.Cleanup(func() {
-		srv.Close()
-		sn.close()
-		<-done
-	})
-	return sn
-}
-
-func TestTransportAuthentication(t *testing.T) {
-	prefix := randomPrefix(t)
-	fabric := faultnet.New()
-	list := &memberList{ok: true}
-	serverPeer := newTestPeer(t, "server")
-	server := newTestNet(t, fabric.Host(prefix+"1"), keyring(t, "k1", "a", "k2", "b"), serverPeer, list)
-	cands := []Candidate{serverPeer.candidate(prefix + "1")}
-	tests := []struct {
-		name       string
-		clientKeys *zonekeys.Ring
-		// claim, when set, is the node the client claims to be instead of
-		// its own.
-		claim  string
-		wantOK bool
-		reason string
-	}{
-		{name: "same key", clientKeys: keyring(t, "k1", "a"), wantOK: true},
-		{name: "rotation: client signs with the second key", clientKeys: keyring(t, "k2", "b", "k1", "a"), wantOK: true},
-		{name: "wrong key under a known id", clientKeys: keyring(t, "k1", "x"), reason: "bad_mac"},
-		{name: "unknown key id", clientKeys: keyring(t, "k9", "a"), reason: "unknown_key"},
-		{name: "zone key, but claims another node", clientKeys: keyring(t, "k1", "a"), claim: "server", reason: "wrong_node_key"},
-		{name: "zone key, but claims a node nobody knows", clientKeys: keyring(t, "k1", "a"), claim: "ghost", reason: "unknown_peer"},
-	}
-	peers := make([]testPeer, len(tests))
-	for i := range tests {
-		peers[i] = newTestPeer(t, fmt.Sprintf("client-%d", i))
-		cands = append(cands, peers[i].candidate(fmt.Sprintf("%s%d", prefix, 2+i)))
-	}
-	list.set(cands, true)
-	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			clientHost := fabric.Host(fmt.Sprintf("%s%d", prefix, 2+i))
-			p := peers[i]
-			if tc.claim != "" {
-				p.node = tc.claim
-			}
-			client := peerNet(t, clientHost, tc.clientKeys, p, list)
-			before := 0.0
-			if tc.reason != "" {
-				before = testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason))
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			c, err := client.dial(ctx, server.advertise, channelRaft)
-			if !tc.wantOK {
-				if err == nil {
-					c.Close()
-					t.Fatal("handshake succeeded without the zone key")
-				}
-				poll.Until(t, 5*time.Second, "failure counted", func() (bool, string) {
-					return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(tc.reason)) > before, "not counted"
-				})
-				// The peer API is closed to it as well.
-				resp, err := client.httpClient().Get("https://" + server.advertise + "/")
-				if err == nil {
-					resp.Body.Close()
-					t.Fatal("peer API answered a client without the zone key")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			msg := []byte("append entries")
-			c.Write(msg)
-			got := make([]byte, len(msg))
-			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
-				t.Fatalf("echo %q, %v", got, err)
-			}
-			resp, err := client.httpClient().Get("https://" + server.advertise + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if want := "peer " + p.node; string(body) != want {
-				t.Fatalf("peer API body %q, want %q: the server must know its caller", body, want)
-			}
-		})
-	}
-
-	t.Run("plaintext is closed", func(t *testing.T) {
-		before := testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls"))
-		c, err := fabric.Host(prefix+"2").DialContext(t.Context(), "tcp", server.advertise)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		buf := make([]byte, 64)
-		n, _ := c.Read(buf)
-		if bytes.Contains(buf[:n], []byte("HTTP/1.1 200")) {
-			t.Fatal("plaintext HTTP answered")
-		}
-		poll.Until(t, 5*time.Second, "failure counted", func() (bool, string) {
-			return testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("tls")) > before, "not counted"
-		})
-	})
+	return port
 }
 
 // sendReport posts rep to addr over an authenticated peer connection and
 // returns the rejection reason ("" when accepted).
-func sendReport(t *testing.T, sn *secureNet, addr string, body []byte) (int, string) {
+func sendReport(t *testing.T, sn *zoneport.Port, addr string, body []byte) (int, string) {
 	t.Helper()
-	resp, err := sn.httpClient().Post("https://"+addr+"/v1/reports", "application/json", bytes.NewReader(body))
+	resp, err := sn.HTTPClient().Post("https://"+addr+"/v1/reports", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // ErrNotLeader is returned by leader-only operations on a follower.
@@ -61,7 +62,7 @@ type Server struct {
 	// when it applies their batch.
 	sigs *zone.SigMemo
 
-	net       *secureNet
+	port      *zoneport.Port
 	client    *http.Client
 	raft      *raft.Raft
 	transport *countingTransport
@@ -70,8 +71,8 @@ type Server struct {
 	// follow decides whom this member follows (set once raft runs); forced
 	// counts the elections candidates forced; attest vouches for leaders
 	// this member's configuration does not list yet.
-	follow *followGuard
-	forced *forcedElections
+	follow *zoneport.FollowGuard
+	forced *zoneport.ForcedElectionLog
 	attest *attestor
 	// stall watches whether the leader this member follows commits its
 	// reports (stall.go).
@@ -120,7 +121,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Observations = noObservations{}
 	}
 	if deps.Port == nil {
-		p, err := NewZonePort(cfg, deps.Members)
+		p, err := NewPort(cfg, deps.Members)
 		if err != nil {
 			return nil, err
 		}
@@ -128,9 +129,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if deps.Leadership == nil {
 		deps.Leadership = NewLeadership()
-	}
-	if err := deps.Port.claim(); err != nil {
-		return nil, err
 	}
 	if err := deps.Leadership.claim(); err != nil {
 		return nil, err
@@ -142,8 +140,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		clock:      cfg.Clock,
 		metrics:    newMetrics(cfg.Registerer),
 		leadership: deps.Leadership,
-		net:        deps.Port.net,
-		client:     deps.Port.client,
+		port:       deps.Port,
+		client:     deps.Port.HTTPClient(),
 		started:    make(chan struct{}),
 		sigs:       zone.NewSigMemo(sigMemoSize),
 
@@ -151,7 +149,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.intake = newIntake(s)
 	s.attest = newAttestor(s)
-	s.forced = &forcedElections{now: time.Now, note: func(node string, allowed bool) {
+	s.forced = zoneport.NewForcedElectionLog(func(node string, allowed bool) {
 		result := "allowed"
 		if !allowed {
 			result = "refused"
@@ -159,7 +157,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.metrics.forcedElections.WithLabelValues(node, result).Inc()
 		s.log.Warn("a voter forced an election: it asked for votes with the leadership-transfer flag, which a leader that stops or loses the cloud asks its target to do; a voter that keeps doing so is a stolen or broken box",
 			"peer", node, "result", result)
-	}}
+	})
 	return s, nil
 }
 
@@ -176,10 +174,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	defer s.closeStores()
 
-	if err := s.net.listen(s.cfg.bindAddress()); err != nil {
+	if err := s.port.Listen(s.cfg.bindAddress()); err != nil {
 		return err
 	}
-	defer s.net.close()
+	defer s.port.Close()
 
 	if err := s.startRaft(); err != nil {
 		return err
@@ -188,9 +186,9 @@ func (s *Server) Run(ctx context.Context) error {
 	// A spare restarted (even during a cloud outage) reads the view it last
 	// copied until a server answers again.
 	s.spare.Store(s.viewCl.Load() != nil && !s.inConfiguration())
-	// From here the zone port knows the pinned members.
-	s.net.book.owner.Store(s)
-	defer s.net.book.owner.Store(nil)
+	// From here the zone port knows the pinned members and lets the guard
+	// decide on Raft connections.
+	s.port.Serve(portMember{s})
 	defer func() {
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown", "err", err)
@@ -209,7 +207,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := api.Serve(s.net.peerAPI); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := api.Serve(s.port.PeerAPI()); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.log.Error("peer API stopped", "err", err)
 		}
 	}()
@@ -237,8 +235,8 @@ func (s *Server) open() error {
 	if err := os.MkdirAll(filepath.Join(s.cfg.DataDir, "raft", "snapshots"), 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", s.cfg.DataDir, err)
 	}
-	// The zone port read (or made) the server ID with the node key.
-	s.serverID = s.net.serverID
+	// NewPort read (or made) the server ID and handed it to the port.
+	s.serverID = s.port.ServerID()
 	st, err := store.Open(filepath.Join(s.cfg.DataDir, "state.db"), s.replicaOptions())
 	if err != nil {
 		return fmt.Errorf("open replicated state in --data-dir %s: %w", s.cfg.DataDir, err)

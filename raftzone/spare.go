@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // This file holds the spare's side of the zone's three roles. Voters (at most
@@ -118,7 +119,7 @@ func (s *Server) loadViewCluster() {
 func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 	// Membership is judged now, not when the connection was made: a spare
 	// that asked to join on this connection has been admitted since.
-	caller, ok := callerOf(r.Context())
+	caller, ok := zoneport.CallerOf(r.Context())
 	if !ok {
 		s.refuseCaller(w, "view", errors.New("unauthenticated connection"))
 		return

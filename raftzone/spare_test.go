@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 func viewMember(node string) zone.Member {
@@ -149,7 +150,7 @@ func TestViewOnlyForMembers(t *testing.T) {
 	getQuery := func(p testPeer, query string) (int, viewAnswer, string) {
 		t.Helper()
 		sn := peerNet(t, z.fabric.Host(caller.ip), z.keys, p, z.list)
-		resp, err := sn.httpClient().Get("https://" + l.ip + ":9470/v1/view" + query)
+		resp, err := sn.HTTPClient().Get("https://" + l.ip + ":9470/v1/view" + query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +211,7 @@ func TestNewSpareAsksItsAdmitterFirst(t *testing.T) {
 	list := &memberList{ok: true}
 	for i := range 100 {
 		n := fmt.Sprintf("n%d", i)
-		list.cands = append(list.cands, Candidate{Node: n, RaftAddress: fmt.Sprintf("127.0.1.%d:9470", i+1)})
+		list.cands = append(list.cands, zoneport.Candidate{Node: n, RaftAddress: fmt.Sprintf("127.0.1.%d:9470", i+1)})
 	}
 	s := &Server{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
 	if got := s.viewSources(nil, viewCluster{}); len(got) != 99 || slices.Contains(got, "127.0.1.1:9470") {
@@ -239,7 +240,7 @@ func TestStaleViewLeavesATryOutside(t *testing.T) {
 	for i := range 10 {
 		n := fmt.Sprintf("n%d", i)
 		addr := fmt.Sprintf("127.0.1.%d:9470", i+1)
-		list.cands = append(list.cands, Candidate{Node: n, RaftAddress: addr})
+		list.cands = append(list.cands, zoneport.Candidate{Node: n, RaftAddress: addr})
 		members = append(members, zone.Member{Node: n, ServerID: "id-" + n, RaftAddress: addr})
 		if i >= 1 && i <= 5 {
 			view.Servers["id-"+n] = "voter" // n1..n5, all gone

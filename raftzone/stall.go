@@ -8,7 +8,7 @@ import (
 
 // A leader that commits nothing.
 //
-// A stolen voter that wins an election (it can force one, followguard.go) and
+// A stolen voter that wins an election (it can force one, zoneport.FollowGuard) and
 // then commits nothing stalls its zone: no member's report is committed, no
 // verdict changes, and Raft, which only sees its heartbeats, keeps it as
 // leader. Every member therefore watches its own reports in its own replica —
@@ -92,7 +92,7 @@ func (s *Server) watchStall(term uint64, leaderID string) {
 	if !stall {
 		return
 	}
-	s.follow.stall(term, leaderID)
+	s.follow.Stall(term, leaderID)
 	s.metrics.leaderStalls.Inc()
 	node := leaderID
 	if m, ok := s.memberByID(leaderID); ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Status is one member's view of its zone, served at /v1/status and printed by
@@ -47,7 +48,7 @@ type Status struct {
 	// ForcedElections are the vote requests with the leadership-transfer
 	// flag this member saw, per candidate: a voter with many is a stolen or
 	// broken box (DESIGN.md, "Trust").
-	ForcedElections []ForcedElections `json:"forcedElections,omitempty"`
+	ForcedElections []zoneport.ForcedElections `json:"forcedElections,omitempty"`
 	// ReportsUncommittedSeconds is how long the leader this member follows
 	// has committed none of its reports; StalledLeader the last leader it
 	// stopped following for that (a node name, with its term).
@@ -103,7 +104,7 @@ func (s *Server) Status() Status {
 		return st
 	}
 	st.ServerID = s.serverID
-	st.ForcedElections = s.forced.list()
+	st.ForcedElections = s.forced.List()
 	waiting, stalled, stalledTerm := s.stall.status()
 	st.ReportsUncommittedSeconds = waiting.Seconds()
 	if stalled != "" {

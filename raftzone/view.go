@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/edgequorum/edgequorum/store"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // This file holds what callers outside the leader's duties read of the zone:
@@ -14,12 +15,12 @@ import (
 // is available, else the replicated member list, which survives a cloud
 // outage and a restart during one. It is the one answer to "who are my peers"
 // that both joining (whom to ask) and probing (whom to judge) use.
-func (s *Server) Peers() []Candidate { return s.peers(s.isStarted()) }
+func (s *Server) Peers() []zoneport.Candidate { return s.peers(s.isStarted()) }
 
 // peers is Peers for callers that know whether the store is open: Run's own
 // loops read it from their first round.
-func (s *Server) peers(storeOpen bool) []Candidate {
-	var out []Candidate
+func (s *Server) peers(storeOpen bool) []zoneport.Candidate {
+	var out []zoneport.Candidate
 	if cs, ok := s.deps.Members.Candidates(); ok {
 		for _, c := range cs {
 			if c.Node != s.cfg.Node {
@@ -33,11 +34,11 @@ func (s *Server) peers(storeOpen bool) []Candidate {
 		}
 		for _, m := range ms {
 			if m.Node != s.cfg.Node {
-				out = append(out, Candidate{Node: m.Node, ProbeAddress: m.ProbeAddress, RaftAddress: m.RaftAddress, KubeletPort: m.KubeletPort})
+				out = append(out, zoneport.Candidate{Node: m.Node, ProbeAddress: m.ProbeAddress, RaftAddress: m.RaftAddress, KubeletPort: m.KubeletPort})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Candidate) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(out, func(a, b zoneport.Candidate) int { return strings.Compare(a.Node, b.Node) })
 	return out
 }
 

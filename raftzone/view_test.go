@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
-func peerNames(cs []Candidate) string {
+func peerNames(cs []zoneport.Candidate) string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Node+"@"+c.ProbeAddress)
@@ -41,8 +43,8 @@ func TestPeersFollowTheCloudThenTheZone(t *testing.T) {
 			break
 		}
 	}
-	others := func(self *testNode, extra ...Candidate) string {
-		var want []Candidate
+	others := func(self *testNode, extra ...zoneport.Candidate) string {
+		var want []zoneport.Candidate
 		for _, c := range append(all, extra...) {
 			if c.Node != self.name {
 				want = append(want, c)
@@ -54,7 +56,7 @@ func TestPeersFollowTheCloudThenTheZone(t *testing.T) {
 		t.Fatalf("Peers with the member list = %s, want %s", got, want)
 	}
 
-	newcomer := Candidate{Node: "node-9", ProbeAddress: z.prefix + "9", RaftAddress: z.prefix + "9:9470"}
+	newcomer := zoneport.Candidate{Node: "node-9", ProbeAddress: z.prefix + "9", RaftAddress: z.prefix + "9:9470"}
 	z.list.set(append(all, newcomer), true)
 	if got, want := peerNames(follower.srv.Peers()), others(follower, newcomer); got != want {
 		t.Fatalf("Peers after a Node appeared = %s, want %s", got, want)

@@ -91,7 +91,7 @@ func (s *Server) settle() {
 		s.log.Warn("settling the member list against the cluster's view failed", "err", err)
 	case changed:
 		s.members.invalidate()
-		s.net.book.view.Store(nil)
+		s.port.Reread()
 		s.log.Info("member list settled: applied what the cluster now confirms of the committed list, or restored keys the Nodes register")
 	}
 }

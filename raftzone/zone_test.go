@@ -16,6 +16,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Multi-member tests on in-process zones. Every wait polls a condition with a
@@ -476,7 +477,7 @@ func TestMembershipFollowsMemberList(t *testing.T) {
 	if l, _ := z.leader(); l == leaving {
 		leaving = z.nodes["node-3"]
 	}
-	var keep []Candidate
+	var keep []zoneport.Candidate
 	for _, c := range z.candidates() {
 		if c.Node != leaving.name {
 			keep = append(keep, c)
@@ -613,8 +614,8 @@ func TestTrafficIsCounted(t *testing.T) {
 		t.Error("leader counted no heartbeats")
 	}
 	for _, n := range z.running() {
-		sent := testutil.ToFloat64(n.srv.net.metrics.bytes.WithLabelValues("sent"))
-		recv := testutil.ToFloat64(n.srv.net.metrics.bytes.WithLabelValues("received"))
+		sent := portCounter(t, n, "edgequorum_transport_bytes_total", "direction", "sent")
+		recv := portCounter(t, n, "edgequorum_transport_bytes_total", "direction", "received")
 		host := z.fabric.Host(n.ip).Counters()
 		// The member's own count and the fabric's agree to within what is in
 		// flight: both count every byte on the zone port.

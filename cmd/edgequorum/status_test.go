@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // TestPrintStatusNamesRoles checks the member table an operator reads on a
@@ -55,7 +56,7 @@ func TestPrintStatusShowsWhatAStolenBoxDoes(t *testing.T) {
 	if strings.Contains(quiet.String(), "TRUST") {
 		t.Errorf("a quiet member prints a TRUST section:\n%s", quiet.String())
 	}
-	st.ForcedElections = []raftzone.ForcedElections{{Node: "n3", Count: 7, Last: now.Add(-time.Minute), Refused: 2}}
+	st.ForcedElections = []zoneport.ForcedElections{{Node: "n3", Count: 7, Last: now.Add(-time.Minute), Refused: 2}}
 	st.ReportsUncommittedSeconds = 12
 	st.StalledLeader, st.StalledTerm = "n3", 9
 	st.Held = map[string]uint64{"unregistered": 4, "verdict_unsupported": 1}

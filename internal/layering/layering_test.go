@@ -35,6 +35,7 @@ func TestLayering(t *testing.T) {
 		{[]string{"raftzone"}, []string{"k8s.io/client-go", "k8s.io/api/"}, "raftzone talks to no apiserver"},
 		{[]string{"raftzone"}, []string{module + "probe"}, "the member decides on reports, not on how probes run"},
 		{[]string{"probe"}, []string{module + "raftzone", module + "zonekeys"}, "probes say what this node sees, nothing of the zone"},
+		{[]string{"zoneport"}, []string{module + "raftzone", module + "store", module + "probe"}, "the zone port knows its member through zoneport.Member only"},
 		{[]string{"admission"}, []string{module + "apiwriter", module + "raftzone", module + "agent", module + "store"},
 			"the webhook imports nothing of the edge agent"},
 	} {

@@ -34,6 +34,7 @@ import (
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
 // Member is one node a stand-in speaks for: the node, its credentials and
@@ -214,7 +215,7 @@ func clientFor(m Member) (kubernetes.Interface, error) {
 type standIn struct {
 	m      Member
 	client kubernetes.Interface
-	port   *raftzone.ZonePort
+	port   *zoneport.Port
 	prober *probe.Manager
 	srv    *raftzone.Server
 	obs    *observations
@@ -236,7 +237,7 @@ func newStandIn(cfg Config, m Member, list *agent.MemberList, probed map[string]
 	rc.Node, rc.Zone, rc.AdvertiseAddress, rc.PeerPort, rc.DataDir, rc.Keys = m.Name, cfg.Zone, m.IP, cfg.PeerPort, m.DataDir, keys
 	rc.Logger = log
 	rc.Registerer = own
-	port, err := raftzone.NewZonePort(rc, list)
+	port, err := raftzone.NewPort(rc, list)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
 	}

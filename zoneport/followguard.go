@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 // hashicorp/raft follows any server that sends AppendEntries at a term no
 // lower than its own: Raft tolerates crashes, not liars, and a member whose
 // box was stolen holds everything it needs to send one. The RPC guard
-// (rpcguard.go) therefore asks followGuard, for every replication RPC, whether
+// (rpcguard.go) therefore asks FollowGuard, for every replication RPC, whether
 // the caller can be the leader of the term it claims, from what this member
 // itself saw of that term:
 //
@@ -38,20 +38,20 @@ import (
 // as a forced election: a stolen voter can still win an election by lying
 // about its log, and that must not go unnoticed.
 
-// guardReject reasons of followGuard, beside the wire checks' in rpcguard.go.
+// guardReject reasons of FollowGuard, beside the wire checks' in rpcguard.go.
 const (
-	guardRejectSecondLeader    = "second_leader"     // another server already leads this term here
-	guardRejectNotOurCandidate = "not_our_candidate" // this member voted for another candidate in that term
-	guardRejectLeaderAlive     = "leader_alive"      // a new term claimed while this member's leader is alive
-	guardRejectStaleTerm       = "stale_term"        // a term below one this member already follows a leader in
-	guardRejectNotOurLeader    = "not_our_leader"    // TimeoutNow from a server this member does not follow
-	guardRejectStalledLeader   = "stalled_leader"    // a leader this member found to commit none of its reports
+	RejectSecondLeader    = "second_leader"     // another server already leads this term here
+	RejectNotOurCandidate = "not_our_candidate" // this member voted for another candidate in that term
+	RejectLeaderAlive     = "leader_alive"      // a new term claimed while this member's leader is alive
+	RejectStaleTerm       = "stale_term"        // a term below one this member already follows a leader in
+	RejectNotOurLeader    = "not_our_leader"    // TimeoutNow from a server this member does not follow
+	RejectStalledLeader   = "stalled_leader"    // a leader this member found to commit none of its reports
 )
 
-// followGuard holds one member's record of whom it follows; every guarded
+// FollowGuard holds one member's record of whom it follows; every guarded
 // connection of the member shares it. Its functions must be cheap and safe for
 // concurrent use.
-type followGuard struct {
+type FollowGuard struct {
 	// localTerm is raft's current term.
 	localTerm func() uint64
 	// leader is the server this member follows (itself while it leads) and
@@ -78,10 +78,32 @@ type followGuard struct {
 	stalledID   string
 }
 
-// replication decides whether the server callerID at callerAddr may replicate
+// FollowConfig is what a FollowGuard reads of its member's Raft.
+type FollowConfig struct {
+	// LocalTerm is raft's current term.
+	LocalTerm func() uint64
+	// Leader is the server this member follows (itself while it leads) and
+	// when it last heard from it; id is empty when it follows nobody.
+	Leader func() (id string, contact time.Time)
+	// Voted is the last vote raft persisted: its term and the candidate's
+	// address; ok is false when it never voted.
+	Voted func() (term uint64, candidate string, ok bool)
+	// Silence is how long a leader may be silent and still count as alive:
+	// the member's heartbeat timeout.
+	Silence time.Duration
+}
+
+// NewFollowGuard returns the FollowGuard of a member that starts now, having
+// heard from nobody.
+func NewFollowGuard(c FollowConfig) *FollowGuard {
+	return &FollowGuard{localTerm: c.LocalTerm, leader: c.Leader, voted: c.Voted, silence: c.Silence,
+		now: time.Now, started: time.Now()}
+}
+
+// Replication decides whether the server callerID at callerAddr may replicate
 // (AppendEntries, InstallSnapshot) to this member at term. It records the
 // caller as the leader of term when it lets the RPC through.
-func (f *followGuard) replication(callerID, callerAddr string, term uint64) *guardRefusal {
+func (f *FollowGuard) Replication(callerID, callerAddr string, term uint64) *Refusal {
 	if f == nil {
 		return nil
 	}
@@ -94,16 +116,16 @@ func (f *followGuard) replication(callerID, callerAddr string, term uint64) *gua
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if term == f.stalledTerm && callerID == f.stalledID {
-		return guardRefuse(guardRejectStalledLeader, "%s led term %d without committing this member's reports", callerID, term)
+		return Refuse(RejectStalledLeader, "%s led term %d without committing this member's reports", callerID, term)
 	}
 	switch {
 	case term == f.term:
 		if callerID != f.id {
-			return guardRefuse(guardRejectSecondLeader, "term %d: %s claims to lead it, but this member follows %s", term, callerID, f.id)
+			return Refuse(RejectSecondLeader, "term %d: %s claims to lead it, but this member follows %s", term, callerID, f.id)
 		}
 		return nil
 	case term < f.term:
-		return guardRefuse(guardRejectStaleTerm, "term %d: this member follows %s in the later term %d", term, f.id, f.term)
+		return Refuse(RejectStaleTerm, "term %d: this member follows %s in the later term %d", term, f.id, f.term)
 	}
 	// A term this member follows nobody in yet.
 	leaderID, contact := f.leader()
@@ -112,18 +134,18 @@ func (f *followGuard) replication(callerID, callerAddr string, term uint64) *gua
 		// Raft marks the vote as contact, and the process start counts
 		// as one too: a member that restarts knows nothing of who won.
 		if cand != callerAddr && now.Sub(later(contact, f.started)) < f.silence {
-			return guardRefuse(guardRejectNotOurCandidate, "term %d: this member voted for %s, not %s", term, cand, callerAddr)
+			return Refuse(RejectNotOurCandidate, "term %d: this member voted for %s, not %s", term, cand, callerAddr)
 		}
 	} else if leaderID != "" && leaderID != callerID && now.Sub(contact) < f.silence {
-		return guardRefuse(guardRejectLeaderAlive, "term %d: %s claims it while this member's leader %s is alive", term, callerID, leaderID)
+		return Refuse(RejectLeaderAlive, "term %d: %s claims it while this member's leader %s is alive", term, callerID, leaderID)
 	}
 	f.term, f.id = term, callerID
 	return nil
 }
 
-// timeoutNow decides whether callerID may tell this member to start an
+// TimeoutNow decides whether callerID may tell this member to start an
 // election at once: only the leader it follows may (a leadership transfer).
-func (f *followGuard) timeoutNow(callerID string) *guardRefusal {
+func (f *FollowGuard) TimeoutNow(callerID string) *Refusal {
 	if f == nil {
 		return nil
 	}
@@ -131,14 +153,14 @@ func (f *followGuard) timeoutNow(callerID string) *guardRefusal {
 	// TimeoutNow only hurries that. One that follows a leader hears it from
 	// that leader alone (a leadership transfer).
 	if id, _ := f.leader(); id != "" && id != callerID {
-		return guardRefuse(guardRejectNotOurLeader, "timeout now from %s, but this member follows %q", callerID, id)
+		return Refuse(RejectNotOurLeader, "timeout now from %s, but this member follows %q", callerID, id)
 	}
 	return nil
 }
 
-// leaderAlive reports whether this member follows a leader other than id that
+// LeaderAlive reports whether this member follows a leader other than id that
 // it heard from within a heartbeat timeout.
-func (f *followGuard) leaderAlive(id string) bool {
+func (f *FollowGuard) LeaderAlive(id string) bool {
 	if f == nil {
 		return false
 	}
@@ -146,24 +168,24 @@ func (f *followGuard) leaderAlive(id string) bool {
 	return leaderID != "" && leaderID != id && f.now().Sub(contact) < f.silence
 }
 
-// stall stops following leaderID in term: the leader has committed none of
+// Stall stops following leaderID in term: the leader has committed none of
 // this member's reports for the stall timeout. Raft then hears nothing from it,
 // times out and campaigns; the rest of the zone does the same once the stalled
 // leader starves it too.
-func (f *followGuard) stall(term uint64, leaderID string) {
+func (f *FollowGuard) Stall(term uint64, leaderID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stalledTerm, f.stalledID = term, leaderID
 }
 
 // following returns the leader this member accepted in the highest term.
-func (f *followGuard) following() (term uint64, id string) {
+func (f *FollowGuard) following() (term uint64, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.term, f.id
 }
 
-// forcedElections counts the vote requests that asked for a leadership
+// ForcedElectionLog counts the vote requests that asked for a leadership
 // transfer, per candidate node: the one way to make a member vote while its
 // leader is alive. An honest zone forces one per leader that stops or loses
 // the cloud, and a candidate is the target of a few of them at most while a
@@ -172,7 +194,7 @@ func (f *followGuard) following() (term uint64, id string) {
 // votes are refused: raft then grants it a vote only once the leader is
 // silent, as in any election, and a handover that meets the budget costs a
 // heartbeat timeout instead of a transfer.
-type forcedElections struct {
+type ForcedElectionLog struct {
 	mu   sync.Mutex
 	by   map[string]*forcedRecord
 	now  func() time.Time
@@ -199,9 +221,15 @@ type ForcedElections struct {
 	Refused int `json:"refused,omitempty"`
 }
 
-// add records one forced election by node and reports whether it is within
+// NewForcedElectionLog returns an empty log that tells note of every forced
+// election it records and whether it was within the candidate's budget.
+func NewForcedElectionLog(note func(node string, allowed bool)) *ForcedElectionLog {
+	return &ForcedElectionLog{now: time.Now, note: note}
+}
+
+// Add records one forced election by node and reports whether it is within
 // the budget.
-func (f *forcedElections) add(node string) bool {
+func (f *ForcedElectionLog) Add(node string) bool {
 	now := f.now()
 	f.mu.Lock()
 	if f.by == nil {
@@ -234,7 +262,7 @@ func (f *forcedElections) add(node string) bool {
 	return allowed
 }
 
-func (f *forcedElections) list() []ForcedElections {
+func (f *ForcedElectionLog) List() []ForcedElections {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]ForcedElections, 0, len(f.by))

@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 import (
 	"crypto/ed25519"

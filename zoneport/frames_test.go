@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 import (
 	"bytes"

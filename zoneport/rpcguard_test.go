@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 //lint:file-ignore SA1019 raft's senders still fill the deprecated leader/candidate address fields, so the test requests do too.
 
@@ -34,23 +34,16 @@ const (
 
 // guardTestEncHandle is the handle raft's NetworkTransport encodes with
 // (TimeNotBuiltin unless MsgpackUseNewTimeFormat).
-func guardTestEncHandle() *codec.MsgpackHandle {
-	h := &codec.MsgpackHandle{}
-	h.TimeNotBuiltin = true
-	return h
-}
+func guardTestEncHandle() *codec.MsgpackHandle { return raftWire() }
 
-// guardTestEncode frames a request the way raft's sendRPC does: the type byte,
-// then the request encoded with the handle raft's NetworkTransport uses.
+// guardTestEncode frames a request the way raft's sendRPC does (EncodeRPC).
 func guardTestEncode(t testing.TB, typ byte, req any) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	buf.WriteByte(typ)
-	enc := codec.NewEncoder(&buf, guardTestEncHandle())
-	if err := enc.Encode(req); err != nil {
-		t.Fatalf("encode rpc %d: %v", typ, err)
+	b, err := EncodeRPC(typ, req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 // guardTestResponse encodes a response the way raft's handleCommand does: the
@@ -122,19 +115,19 @@ func guardTestTimeoutNow() *raft.TimeoutNowRequest {
 
 // guardTestGuard is the guard of a configured member at term 10 whose
 // configuration holds the caller.
-func guardTestGuard(reject func(string)) rpcGuard {
-	return rpcGuard{
+func guardTestGuard(reject func(string)) RPCGuard {
+	return RPCGuard{
 		CallerID:   guardTestCaller,
 		CallerAddr: guardTestCallerAddr,
 		LocalTerm:  func() uint64 { return guardTestLocalTerm },
-		Configured: func(id string) (bool, serverPlace) {
+		Configured: func(id string) (bool, Place) {
 			switch id {
 			case guardTestCaller, "member-2":
-				return true, placeVoter
+				return true, PlaceVoter
 			case "member-3":
-				return true, placeNonvoter
+				return true, PlaceNonvoter
 			}
-			return true, placeNone
+			return true, PlaceNone
 		},
 		Reject: reject,
 	}
@@ -150,7 +143,7 @@ type guardHarness struct {
 	rejects chan string
 }
 
-func newGuardHarness(t *testing.T, mod func(*rpcGuard)) *guardHarness {
+func newGuardHarness(t *testing.T, mod func(*RPCGuard)) *guardHarness {
 	t.Helper()
 	h := &guardHarness{t: t, rejects: make(chan string, 16)}
 	g := guardTestGuard(func(reason string) { h.rejects <- reason })
@@ -159,7 +152,7 @@ func newGuardHarness(t *testing.T, mod func(*rpcGuard)) *guardHarness {
 	}
 	peer, real := net.Pipe()
 	h.peer = peer
-	h.rc = guardRaftConn(real, g)
+	h.rc = GuardRaftConn(real, g)
 	h.gc = h.rc.(*guardedConn)
 	t.Cleanup(func() {
 		h.peer.Close()
@@ -280,29 +273,29 @@ func guardNoLeaks(t *testing.T) {
 func TestGuardPassesGoodRPCs(t *testing.T) {
 	guardNoLeaks(t)
 	h := newGuardHarness(t, nil)
-	h.wantPass(guardTestEncode(t, guardRPCAppendEntries, guardTestAppend()), nil,
+	h.wantPass(guardTestEncode(t, RPCAppendEntries, guardTestAppend()), nil,
 		&raft.AppendEntriesResponse{RPCHeader: guardTestHeader(), Term: 11, LastLog: 9, Success: true})
-	h.wantPass(guardTestEncode(t, guardRPCAppendEntries, guardTestHeartbeat()), nil,
+	h.wantPass(guardTestEncode(t, RPCAppendEntries, guardTestHeartbeat()), nil,
 		&raft.AppendEntriesResponse{Term: 10, Success: true})
-	h.wantPass(guardTestEncode(t, guardRPCRequestVote, guardTestVote()), nil,
+	h.wantPass(guardTestEncode(t, RPCRequestVote, guardTestVote()), nil,
 		&raft.RequestVoteResponse{Term: 11, Granted: true})
-	h.wantPass(guardTestEncode(t, guardRPCRequestPreVote, guardTestPreVote()), nil,
+	h.wantPass(guardTestEncode(t, RPCRequestPreVote, guardTestPreVote()), nil,
 		&raft.RequestPreVoteResponse{Term: 10, Granted: true})
-	h.wantPass(guardTestEncode(t, guardRPCTimeoutNow, guardTestTimeoutNow()), nil, &raft.TimeoutNowResponse{})
+	h.wantPass(guardTestEncode(t, RPCTimeoutNow, guardTestTimeoutNow()), nil, &raft.TimeoutNowResponse{})
 	data := bytes.Repeat([]byte("snapshot-"), 20000) // 180 kB: several reads and chunks
-	h.wantPass(guardTestEncode(t, guardRPCInstallSnapshot, guardTestSnapshot(int64(len(data)))), data,
+	h.wantPass(guardTestEncode(t, RPCInstallSnapshot, guardTestSnapshot(int64(len(data)))), data,
 		&raft.InstallSnapshotResponse{Term: 11, Success: true})
 	// The snapshot's data was framed exactly: the next RPC on the connection
 	// still parses.
-	h.wantPass(guardTestEncode(t, guardRPCTimeoutNow, guardTestTimeoutNow()), nil, &raft.TimeoutNowResponse{})
-	h.wantPass(guardTestEncode(t, guardRPCInstallSnapshot, guardTestSnapshot(0)), nil,
+	h.wantPass(guardTestEncode(t, RPCTimeoutNow, guardTestTimeoutNow()), nil, &raft.TimeoutNowResponse{})
+	h.wantPass(guardTestEncode(t, RPCInstallSnapshot, guardTestSnapshot(0)), nil,
 		&raft.InstallSnapshotResponse{Term: 11, Success: true})
 }
 
 func TestGuardPipelinedRPCs(t *testing.T) {
 	h := newGuardHarness(t, nil)
-	a := guardTestEncode(t, guardRPCAppendEntries, guardTestAppend())
-	b := guardTestEncode(t, guardRPCAppendEntries, guardTestHeartbeat())
+	a := guardTestEncode(t, RPCAppendEntries, guardTestAppend())
+	b := guardTestEncode(t, RPCAppendEntries, guardTestHeartbeat())
 	sent := h.send(append(append([]byte(nil), a...), b...))
 	if got := h.forwarded(len(a) + len(b)); !bytes.Equal(got, append(a, b...)) {
 		t.Fatal("pipelined requests changed on the way")
@@ -315,19 +308,19 @@ func TestGuardPipelinedRPCs(t *testing.T) {
 }
 
 func TestGuardFreshMember(t *testing.T) {
-	fresh := func(g *rpcGuard) {
+	fresh := func(g *RPCGuard) {
 		g.LocalTerm = func() uint64 { return 0 }
-		g.Configured = func(string) (bool, serverPlace) { return false, placeNone }
+		g.Configured = func(string) (bool, Place) { return false, PlaceNone }
 	}
 	req := guardTestAppend()
 	req.Term = guardDefaultMaxFreshTerm
 	h := newGuardHarness(t, fresh)
-	h.wantPass(guardTestEncode(t, guardRPCAppendEntries, req), nil, &raft.AppendEntriesResponse{Term: req.Term})
+	h.wantPass(guardTestEncode(t, RPCAppendEntries, req), nil, &raft.AppendEntriesResponse{Term: req.Term})
 
 	req.Term++
 	h = newGuardHarness(t, fresh)
-	h.send(guardTestEncode(t, guardRPCAppendEntries, req))
-	h.wantRefused(guardRejectTerm)
+	h.send(guardTestEncode(t, RPCAppendEntries, req))
+	h.wantRefused(RejectTerm)
 }
 
 func TestGuardRefusesBadRPCs(t *testing.T) {
@@ -337,17 +330,17 @@ func TestGuardRefusesBadRPCs(t *testing.T) {
 	appendWith := func(mod func(*raft.AppendEntriesRequest)) func(testing.TB) []byte {
 		req := guardTestAppend()
 		mod(req)
-		return enc(guardRPCAppendEntries, req)
+		return enc(RPCAppendEntries, req)
 	}
 	voteWith := func(mod func(*raft.RequestVoteRequest)) func(testing.TB) []byte {
 		req := guardTestVote()
 		mod(req)
-		return enc(guardRPCRequestVote, req)
+		return enc(RPCRequestVote, req)
 	}
 	snapWith := func(mod func(*raft.InstallSnapshotRequest)) func(testing.TB) []byte {
 		req := guardTestSnapshot(10)
 		mod(req)
-		return enc(guardRPCInstallSnapshot, req)
+		return enc(RPCInstallSnapshot, req)
 	}
 	configEntry := func(c raft.Configuration) func(*raft.AppendEntriesRequest) {
 		return func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = raft.EncodeConfiguration(c) }
@@ -356,103 +349,103 @@ func TestGuardRefusesBadRPCs(t *testing.T) {
 	voter := func(id, addr string) raft.Server {
 		return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)}
 	}
-	otherConfigured := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return true, placeNone } }
-	nonvoter := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return true, placeNonvoter } }
-	fresh := func(g *rpcGuard) { g.Configured = func(string) (bool, serverPlace) { return false, placeNone } }
-	outOfZone := func(g *rpcGuard) { g.InZone = func() bool { return false } }
-	freshUnlimited := func(g *rpcGuard) {
+	otherConfigured := func(g *RPCGuard) { g.Configured = func(string) (bool, Place) { return true, PlaceNone } }
+	nonvoter := func(g *RPCGuard) { g.Configured = func(string) (bool, Place) { return true, PlaceNonvoter } }
+	fresh := func(g *RPCGuard) { g.Configured = func(string) (bool, Place) { return false, PlaceNone } }
+	outOfZone := func(g *RPCGuard) { g.InZone = func() bool { return false } }
+	freshUnlimited := func(g *RPCGuard) {
 		fresh(g)
 		g.MaxFreshTerm = math.MaxUint64
 	}
-	nearTop := func(g *rpcGuard) { g.LocalTerm = func() uint64 { return math.MaxUint64 - 5 } }
+	nearTop := func(g *RPCGuard) { g.LocalTerm = func() uint64 { return math.MaxUint64 - 5 } }
 
 	cases := []struct {
 		name   string
 		rpc    func(testing.TB) []byte
-		guard  func(*rpcGuard)
+		guard  func(*RPCGuard)
 		reason string
 	}{
-		{"append header id", appendWith(func(r *raft.AppendEntriesRequest) { r.ID = []byte("member-2") }), nil, guardRejectHeaderID},
-		{"append empty header id", appendWith(func(r *raft.AppendEntriesRequest) { r.ID = nil }), nil, guardRejectHeaderID},
-		{"append header addr", appendWith(func(r *raft.AppendEntriesRequest) { r.Addr = []byte(guardTestLocalAddr) }), nil, guardRejectHeaderAddr},
-		{"append deprecated leader", appendWith(func(r *raft.AppendEntriesRequest) { r.Leader = []byte(guardTestLocalAddr) }), nil, guardRejectHeaderAddr},
-		{"vote deprecated candidate", voteWith(func(r *raft.RequestVoteRequest) { r.Candidate = []byte(guardTestLocalAddr) }), nil, guardRejectHeaderAddr},
-		{"vote header id", voteWith(func(r *raft.RequestVoteRequest) { r.ID = []byte("member-2") }), nil, guardRejectHeaderID},
-		{"snapshot deprecated leader", snapWith(func(r *raft.InstallSnapshotRequest) { r.Leader = []byte(guardTestLocalAddr) }), nil, guardRejectHeaderAddr},
-		{"timeout now header addr", enc(guardRPCTimeoutNow, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ID: []byte(guardTestCaller), Addr: []byte("127.0.0.1:1")}}), nil, guardRejectHeaderAddr},
-		{"prevote header id", enc(guardRPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("x"), Addr: []byte(guardTestCallerAddr)}, Term: 11}), nil, guardRejectHeaderID},
+		{"append header id", appendWith(func(r *raft.AppendEntriesRequest) { r.ID = []byte("member-2") }), nil, RejectHeaderID},
+		{"append empty header id", appendWith(func(r *raft.AppendEntriesRequest) { r.ID = nil }), nil, RejectHeaderID},
+		{"append header addr", appendWith(func(r *raft.AppendEntriesRequest) { r.Addr = []byte(guardTestLocalAddr) }), nil, RejectHeaderAddr},
+		{"append deprecated leader", appendWith(func(r *raft.AppendEntriesRequest) { r.Leader = []byte(guardTestLocalAddr) }), nil, RejectHeaderAddr},
+		{"vote deprecated candidate", voteWith(func(r *raft.RequestVoteRequest) { r.Candidate = []byte(guardTestLocalAddr) }), nil, RejectHeaderAddr},
+		{"vote header id", voteWith(func(r *raft.RequestVoteRequest) { r.ID = []byte("member-2") }), nil, RejectHeaderID},
+		{"snapshot deprecated leader", snapWith(func(r *raft.InstallSnapshotRequest) { r.Leader = []byte(guardTestLocalAddr) }), nil, RejectHeaderAddr},
+		{"timeout now header addr", enc(RPCTimeoutNow, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ID: []byte(guardTestCaller), Addr: []byte("127.0.0.1:1")}}), nil, RejectHeaderAddr},
+		{"prevote header id", enc(RPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("x"), Addr: []byte(guardTestCallerAddr)}, Term: 11}), nil, RejectHeaderID},
 
-		{"append not in configuration", enc(guardRPCAppendEntries, guardTestAppend()), otherConfigured, guardRejectNotInConfig},
-		{"heartbeat not in configuration", enc(guardRPCAppendEntries, guardTestHeartbeat()), otherConfigured, guardRejectNotInConfig},
-		{"snapshot not in configuration", enc(guardRPCInstallSnapshot, guardTestSnapshot(10)), otherConfigured, guardRejectNotInConfig},
-		{"vote not in configuration", enc(guardRPCRequestVote, guardTestVote()), otherConfigured, guardRejectNotInConfig},
-		{"timeout now not in configuration", enc(guardRPCTimeoutNow, guardTestTimeoutNow()), otherConfigured, guardRejectNotInConfig},
-		{"vote from a nonvoter", enc(guardRPCRequestVote, guardTestVote()), nonvoter, guardRejectNotVoter},
-		{"prevote from a nonvoter", enc(guardRPCRequestPreVote, guardTestPreVote()), nonvoter, guardRejectNotVoter},
-		{"timeout now from a nonvoter", enc(guardRPCTimeoutNow, guardTestTimeoutNow()), nonvoter, guardRejectNotVoter},
-		{"append out of the zone", enc(guardRPCAppendEntries, guardTestAppend()), outOfZone, guardRejectNotInZone},
-		{"vote out of the zone", enc(guardRPCRequestVote, guardTestVote()), outOfZone, guardRejectNotInZone},
+		{"append not in configuration", enc(RPCAppendEntries, guardTestAppend()), otherConfigured, RejectNotInConfig},
+		{"heartbeat not in configuration", enc(RPCAppendEntries, guardTestHeartbeat()), otherConfigured, RejectNotInConfig},
+		{"snapshot not in configuration", enc(RPCInstallSnapshot, guardTestSnapshot(10)), otherConfigured, RejectNotInConfig},
+		{"vote not in configuration", enc(RPCRequestVote, guardTestVote()), otherConfigured, RejectNotInConfig},
+		{"timeout now not in configuration", enc(RPCTimeoutNow, guardTestTimeoutNow()), otherConfigured, RejectNotInConfig},
+		{"vote from a nonvoter", enc(RPCRequestVote, guardTestVote()), nonvoter, RejectNotVoter},
+		{"prevote from a nonvoter", enc(RPCRequestPreVote, guardTestPreVote()), nonvoter, RejectNotVoter},
+		{"timeout now from a nonvoter", enc(RPCTimeoutNow, guardTestTimeoutNow()), nonvoter, RejectNotVoter},
+		{"append out of the zone", enc(RPCAppendEntries, guardTestAppend()), outOfZone, RejectNotInZone},
+		{"vote out of the zone", enc(RPCRequestVote, guardTestVote()), outOfZone, RejectNotInZone},
 
-		{"append term jump", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = guardTestLocalTerm + guardDefaultMaxTermJump + 1 }), nil, guardRejectTerm},
-		{"append term max", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), nil, guardRejectTerm},
-		{"append term max near top", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), nearTop, guardRejectTerm},
-		{"append term max fresh", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), fresh, guardRejectTerm},
-		{"append term max fresh unlimited", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), freshUnlimited, guardRejectTerm},
-		{"vote term max", voteWith(func(r *raft.RequestVoteRequest) { r.Term = math.MaxUint64 }), nil, guardRejectTerm},
-		{"vote term max fresh", voteWith(func(r *raft.RequestVoteRequest) { r.Term = math.MaxUint64 }), fresh, guardRejectTerm},
-		{"prevote term max", enc(guardRPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: guardTestHeader(), Term: math.MaxUint64}), nil, guardRejectTerm},
-		{"snapshot term max", snapWith(func(r *raft.InstallSnapshotRequest) { r.Term = math.MaxUint64 }), nil, guardRejectTerm},
-		{"vote last log term", voteWith(func(r *raft.RequestVoteRequest) { r.LastLogTerm = r.Term + 1 }), nil, guardRejectTerm},
-		{"prevote last log term", enc(guardRPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: guardTestHeader(), Term: 11, LastLogTerm: 12}), nil, guardRejectTerm},
-		{"append prev log term", appendWith(func(r *raft.AppendEntriesRequest) { r.PrevLogTerm = r.Term + 1 }), nil, guardRejectTerm},
-		{"append entry term", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[3].Term = r.Term + 1 }), nil, guardRejectTerm},
-		{"append entry term decreasing", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Term = guardTestLocalTerm }), nil, guardRejectTerm},
-		{"snapshot last log term", snapWith(func(r *raft.InstallSnapshotRequest) { r.LastLogTerm = r.Term + 1 }), nil, guardRejectTerm},
+		{"append term jump", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = guardTestLocalTerm + guardDefaultMaxTermJump + 1 }), nil, RejectTerm},
+		{"append term max", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), nil, RejectTerm},
+		{"append term max near top", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), nearTop, RejectTerm},
+		{"append term max fresh", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), fresh, RejectTerm},
+		{"append term max fresh unlimited", appendWith(func(r *raft.AppendEntriesRequest) { r.Term = math.MaxUint64 }), freshUnlimited, RejectTerm},
+		{"vote term max", voteWith(func(r *raft.RequestVoteRequest) { r.Term = math.MaxUint64 }), nil, RejectTerm},
+		{"vote term max fresh", voteWith(func(r *raft.RequestVoteRequest) { r.Term = math.MaxUint64 }), fresh, RejectTerm},
+		{"prevote term max", enc(RPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: guardTestHeader(), Term: math.MaxUint64}), nil, RejectTerm},
+		{"snapshot term max", snapWith(func(r *raft.InstallSnapshotRequest) { r.Term = math.MaxUint64 }), nil, RejectTerm},
+		{"vote last log term", voteWith(func(r *raft.RequestVoteRequest) { r.LastLogTerm = r.Term + 1 }), nil, RejectTerm},
+		{"prevote last log term", enc(RPCRequestPreVote, &raft.RequestPreVoteRequest{RPCHeader: guardTestHeader(), Term: 11, LastLogTerm: 12}), nil, RejectTerm},
+		{"append prev log term", appendWith(func(r *raft.AppendEntriesRequest) { r.PrevLogTerm = r.Term + 1 }), nil, RejectTerm},
+		{"append entry term", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[3].Term = r.Term + 1 }), nil, RejectTerm},
+		{"append entry term decreasing", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Term = guardTestLocalTerm }), nil, RejectTerm},
+		{"snapshot last log term", snapWith(func(r *raft.InstallSnapshotRequest) { r.LastLogTerm = r.Term + 1 }), nil, RejectTerm},
 
-		{"config entry garbage", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = []byte{0xc1} }), nil, guardRejectBadConfigEntry},
-		{"config entry truncated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = r.Entries[1].Data[:10] }), nil, guardRejectBadConfigEntry},
-		{"config entry a string", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = []byte{0xa1, 'x'} }), nil, guardRejectBadConfigEntry},
-		{"config entry empty", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = nil }), nil, guardRejectBadConfigEntry},
-		{"config entry trailing bytes", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = append(r.Entries[1].Data, 0) }), nil, guardRejectBadConfigEntry},
-		{"config no servers", appendWith(configEntry(servers())), nil, guardRejectBadConfigEntry},
-		{"config empty id", appendWith(configEntry(servers(voter("", "127.0.0.1:1")))), nil, guardRejectBadConfigEntry},
-		{"config empty address", appendWith(configEntry(servers(voter("a", "")))), nil, guardRejectBadConfigEntry},
-		{"config duplicate id", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), voter("a", "127.0.0.1:2")))), nil, guardRejectBadConfigEntry},
-		{"config duplicate address", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), voter("b", "127.0.0.1:1")))), nil, guardRejectBadConfigEntry},
-		{"config bad suffrage", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), raft.Server{Suffrage: 7, ID: "b", Address: "127.0.0.1:2"}))), nil, guardRejectBadConfigEntry},
-		{"config negative suffrage", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), raft.Server{Suffrage: -1, ID: "b", Address: "127.0.0.1:2"}))), nil, guardRejectBadConfigEntry},
-		{"config no voter", appendWith(configEntry(servers(raft.Server{Suffrage: raft.Nonvoter, ID: "a", Address: "127.0.0.1:1"}))), nil, guardRejectBadConfigEntry},
-		{"snapshot bad configuration", snapWith(func(r *raft.InstallSnapshotRequest) { r.Configuration = []byte{0x92, 0x01} }), nil, guardRejectBadConfigEntry},
-		{"snapshot empty configuration", snapWith(func(r *raft.InstallSnapshotRequest) { r.Configuration = nil }), nil, guardRejectBadConfigEntry},
+		{"config entry garbage", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = []byte{0xc1} }), nil, RejectBadConfigEntry},
+		{"config entry truncated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = r.Entries[1].Data[:10] }), nil, RejectBadConfigEntry},
+		{"config entry a string", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = []byte{0xa1, 'x'} }), nil, RejectBadConfigEntry},
+		{"config entry empty", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = nil }), nil, RejectBadConfigEntry},
+		{"config entry trailing bytes", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[1].Data = append(r.Entries[1].Data, 0) }), nil, RejectBadConfigEntry},
+		{"config no servers", appendWith(configEntry(servers())), nil, RejectBadConfigEntry},
+		{"config empty id", appendWith(configEntry(servers(voter("", "127.0.0.1:1")))), nil, RejectBadConfigEntry},
+		{"config empty address", appendWith(configEntry(servers(voter("a", "")))), nil, RejectBadConfigEntry},
+		{"config duplicate id", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), voter("a", "127.0.0.1:2")))), nil, RejectBadConfigEntry},
+		{"config duplicate address", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), voter("b", "127.0.0.1:1")))), nil, RejectBadConfigEntry},
+		{"config bad suffrage", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), raft.Server{Suffrage: 7, ID: "b", Address: "127.0.0.1:2"}))), nil, RejectBadConfigEntry},
+		{"config negative suffrage", appendWith(configEntry(servers(voter("a", "127.0.0.1:1"), raft.Server{Suffrage: -1, ID: "b", Address: "127.0.0.1:2"}))), nil, RejectBadConfigEntry},
+		{"config no voter", appendWith(configEntry(servers(raft.Server{Suffrage: raft.Nonvoter, ID: "a", Address: "127.0.0.1:1"}))), nil, RejectBadConfigEntry},
+		{"snapshot bad configuration", snapWith(func(r *raft.InstallSnapshotRequest) { r.Configuration = []byte{0x92, 0x01} }), nil, RejectBadConfigEntry},
+		{"snapshot empty configuration", snapWith(func(r *raft.InstallSnapshotRequest) { r.Configuration = nil }), nil, RejectBadConfigEntry},
 
-		{"add peer deprecated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogAddPeerDeprecated }), nil, guardRejectDeprecatedEntry},
-		{"remove peer deprecated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogRemovePeerDeprecated }), nil, guardRejectDeprecatedEntry},
-		{"unknown entry type", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogConfiguration + 1 }), nil, guardRejectUnknownEntryType},
-		{"unknown entry type 255", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[0].Type = 255 }), nil, guardRejectUnknownEntryType},
-		{"nil entry", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2] = nil }), nil, guardRejectBadEntry},
-		{"entry index gap", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Index = 9 }), nil, guardRejectBadEntry},
+		{"add peer deprecated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogAddPeerDeprecated }), nil, RejectDeprecatedEntry},
+		{"remove peer deprecated", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogRemovePeerDeprecated }), nil, RejectDeprecatedEntry},
+		{"unknown entry type", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Type = raft.LogConfiguration + 1 }), nil, RejectUnknownEntryType},
+		{"unknown entry type 255", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[0].Type = 255 }), nil, RejectUnknownEntryType},
+		{"nil entry", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2] = nil }), nil, RejectBadEntry},
+		{"entry index gap", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[2].Index = 9 }), nil, RejectBadEntry},
 		{"entry index overflow", appendWith(func(r *raft.AppendEntriesRequest) {
 			r.PrevLogEntry = math.MaxUint64 - 1
 			for i, e := range r.Entries {
 				e.Index = r.PrevLogEntry + uint64(i) + 1
 			}
-		}), nil, guardRejectBadEntry},
+		}), nil, RejectBadEntry},
 
-		{"snapshot negative size", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = -1 }), nil, guardRejectSnapshotSize},
-		{"snapshot too large", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = 1 << 20 }), func(g *rpcGuard) { g.MaxSnapshotBytes = 1<<20 - 1 }, guardRejectSnapshotSize},
-		{"snapshot too large default", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = math.MaxInt64 }), nil, guardRejectSnapshotSize},
-		{"snapshot version 0", snapWith(func(r *raft.InstallSnapshotRequest) { r.SnapshotVersion = 0 }), nil, guardRejectSnapshotVersion},
-		{"snapshot version future", snapWith(func(r *raft.InstallSnapshotRequest) { r.SnapshotVersion = raft.SnapshotVersionMax + 1 }), nil, guardRejectSnapshotVersion},
+		{"snapshot negative size", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = -1 }), nil, RejectSnapshotSize},
+		{"snapshot too large", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = 1 << 20 }), func(g *RPCGuard) { g.MaxSnapshotBytes = 1<<20 - 1 }, RejectSnapshotSize},
+		{"snapshot too large default", snapWith(func(r *raft.InstallSnapshotRequest) { r.Size = math.MaxInt64 }), nil, RejectSnapshotSize},
+		{"snapshot version 0", snapWith(func(r *raft.InstallSnapshotRequest) { r.SnapshotVersion = 0 }), nil, RejectSnapshotVersion},
+		{"snapshot version future", snapWith(func(r *raft.InstallSnapshotRequest) { r.SnapshotVersion = raft.SnapshotVersionMax + 1 }), nil, RejectSnapshotVersion},
 
-		{"rpc too large", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[0].Data = make([]byte, 2000) }), func(g *rpcGuard) { g.MaxRPCBytes = 1500 }, guardRejectRPCSize},
-		{"too many items", enc(guardRPCAppendEntries, map[string]any{"Entries": make([]any, guardMaxRPCItems)}), nil, guardRejectRPCItems},
-		{"unknown rpc type", func(testing.TB) []byte { return []byte{5, 0x80} }, nil, guardRejectUnknownType},
-		{"unknown rpc type 255", func(testing.TB) []byte { return []byte{255} }, nil, guardRejectUnknownType},
-		{"invalid msgpack", func(testing.TB) []byte { return []byte{guardRPCAppendEntries, 0xc1} }, nil, guardRejectDecode},
-		{"term as string", enc(guardRPCAppendEntries, map[string]any{"Term": "eleven"}), nil, guardRejectDecode},
-		{"entries as int", enc(guardRPCAppendEntries, map[string]any{"Entries": 3}), nil, guardRejectDecode},
-		{"request is a string", enc(guardRPCRequestVote, "vote for me"), nil, guardRejectDecode},
-		{"request is nil", func(testing.TB) []byte { return []byte{guardRPCTimeoutNow, 0xc0} }, nil, guardRejectHeaderID},
+		{"rpc too large", appendWith(func(r *raft.AppendEntriesRequest) { r.Entries[0].Data = make([]byte, 2000) }), func(g *RPCGuard) { g.MaxRPCBytes = 1500 }, RejectRPCSize},
+		{"too many items", enc(RPCAppendEntries, map[string]any{"Entries": make([]any, guardMaxRPCItems)}), nil, RejectRPCItems},
+		{"unknown rpc type", func(testing.TB) []byte { return []byte{5, 0x80} }, nil, RejectUnknownType},
+		{"unknown rpc type 255", func(testing.TB) []byte { return []byte{255} }, nil, RejectUnknownType},
+		{"invalid msgpack", func(testing.TB) []byte { return []byte{RPCAppendEntries, 0xc1} }, nil, RejectDecode},
+		{"term as string", enc(RPCAppendEntries, map[string]any{"Term": "eleven"}), nil, RejectDecode},
+		{"entries as int", enc(RPCAppendEntries, map[string]any{"Entries": 3}), nil, RejectDecode},
+		{"request is a string", enc(RPCRequestVote, "vote for me"), nil, RejectDecode},
+		{"request is nil", func(testing.TB) []byte { return []byte{RPCTimeoutNow, 0xc0} }, nil, RejectHeaderID},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -479,15 +472,15 @@ func TestGuardConfigurationThatPanicsRaft(t *testing.T) {
 		req := guardTestAppend()
 		req.Entries[1].Data = data
 		h := newGuardHarness(t, nil)
-		h.send(guardTestEncode(t, guardRPCAppendEntries, req))
-		h.wantRefused(guardRejectBadConfigEntry)
+		h.send(guardTestEncode(t, RPCAppendEntries, req))
+		h.wantRefused(RejectBadConfigEntry)
 	}
 }
 
 // TestGuardDecodeRequiresWholeValue: a decoder that stopped short of the
 // scanned value would leave raft reading its rest as the next RPC.
 func TestGuardDecodeRequiresWholeValue(t *testing.T) {
-	body := guardTestEncode(t, guardRPCTimeoutNow, guardTestTimeoutNow())[1:]
+	body := guardTestEncode(t, RPCTimeoutNow, guardTestTimeoutNow())[1:]
 	var req raft.TimeoutNowRequest
 	if err := guardDecode(body, &req); err != nil {
 		t.Fatalf("decode a whole request: %v", err)
@@ -505,7 +498,7 @@ func TestGuardDecodeRequiresWholeValue(t *testing.T) {
 // head alone, without allocating anything near the declared size.
 func TestGuardHugeDeclaredLength(t *testing.T) {
 	field := func(name string, head ...byte) []byte {
-		b := []byte{guardRPCAppendEntries, 0x81, 0xa0 | byte(len(name))}
+		b := []byte{RPCAppendEntries, 0x81, 0xa0 | byte(len(name))}
 		return append(append(b, name...), head...)
 	}
 	// An entry whose AppendedAt is a 4 GiB string: raft's own decoder
@@ -516,7 +509,7 @@ func TestGuardHugeDeclaredLength(t *testing.T) {
 		"bin32 leader":    field("Leader", 0xc6, 0xff, 0xff, 0xff, 0xff),
 		"str32 id":        field("ID", 0xdb, 0xff, 0xff, 0xff, 0xff),
 		"array32 entries": field("Entries", 0xdd, 0xff, 0xff, 0xff, 0xff),
-		"map32 request":   {guardRPCAppendEntries, 0xdf, 0xff, 0xff, 0xff, 0xff},
+		"map32 request":   {RPCAppendEntries, 0xdf, 0xff, 0xff, 0xff, 0xff},
 		"ext32":           field("Leader", 0xc9, 0xff, 0xff, 0xff, 0xff, 0x01),
 		"str32 time":      hugeTime,
 	}
@@ -527,7 +520,7 @@ func TestGuardHugeDeclaredLength(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			h := newGuardHarness(t, nil)
 			h.send(head) // and nothing more: the connection stays open
-			h.wantRefused(guardRejectRPCSize)
+			h.wantRefused(RejectRPCSize)
 			runtime.ReadMemStats(&after)
 			if d := after.TotalAlloc - before.TotalAlloc; d > 4<<20 {
 				t.Fatalf("refusing a declared 4 GiB value allocated %d bytes", d)
@@ -584,7 +577,7 @@ func TestGuardClosingEitherSideEndsBoth(t *testing.T) {
 
 	// The caller hangs up in the middle of a snapshot's data.
 	h = newGuardHarness(t, nil)
-	req := guardTestEncode(t, guardRPCInstallSnapshot, guardTestSnapshot(1000))
+	req := guardTestEncode(t, RPCInstallSnapshot, guardTestSnapshot(1000))
 	sent := h.send(append(req, make([]byte, 10)...))
 	h.forwarded(len(req) + 10)
 	if err := <-sent; err != nil {
@@ -595,7 +588,7 @@ func TestGuardClosingEitherSideEndsBoth(t *testing.T) {
 
 	// Raft stops reading while the guard forwards a request, and closes.
 	h = newGuardHarness(t, nil)
-	h.send(guardTestEncode(t, guardRPCAppendEntries, guardTestAppend()))
+	h.send(guardTestEncode(t, RPCAppendEntries, guardTestAppend()))
 	h.forwarded(1)
 	h.rc.Close()
 	h.waitDone()
@@ -617,7 +610,7 @@ func TestGuardClosingEitherSideEndsBoth(t *testing.T) {
 }
 
 // guardTestStream is a raft.StreamLayer over net.Pipe: a Dial hands the other
-// end to the target layer's Accept, which may wrap it (with guardRaftConn).
+// end to the target layer's Accept, which may wrap it (with GuardRaftConn).
 type guardTestStream struct {
 	addr  string
 	conns chan net.Conn
@@ -683,7 +676,7 @@ func TestGuardEndToEnd(t *testing.T) {
 		rejected = append(rejected, reason)
 		mu.Unlock()
 	})
-	recvStream := newGuardTestStream(guardTestLocalAddr, func(c net.Conn) net.Conn { return guardRaftConn(c, g) })
+	recvStream := newGuardTestStream(guardTestLocalAddr, func(c net.Conn) net.Conn { return GuardRaftConn(c, g) })
 	sendStream := newGuardTestStream(guardTestCallerAddr, nil)
 	sendStream.peers[guardTestLocalAddr] = recvStream
 	quiet := hclog.NewNullLogger()
@@ -778,20 +771,20 @@ func TestGuardEndToEnd(t *testing.T) {
 
 	bad := guardTestAppend()
 	bad.ID = []byte("member-2")
-	wantRefused("append entries as another member", send.AppendEntries(id, target, bad, &aeResp), guardRejectHeaderID)
+	wantRefused("append entries as another member", send.AppendEntries(id, target, bad, &aeResp), RejectHeaderID)
 
 	bad = guardTestAppend()
 	bad.Entries[1].Data = []byte{0xa1, 'x'}
-	wantRefused("append entries with a bad configuration", send.AppendEntries(id, target, bad, &aeResp), guardRejectBadConfigEntry)
+	wantRefused("append entries with a bad configuration", send.AppendEntries(id, target, bad, &aeResp), RejectBadConfigEntry)
 
 	bad = guardTestAppend()
 	bad.Term = math.MaxUint64
-	wantRefused("append entries with term 2^64-1", send.AppendEntries(id, target, bad, &aeResp), guardRejectTerm)
+	wantRefused("append entries with term 2^64-1", send.AppendEntries(id, target, bad, &aeResp), RejectTerm)
 
 	var voteResp raft.RequestVoteResponse
 	vote := guardTestVote()
 	vote.Term = math.MaxUint64
-	wantRefused("vote with term 2^64-1", send.RequestVote(id, target, vote, &voteResp), guardRejectTerm)
+	wantRefused("vote with term 2^64-1", send.RequestVote(id, target, vote, &voteResp), RejectTerm)
 
 	err = send.AppendEntries(id, target, guardTestHeartbeat(), &aeResp)
 	wantGood("heartbeat after refusals", err, func(s seen) {
@@ -829,7 +822,7 @@ func TestGuardEndToEnd(t *testing.T) {
 	})
 	snap := guardTestSnapshot(int64(len(data)))
 	snap.Size = -1
-	wantRefused("install snapshot with negative size", send.InstallSnapshot(id, target, snap, &snapResp, bytes.NewReader(nil)), guardRejectSnapshotSize)
+	wantRefused("install snapshot with negative size", send.InstallSnapshot(id, target, snap, &snapResp, bytes.NewReader(nil)), RejectSnapshotSize)
 
 	err = send.AppendEntries(id, target, guardTestAppend(), &aeResp)
 	wantGood("append entries at the end", err, func(seen) {})
@@ -847,12 +840,12 @@ func TestGuardEndToEnd(t *testing.T) {
 // checked here with raft's own functions where it has them.
 func FuzzRaftGuard(f *testing.F) {
 	good := [][]byte{
-		guardTestEncode(f, guardRPCAppendEntries, guardTestAppend()),
-		guardTestEncode(f, guardRPCAppendEntries, guardTestHeartbeat()),
-		guardTestEncode(f, guardRPCRequestVote, guardTestVote()),
-		guardTestEncode(f, guardRPCRequestPreVote, guardTestPreVote()),
-		guardTestEncode(f, guardRPCTimeoutNow, guardTestTimeoutNow()),
-		append(guardTestEncode(f, guardRPCInstallSnapshot, guardTestSnapshot(5)), "hello"...),
+		guardTestEncode(f, RPCAppendEntries, guardTestAppend()),
+		guardTestEncode(f, RPCAppendEntries, guardTestHeartbeat()),
+		guardTestEncode(f, RPCRequestVote, guardTestVote()),
+		guardTestEncode(f, RPCRequestPreVote, guardTestPreVote()),
+		guardTestEncode(f, RPCTimeoutNow, guardTestTimeoutNow()),
+		append(guardTestEncode(f, RPCInstallSnapshot, guardTestSnapshot(5)), "hello"...),
 	}
 	for _, g := range good {
 		f.Add(g)
@@ -860,17 +853,17 @@ func FuzzRaftGuard(f *testing.F) {
 	f.Add(bytes.Join(good, nil))
 	bad := guardTestAppend()
 	bad.Entries[1].Data = []byte{0xa1, 'x'}
-	f.Add(append(guardTestEncode(f, guardRPCTimeoutNow, guardTestTimeoutNow()), guardTestEncode(f, guardRPCAppendEntries, bad)...))
+	f.Add(append(guardTestEncode(f, RPCTimeoutNow, guardTestTimeoutNow()), guardTestEncode(f, RPCAppendEntries, bad)...))
 	bad = guardTestAppend()
 	bad.Term = math.MaxUint64
-	f.Add(guardTestEncode(f, guardRPCAppendEntries, bad))
-	f.Add([]byte{guardRPCAppendEntries, 0x81, 0xa6, 'L', 'e', 'a', 'd', 'e', 'r', 0xc6, 0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{guardRPCAppendEntries, 0xdd, 0x00, 0x01, 0x00, 0x00})
+	f.Add(guardTestEncode(f, RPCAppendEntries, bad))
+	f.Add([]byte{RPCAppendEntries, 0x81, 0xa6, 'L', 'e', 'a', 'd', 'e', 'r', 0xc6, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{RPCAppendEntries, 0xdd, 0x00, 0x01, 0x00, 0x00})
 
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		g := guardTestGuard(nil)
 		peer, real := net.Pipe()
-		rc := guardRaftConn(real, g)
+		rc := GuardRaftConn(real, g)
 		wrote := make(chan struct{})
 		go func() {
 			defer close(wrote)
@@ -893,7 +886,7 @@ func FuzzRaftGuard(f *testing.F) {
 
 // guardFuzzCheckForwarded parses what raft received the way raft's
 // handleCommand does and checks every RPC.
-func guardFuzzCheckForwarded(t *testing.T, g rpcGuard, got []byte) {
+func guardFuzzCheckForwarded(t *testing.T, g RPCGuard, got []byte) {
 	br := bufio.NewReader(bytes.NewReader(got))
 	dec := codec.NewDecoder(br, &codec.MsgpackHandle{})
 	for {
@@ -904,7 +897,7 @@ func guardFuzzCheckForwarded(t *testing.T, g rpcGuard, got []byte) {
 		var h raft.RPCHeader
 		var terms []uint64
 		switch typ {
-		case guardRPCAppendEntries:
+		case RPCAppendEntries:
 			var req raft.AppendEntriesRequest
 			if err := dec.Decode(&req); err != nil {
 				t.Fatalf("forwarded append entries does not decode: %v", err)
@@ -924,25 +917,25 @@ func guardFuzzCheckForwarded(t *testing.T, g rpcGuard, got []byte) {
 					t.Fatalf("forwarded an entry of type %d", e.Type)
 				}
 			}
-		case guardRPCRequestVote:
+		case RPCRequestVote:
 			var req raft.RequestVoteRequest
 			if err := dec.Decode(&req); err != nil {
 				t.Fatalf("forwarded vote does not decode: %v", err)
 			}
 			h, terms = req.RPCHeader, []uint64{req.Term, req.LastLogTerm}
-		case guardRPCRequestPreVote:
+		case RPCRequestPreVote:
 			var req raft.RequestPreVoteRequest
 			if err := dec.Decode(&req); err != nil {
 				t.Fatalf("forwarded pre-vote does not decode: %v", err)
 			}
 			h, terms = req.RPCHeader, []uint64{req.Term, req.LastLogTerm}
-		case guardRPCTimeoutNow:
+		case RPCTimeoutNow:
 			var req raft.TimeoutNowRequest
 			if err := dec.Decode(&req); err != nil {
 				t.Fatalf("forwarded timeout now does not decode: %v", err)
 			}
 			h = req.RPCHeader
-		case guardRPCInstallSnapshot:
+		case RPCInstallSnapshot:
 			var req raft.InstallSnapshotRequest
 			if err := dec.Decode(&req); err != nil {
 				t.Fatalf("forwarded snapshot does not decode: %v", err)
@@ -990,7 +983,7 @@ func guardFuzzDecodeConfiguration(t *testing.T, data []byte) {
 // (attest.go); the refusal tells the attestor, which asks.
 func TestGuardReplicationFromOutsideTheConfiguration(t *testing.T) {
 	g := guardTestGuard(nil).withDefaults()
-	g.Configured = func(string) (bool, serverPlace) { return true, placeNone }
+	g.Configured = func(string) (bool, Place) { return true, PlaceNone }
 	var told []uint64
 	g.Outsider = func(id string, term uint64) {
 		if id != guardTestCaller {
@@ -1002,21 +995,21 @@ func TestGuardReplicationFromOutsideTheConfiguration(t *testing.T) {
 	g.Attested = func(id string, term uint64) bool { return id == guardTestCaller && term == attested }
 	body := func(typ byte, req any) []byte { return guardTestEncode(t, typ, req)[1:] }
 	req := guardTestAppend()
-	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err == nil {
+	if _, err := g.check(RPCAppendEntries, body(RPCAppendEntries, req)); err == nil {
 		t.Fatal("append entries from a server outside the configuration passed")
 	}
 	if len(told) != 1 || told[0] != req.Term {
 		t.Fatalf("attestor told %v, want [%d]", told, req.Term)
 	}
 	attested = req.Term
-	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err != nil {
+	if _, err := g.check(RPCAppendEntries, body(RPCAppendEntries, req)); err != nil {
 		t.Fatalf("append entries from an attested leader: %v", err)
 	}
 	req.Term++ // attested for one term only
-	if _, err := g.check(guardRPCAppendEntries, body(guardRPCAppendEntries, req)); err == nil {
+	if _, err := g.check(RPCAppendEntries, body(RPCAppendEntries, req)); err == nil {
 		t.Fatal("an attestation for one term let its server replicate in the next")
 	}
-	if _, err := g.check(guardRPCRequestVote, body(guardRPCRequestVote, guardTestVote())); err == nil {
+	if _, err := g.check(RPCRequestVote, body(RPCRequestVote, guardTestVote())); err == nil {
 		t.Fatal("vote request from a server outside the configuration passed")
 	}
 }

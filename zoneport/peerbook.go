@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 import (
 	"context"
@@ -10,22 +10,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
 // Errors of peer identification, counted as handshake failures.
 var (
-	errUnknownPeer = errors.New("peer is no member or candidate of this zone")
-	errPeerKey     = errors.New("peer's certificate key is not the key registered for the node it claims to be")
-	errPeerID      = errors.New("peer claims another member's server ID")
-	errWrongPeer   = errors.New("peer is not the node this connection was meant for")
+	ErrUnknownPeer = errors.New("peer is no member or candidate of this zone")
+	ErrPeerKey     = errors.New("peer's certificate key is not the key registered for the node it claims to be")
+	ErrPeerID      = errors.New("peer claims another member's server ID")
+	ErrWrongPeer   = errors.New("peer is not the node this connection was meant for")
 )
 
-// peerIdentity is who is at the other end of an authenticated zone-port
+// Peer is who is at the other end of an authenticated zone-port
 // connection: proven by the certificate key, matched to a node by the pinned
 // member list or the node's own registration.
-type peerIdentity struct {
+type Peer struct {
 	Node string
 	Key  ed25519.PublicKey
 	// ServerID is the Raft server ID the peer claimed in the handshake; for a
@@ -40,30 +39,32 @@ type peerIdentity struct {
 }
 
 // peerBook tells the zone port whom to talk to: the pinned members of the
-// replicated state (once a Server owns the port) and the candidates of the
-// cluster's member list, each with the key registered on its own Node. While the
-// cloud is unreachable only the pinned keys count.
+// replicated state (while a member is served) and the candidates of the
+// cluster's member list, each with the key registered on its own Node. While
+// the cloud is unreachable only the pinned keys count.
 type peerBook struct {
 	candidates MemberSource
-	owner      atomic.Pointer[Server]
+	member     atomic.Pointer[servedMember]
 	view       atomic.Pointer[bookView]
 }
 
+// servedMember boxes the Member a port serves for atomic.Pointer.
+type servedMember struct{ m Member }
+
 // bookRefresh is how long a bookView serves before the member lists are read
-// again (sooner when the replicated state changed): every accepted connection
-// consults the book, and a flood must cost a map lookup each, not a walk of a
-// large zone's member list and its keys.
+// again (sooner when the pinned members may have changed): every accepted
+// connection consults the book, and a flood must cost a map lookup each, not
+// a walk of a large zone's member list and its keys.
 const bookRefresh = 250 * time.Millisecond
 
 // bookView is the book at one moment, indexed for the questions the zone port
 // asks.
 type bookView struct {
-	at      time.Time
-	owner   *Server
-	src     *store.Store // the owner's replica or view store
-	applied uint64
-	pinned  map[string]zone.Member // by node
-	byID    map[string]zone.Member // pinned, by server ID
+	at     time.Time
+	member *servedMember
+	stamp  any                    // the member's PinnedStamp when the view was made
+	pinned map[string]zone.Member // by node
+	byID   map[string]zone.Member // pinned, by server ID
 	// cands holds the candidates by node; nil while the list is unavailable.
 	cands  map[string]Candidate
 	ips    map[netip.Addr]struct{} // every pinned and candidate address
@@ -71,19 +72,15 @@ type bookView struct {
 }
 
 func (b *peerBook) current() *bookView {
-	s := b.owner.Load()
-	var (
-		applied uint64
-		src     *store.Store
-	)
-	if s != nil {
-		src = s.state()
-		applied, _ = src.AppliedIndex()
+	sm := b.member.Load()
+	var stamp any
+	if sm != nil {
+		stamp = sm.m.PinnedStamp()
 	}
-	if v := b.view.Load(); v != nil && v.owner == s && v.src == src && v.applied == applied && time.Since(v.at) < bookRefresh {
+	if v := b.view.Load(); v != nil && v.member == sm && v.stamp == stamp && time.Since(v.at) < bookRefresh {
 		return v
 	}
-	v := &bookView{at: time.Now(), owner: s, src: src, applied: applied,
+	v := &bookView{at: time.Now(), member: sm, stamp: stamp,
 		ips: map[netip.Addr]struct{}{}, atPort: map[string]string{}}
 	addIP := func(addr string) {
 		if ap, err := netip.ParseAddrPort(addr); err == nil {
@@ -103,9 +100,9 @@ func (b *peerBook) current() *bookView {
 			}
 		}
 	}
-	if s != nil {
+	if sm != nil {
 		// Pinned entries win where the two lists disagree.
-		v.byID, v.pinned = s.memberMaps()
+		v.byID, v.pinned = sm.m.PinnedMembers()
 		for _, m := range v.pinned {
 			addIP(m.RaftAddress)
 			addIP(m.ProbeAddress)
@@ -118,11 +115,11 @@ func (b *peerBook) current() *bookView {
 
 // identify matches a claimed node, its proven key and its claimed server ID
 // against the book.
-func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerIdentity, error) {
+func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (Peer, error) {
 	v := b.current()
-	id := peerIdentity{Node: node, Key: key, ServerID: serverID}
+	id := Peer{Node: node, Key: key, ServerID: serverID}
 	if other, ok := v.byID[serverID]; ok && other.Node != node {
-		return id, fmt.Errorf("%w: %s claims the server ID of %s", errPeerID, node, other.Node)
+		return id, fmt.Errorf("%w: %s claims the server ID of %s", ErrPeerID, node, other.Node)
 	}
 	c, listed := v.cands[node]
 	registered := listed && c.PublicKey != nil && c.PublicKey.Equal(key)
@@ -144,9 +141,9 @@ func (b *peerBook) identify(node, serverID string, key ed25519.PublicKey) (peerI
 		return id, nil
 	}
 	if !pinned && !listed {
-		return id, fmt.Errorf("%w: %s", errUnknownPeer, node)
+		return id, fmt.Errorf("%w: %s", ErrUnknownPeer, node)
 	}
-	return id, fmt.Errorf("%w (%s)", errPeerKey, node)
+	return id, fmt.Errorf("%w (%s)", ErrPeerKey, node)
 }
 
 // candidate returns node's entry in the cluster's member list, if the list is
@@ -185,21 +182,30 @@ func (b *peerBook) nodeAt(address string) (string, bool) {
 // request.
 type callerKey struct{}
 
-func withCaller(ctx context.Context, p peerIdentity) context.Context {
+func withCaller(ctx context.Context, p Peer) context.Context {
 	return context.WithValue(ctx, callerKey{}, p)
 }
 
-// callerOf returns the authenticated caller of a peer-API request.
-func callerOf(ctx context.Context) (peerIdentity, bool) {
-	p, ok := ctx.Value(callerKey{}).(peerIdentity)
+// ConnContext is the peer API server's http.Server.ConnContext: every request
+// it serves knows who sent it, the peer its connection proved (CallerOf).
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if ac, ok := c.(*Conn); ok {
+		return withCaller(ctx, ac.Peer)
+	}
+	return ctx
+}
+
+// CallerOf returns the authenticated caller of a peer-API request.
+func CallerOf(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(callerKey{}).(Peer)
 	return p, ok
 }
 
 // expectKey is the context key naming the node a dial must reach.
 type expectKey struct{}
 
-// expectPeer makes dials under ctx accept only node at the other end.
-func expectPeer(ctx context.Context, node string) context.Context {
+// ExpectPeer makes dials under ctx accept only node at the other end.
+func ExpectPeer(ctx context.Context, node string) context.Context {
 	return context.WithValue(ctx, expectKey{}, node)
 }
 
@@ -208,23 +214,22 @@ func expectedPeer(ctx context.Context) string {
 	return n
 }
 
-// authConn is an authenticated zone-port connection and who is at the other
+// Conn is an authenticated zone-port connection and who is at the other
 // end.
-type authConn struct {
+type Conn struct {
 	net.Conn
-	peer peerIdentity
+	Peer Peer
 }
 
-// errRaftCaller means a peer opened a Raft connection it may not have.
-var errRaftCaller = errors.New("peer may not send Raft RPCs to this member")
+// ErrRaftCaller means a peer opened a Raft connection it may not have.
+var ErrRaftCaller = errors.New("peer may not send Raft RPCs to this member")
 
-// admitRaft hands an authenticated peer's Raft connection to the Server that
-// owns the port, whose guardRaft decides. Until a Server owns the port nobody
-// may talk Raft.
-func (b *peerBook) admitRaft(ac *authConn) (net.Conn, error) {
-	s := b.owner.Load()
-	if s == nil {
-		return nil, fmt.Errorf("%w: member still starting", errRaftCaller)
+// admitRaft hands an authenticated peer's Raft connection to the member the
+// port serves, which decides. Until a member is served nobody may talk Raft.
+func (b *peerBook) admitRaft(ac *Conn) (net.Conn, error) {
+	sm := b.member.Load()
+	if sm == nil {
+		return nil, fmt.Errorf("%w: member still starting", ErrRaftCaller)
 	}
-	return s.guardRaft(ac)
+	return sm.m.AdmitRaft(ac)
 }

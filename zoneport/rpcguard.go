@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 //lint:file-ignore SA1019 raft's deprecated leader/candidate address fields are still sent and still read by raft, so the guard must check them.
 
@@ -27,7 +27,7 @@ import (
 // entry that panics raft.DecodeConfiguration on every follower, or make raft's
 // decoder allocate gigabytes from a forged length prefix.
 //
-// guardRaftConn therefore puts a checker between the authenticated connection
+// GuardRaftConn therefore puts a checker between the authenticated connection
 // and raft's NetworkTransport. It reads each RPC off the wire exactly as raft
 // would, checks it against what the handshake proved and what this member
 // knows, and only then hands the very same bytes to raft through an in-memory
@@ -40,35 +40,35 @@ import (
 // raft v1.7.3. RequestPreVote is not optional: raft 1.7 pre-votes by default
 // and a countingTransport (which embeds *raft.NetworkTransport) supports it.
 const (
-	guardRPCAppendEntries   byte = 0
-	guardRPCRequestVote     byte = 1
-	guardRPCInstallSnapshot byte = 2
-	guardRPCTimeoutNow      byte = 3
-	guardRPCRequestPreVote  byte = 4
+	RPCAppendEntries   byte = 0
+	RPCRequestVote     byte = 1
+	RPCInstallSnapshot byte = 2
+	RPCTimeoutNow      byte = 3
+	RPCRequestPreVote  byte = 4
 )
 
-// Reasons a guard refuses an RPC: the values rpcGuard.Reject is called with.
+// Reasons a guard refuses an RPC: the values RPCGuard.Reject is called with.
 const (
-	guardRejectHeaderID         = "header_id"               // RPCHeader.ID is not the authenticated caller
-	guardRejectHeaderAddr       = "header_addr"             // RPCHeader.Addr or a deprecated leader/candidate address is not the caller's
-	guardRejectNotInConfig      = "not_in_configuration"    // caller is not in this member's Raft configuration
-	guardRejectNotVoter         = "not_a_voter"             // an election from a server that has no vote in this member's configuration
-	guardRejectNotInZone        = "not_in_zone"             // the caller's Node no longer carries the zone label
-	guardRejectForcedBudget     = "forced_election_budget"  // a transfer vote from a candidate over its forced-election budget
-	guardRejectTerm             = "term"                    // a term beyond the allowed jump, or inconsistent terms inside the RPC
-	guardRejectBadConfigEntry   = "bad_configuration_entry" // a configuration that does not decode or is not valid
-	guardRejectDeprecatedEntry  = "deprecated_entry"        // LogAddPeerDeprecated / LogRemovePeerDeprecated
-	guardRejectUnknownEntryType = "unknown_entry_type"      // a log type raft v1.7.3 does not define
-	guardRejectBadEntry         = "bad_entry"               // a nil entry, or entries whose indexes do not follow PrevLogEntry
-	guardRejectSnapshotSize     = "snapshot_size"           // InstallSnapshot.Size negative or above MaxSnapshotBytes
-	guardRejectSnapshotVersion  = "snapshot_version"        // a snapshot version raft cannot install, or the legacy peers format
-	guardRejectRPCSize          = "rpc_size"                // the encoded request exceeds MaxRPCBytes
-	guardRejectRPCItems         = "rpc_items"               // the encoded request has more than guardMaxRPCItems msgpack items
-	guardRejectDecode           = "decode"                  // not valid msgpack, or not decodable into the request type
-	guardRejectUnknownType      = "unknown_type"            // an RPC type byte raft does not define
+	RejectHeaderID         = "header_id"               // RPCHeader.ID is not the authenticated caller
+	RejectHeaderAddr       = "header_addr"             // RPCHeader.Addr or a deprecated leader/candidate address is not the caller's
+	RejectNotInConfig      = "not_in_configuration"    // caller is not in this member's Raft configuration
+	RejectNotVoter         = "not_a_voter"             // an election from a server that has no vote in this member's configuration
+	RejectNotInZone        = "not_in_zone"             // the caller's Node no longer carries the zone label
+	RejectForcedBudget     = "forced_election_budget"  // a transfer vote from a candidate over its forced-election budget
+	RejectTerm             = "term"                    // a term beyond the allowed jump, or inconsistent terms inside the RPC
+	RejectBadConfigEntry   = "bad_configuration_entry" // a configuration that does not decode or is not valid
+	RejectDeprecatedEntry  = "deprecated_entry"        // LogAddPeerDeprecated / LogRemovePeerDeprecated
+	RejectUnknownEntryType = "unknown_entry_type"      // a log type raft v1.7.3 does not define
+	RejectBadEntry         = "bad_entry"               // a nil entry, or entries whose indexes do not follow PrevLogEntry
+	RejectSnapshotSize     = "snapshot_size"           // InstallSnapshot.Size negative or above MaxSnapshotBytes
+	RejectSnapshotVersion  = "snapshot_version"        // a snapshot version raft cannot install, or the legacy peers format
+	RejectRPCSize          = "rpc_size"                // the encoded request exceeds MaxRPCBytes
+	RejectRPCItems         = "rpc_items"               // the encoded request has more than guardMaxRPCItems msgpack items
+	RejectDecode           = "decode"                  // not valid msgpack, or not decodable into the request type
+	RejectUnknownType      = "unknown_type"            // an RPC type byte raft does not define
 )
 
-// Defaults for the zero values of rpcGuard's limits.
+// Defaults for the zero values of RPCGuard's limits.
 const (
 	// guardDefaultMaxTermJump bounds how far one RPC may move this member's term.
 	// Terms grow by one per election, and with pre-vote (raft 1.7's default) a
@@ -136,28 +136,28 @@ const (
 	guardPayloadChunk = 32 << 10
 )
 
-// serverPlace is a server's suffrage in a member's Raft configuration.
-type serverPlace int
+// Place is a server's suffrage in a member's Raft configuration.
+type Place int
 
 const (
-	placeNone serverPlace = iota // not in the configuration
-	placeNonvoter
-	placeVoter
+	PlaceNone Place = iota // not in the configuration
+	PlaceNonvoter
+	PlaceVoter
 )
 
-// rpcGuard is what the guard knows about the caller and about this member.
+// RPCGuard is what the guard knows about the caller and about this member.
 // The functions are called for every RPC, on the connection's goroutine, and
 // must be cheap and safe for concurrent use (raft.CurrentTerm and
 // raft.GetConfiguration are: both read an atomic). Zero limits mean the
 // defaults above.
-type rpcGuard struct {
+type RPCGuard struct {
 	CallerID   string        // caller's Raft server ID, proven by the handshake
 	CallerAddr string        // caller's Raft address as the zone knows it
 	CallerNode string        // caller's node, for counting what it does
 	LocalTerm  func() uint64 // this member's current term (raft.CurrentTerm); nil means 0
 	// Configured reports whether this member has a Raft configuration and
 	// id's place in it. nil means no configuration.
-	Configured func(id string) (hasConfig bool, place serverPlace)
+	Configured func(id string) (hasConfig bool, place Place)
 	// Attested reports whether a majority of this member's configuration
 	// names id as the leader of term although this member's configuration
 	// does not list it yet (a lagging follower); nil means never.
@@ -171,12 +171,13 @@ type rpcGuard struct {
 	// nil means yes. An administrator takes a node out of the zone by its
 	// label, and from then on no member follows it or votes for it.
 	InZone func() bool
-	// Follow decides whom this member follows (followguard.go); nil means
-	// the guard checks the wire format and terms only.
-	Follow *followGuard
-	// Forced counts transfer votes and holds each candidate to its budget;
-	// nil means not counted.
-	Forced           *forcedElections
+	// Follow decides whom this member follows; nil means the guard checks
+	// the wire format and terms only.
+	Follow Follower
+	// Forced counts a vote request that asks for a leadership transfer by
+	// the caller's node and reports whether it is within that node's
+	// budget; nil means not counted.
+	Forced           func(node string) bool
 	MaxTermJump      uint64 // how far above LocalTerm a configured member accepts
 	MaxFreshTerm     uint64 // absolute cap when this member has no configuration yet
 	MaxSnapshotBytes int64  // bound on InstallSnapshot.Size
@@ -187,7 +188,7 @@ type rpcGuard struct {
 }
 
 // withDefaults fills in zero limits.
-func (g rpcGuard) withDefaults() rpcGuard {
+func (g RPCGuard) withDefaults() RPCGuard {
 	if g.MaxTermJump == 0 {
 		g.MaxTermJump = guardDefaultMaxTermJump
 	}
@@ -203,20 +204,34 @@ func (g rpcGuard) withDefaults() rpcGuard {
 	return g
 }
 
-// guardRefusal is why the guard refused an RPC.
-type guardRefusal struct {
+// Follower decides, for every replication RPC and TimeoutNow, whether the
+// caller can be the leader this member follows (raftzone's FollowGuard).
+// Its methods must be cheap and safe for concurrent use.
+type Follower interface {
+	// Replication refuses replication from callerID (at callerAddr) in
+	// term, or returns nil.
+	Replication(callerID, callerAddr string, term uint64) *Refusal
+	// TimeoutNow refuses a TimeoutNow from callerID, or returns nil.
+	TimeoutNow(callerID string) *Refusal
+	// LeaderAlive reports whether this member follows a live leader other
+	// than id: terms may then move only by one.
+	LeaderAlive(id string) bool
+}
+
+// Refusal is why the guard refused an RPC.
+type Refusal struct {
 	reason string
 	err    error
 }
 
-func (r *guardRefusal) Error() string {
+func (r *Refusal) Error() string {
 	return fmt.Sprintf("raft rpc refused (%s): %v", r.reason, r.err)
 }
 
-func (r *guardRefusal) Unwrap() error { return r.err }
+func (r *Refusal) Unwrap() error { return r.err }
 
-func guardRefuse(reason string, format string, args ...any) *guardRefusal {
-	return &guardRefusal{reason: reason, err: fmt.Errorf(format, args...)}
+func Refuse(reason string, format string, args ...any) *Refusal {
+	return &Refusal{reason: reason, err: fmt.Errorf(format, args...)}
 }
 
 // guardedConn is the connection raft reads: its end of the pipe, with the real
@@ -241,12 +256,12 @@ func (c *guardedConn) refused() error {
 	return c.refusal
 }
 
-// guardRaftConn returns the connection raft's NetworkTransport should read
+// GuardRaftConn returns the connection raft's NetworkTransport should read
 // instead of conn: only RPCs that pass g's checks reach it, byte for byte as
 // the caller sent them, and raft's responses go back to conn unchanged. Two
 // goroutines pump the two directions; closing either connection (or a refused
 // RPC) closes both and ends both goroutines.
-func guardRaftConn(conn net.Conn, g rpcGuard) net.Conn {
+func GuardRaftConn(conn net.Conn, g RPCGuard) net.Conn {
 	raftEnd, guardEnd := net.Pipe()
 	gc := &guardedConn{Conn: raftEnd, real: conn, done: make(chan struct{})}
 	p := &guardPump{g: g.withDefaults(), real: conn, pipe: guardEnd, conn: gc}
@@ -258,7 +273,7 @@ func guardRaftConn(conn net.Conn, g rpcGuard) net.Conn {
 
 // guardPump moves one connection's bytes.
 type guardPump struct {
-	g    rpcGuard
+	g    RPCGuard
 	real net.Conn // the authenticated connection
 	pipe net.Conn // the guard's end of the pipe to raft
 	conn *guardedConn
@@ -301,7 +316,7 @@ func (p *guardPump) requests() {
 		if err == nil {
 			continue
 		}
-		var r *guardRefusal
+		var r *Refusal
 		if errors.As(err, &r) {
 			p.conn.mu.Lock()
 			if p.conn.refusal == nil {
@@ -316,15 +331,15 @@ func (p *guardPump) requests() {
 	}
 }
 
-// forwardRPC reads, checks and forwards one RPC. A *guardRefusal means the RPC
+// forwardRPC reads, checks and forwards one RPC. A *Refusal means the RPC
 // was refused; any other error is the connection's end.
 func (p *guardPump) forwardRPC(br *bufio.Reader) error {
 	typ, err := br.ReadByte()
 	if err != nil {
 		return fmt.Errorf("read rpc type: %w", err)
 	}
-	if typ > guardRPCRequestPreVote {
-		return guardRefuse(guardRejectUnknownType, "rpc type %d", typ)
+	if typ > RPCRequestPreVote {
+		return Refuse(RejectUnknownType, "rpc type %d", typ)
 	}
 	// Read exactly one msgpack object, as raft's decoder will: it reads from a
 	// bufio.Reader (an io.ByteScanner) and so consumes nothing past it.
@@ -358,63 +373,66 @@ func (p *guardPump) forwardRPC(br *bufio.Reader) error {
 func guardScanError(what string, err error) error {
 	switch {
 	case errors.Is(err, errMsgpackTooLarge):
-		return &guardRefusal{reason: guardRejectRPCSize, err: fmt.Errorf("%s: %w", what, err)}
+		return &Refusal{reason: RejectRPCSize, err: fmt.Errorf("%s: %w", what, err)}
 	case errors.Is(err, errMsgpackTooManyItems):
-		return &guardRefusal{reason: guardRejectRPCItems, err: fmt.Errorf("%s: %w", what, err)}
+		return &Refusal{reason: RejectRPCItems, err: fmt.Errorf("%s: %w", what, err)}
 	case errors.Is(err, errMsgpackInvalid):
-		return &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("%s: %w", what, err)}
+		return &Refusal{reason: RejectDecode, err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return fmt.Errorf("read %s: %w", what, err)
 }
 
 // check decodes and checks one request body. It returns how many bytes of
 // snapshot data follow it (InstallSnapshot only).
-func (g *rpcGuard) check(typ byte, body []byte) (snapshot int64, err error) {
+func (g *RPCGuard) check(typ byte, body []byte) (snapshot int64, err error) {
 	switch typ {
-	case guardRPCAppendEntries:
+	case RPCAppendEntries:
 		var req raft.AppendEntriesRequest
 		if err := guardDecode(body, &req); err != nil {
-			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("append entries: %w", err)}
+			return 0, &Refusal{reason: RejectDecode, err: fmt.Errorf("append entries: %w", err)}
 		}
 		return 0, g.checkAppendEntries(&req)
-	case guardRPCRequestVote:
+	case RPCRequestVote:
 		var req raft.RequestVoteRequest
 		if err := guardDecode(body, &req); err != nil {
-			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("request vote: %w", err)}
+			return 0, &Refusal{reason: RejectDecode, err: fmt.Errorf("request vote: %w", err)}
 		}
 		if err := g.checkVote("request vote", req.RPCHeader, req.Candidate, req.Term, req.LastLogTerm); err != nil {
 			return 0, err
 		}
 		return 0, g.checkTransfer(req.LeadershipTransfer)
-	case guardRPCRequestPreVote:
+	case RPCRequestPreVote:
 		var req raft.RequestPreVoteRequest
 		if err := guardDecode(body, &req); err != nil {
-			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("request pre-vote: %w", err)}
+			return 0, &Refusal{reason: RejectDecode, err: fmt.Errorf("request pre-vote: %w", err)}
 		}
 		return 0, g.checkVote("request pre-vote", req.RPCHeader, nil, req.Term, req.LastLogTerm)
-	case guardRPCInstallSnapshot:
+	case RPCInstallSnapshot:
 		var req raft.InstallSnapshotRequest
 		if err := guardDecode(body, &req); err != nil {
-			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("install snapshot: %w", err)}
+			return 0, &Refusal{reason: RejectDecode, err: fmt.Errorf("install snapshot: %w", err)}
 		}
 		if err := g.checkInstallSnapshot(&req); err != nil {
 			return 0, err
 		}
 		return req.Size, nil
-	case guardRPCTimeoutNow:
+	case RPCTimeoutNow:
 		var req raft.TimeoutNowRequest
 		if err := guardDecode(body, &req); err != nil {
-			return 0, &guardRefusal{reason: guardRejectDecode, err: fmt.Errorf("timeout now: %w", err)}
+			return 0, &Refusal{reason: RejectDecode, err: fmt.Errorf("timeout now: %w", err)}
 		}
 		if _, err := g.checkCaller("timeout now", req.RPCHeader, nil, true); err != nil {
 			return 0, err
 		}
-		if r := g.Follow.timeoutNow(g.CallerID); r != nil {
+		if g.Follow == nil {
+			return 0, nil
+		}
+		if r := g.Follow.TimeoutNow(g.CallerID); r != nil {
 			return 0, r
 		}
 		return 0, nil
 	}
-	return 0, guardRefuse(guardRejectUnknownType, "rpc type %d", typ)
+	return 0, Refuse(RejectUnknownType, "rpc type %d", typ)
 }
 
 // checkCaller checks that the RPC speaks for the authenticated caller, that
@@ -425,18 +443,18 @@ func (g *rpcGuard) check(typ byte, body []byte) (snapshot int64, err error) {
 // pre-header leader or candidate address field (empty from current raft's
 // senders, or equal to the header's Addr), which raft still reads when the
 // header's Addr is empty.
-func (g *rpcGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte, voters bool) (hasConfig bool, err error) {
+func (g *RPCGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte, voters bool) (hasConfig bool, err error) {
 	if string(h.ID) != g.CallerID {
-		return false, guardRefuse(guardRejectHeaderID, "%s: header id %q, caller is %q", what, h.ID, g.CallerID)
+		return false, Refuse(RejectHeaderID, "%s: header id %q, caller is %q", what, h.ID, g.CallerID)
 	}
 	if string(h.Addr) != g.CallerAddr {
-		return false, guardRefuse(guardRejectHeaderAddr, "%s: header address %q, caller's is %q", what, h.Addr, g.CallerAddr)
+		return false, Refuse(RejectHeaderAddr, "%s: header address %q, caller's is %q", what, h.Addr, g.CallerAddr)
 	}
 	if len(deprecated) > 0 && string(deprecated) != g.CallerAddr {
-		return false, guardRefuse(guardRejectHeaderAddr, "%s: leader/candidate address %q, caller's is %q", what, deprecated, g.CallerAddr)
+		return false, Refuse(RejectHeaderAddr, "%s: leader/candidate address %q, caller's is %q", what, deprecated, g.CallerAddr)
 	}
 	if g.InZone != nil && !g.InZone() {
-		return false, guardRefuse(guardRejectNotInZone, "%s: %s is no longer in the zone", what, g.CallerNode)
+		return false, Refuse(RejectNotInZone, "%s: %s is no longer in the zone", what, g.CallerNode)
 	}
 	if g.Configured == nil {
 		return false, nil
@@ -444,10 +462,10 @@ func (g *rpcGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte,
 	hasConfig, place := g.Configured(g.CallerID)
 	if voters && hasConfig {
 		switch place {
-		case placeNone:
-			return true, guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
-		case placeNonvoter:
-			return true, guardRefuse(guardRejectNotVoter, "%s: %q has no vote in this member's raft configuration", what, g.CallerID)
+		case PlaceNone:
+			return true, Refuse(RejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+		case PlaceNonvoter:
+			return true, Refuse(RejectNotVoter, "%s: %q has no vote in this member's raft configuration", what, g.CallerID)
 		}
 	}
 	return hasConfig, nil
@@ -457,33 +475,36 @@ func (g *rpcGuard) checkCaller(what string, h raft.RPCHeader, deprecated []byte,
 // InstallSnapshot) to this member at term: it must be a server of this
 // member's configuration — or, while this member's configuration lags, one
 // the configuration's majority names as its leader (Attested) — and the
-// leader this member follows in that term (followGuard). A member without a
+// leader this member follows in that term (FollowGuard). A member without a
 // configuration yet (being added) hears the first leader that reaches it.
-func (g *rpcGuard) checkReplication(what string, hasConfig bool, term uint64) error {
+func (g *RPCGuard) checkReplication(what string, hasConfig bool, term uint64) error {
 	if hasConfig && g.Configured != nil {
-		if _, place := g.Configured(g.CallerID); place == placeNone {
+		if _, place := g.Configured(g.CallerID); place == PlaceNone {
 			if g.Attested == nil || !g.Attested(g.CallerID, term) {
 				if g.Outsider != nil {
 					g.Outsider(g.CallerID, term)
 				}
-				return guardRefuse(guardRejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
+				return Refuse(RejectNotInConfig, "%s: %q is not in this member's raft configuration", what, g.CallerID)
 			}
 		}
 	}
-	if r := g.Follow.replication(g.CallerID, g.CallerAddr, term); r != nil {
-		return &guardRefusal{reason: r.reason, err: fmt.Errorf("%s: %w", what, r.err)}
+	if g.Follow == nil {
+		return nil
+	}
+	if r := g.Follow.Replication(g.CallerID, g.CallerAddr, term); r != nil {
+		return &Refusal{reason: r.reason, err: fmt.Errorf("%s: %w", what, r.err)}
 	}
 	return nil
 }
 
 // checkTransfer counts a vote request that asks for a leadership transfer and
 // refuses it beyond the candidate's budget.
-func (g *rpcGuard) checkTransfer(transfer bool) error {
+func (g *RPCGuard) checkTransfer(transfer bool) error {
 	if !transfer || g.Forced == nil {
 		return nil
 	}
-	if !g.Forced.add(g.CallerNode) {
-		return guardRefuse(guardRejectForcedBudget, "request vote: %s forced more than %d elections in %s", g.CallerNode, forcedElectionBudget, forcedElectionWindow)
+	if !g.Forced(g.CallerNode) {
+		return Refuse(RejectForcedBudget, "request vote: %s forced more elections than its budget allows", g.CallerNode)
 	}
 	return nil
 }
@@ -493,7 +514,7 @@ func (g *rpcGuard) checkTransfer(transfer bool) error {
 // pre-vote, a voter that lost the leader starts one only once a majority
 // agrees); a member whose leader is gone may be behind by the elections it
 // missed, up to MaxTermJump.
-func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
+func (g *RPCGuard) checkTerm(what string, term uint64, hasConfig bool) error {
 	limit := g.MaxFreshTerm
 	if hasConfig {
 		var local uint64
@@ -501,7 +522,7 @@ func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
 			local = g.LocalTerm()
 		}
 		jump := g.MaxTermJump
-		if g.Follow.leaderAlive(g.CallerID) {
+		if g.Follow != nil && g.Follow.LeaderAlive(g.CallerID) {
 			jump = 1
 		}
 		limit = local + jump
@@ -511,12 +532,12 @@ func (g *rpcGuard) checkTerm(what string, term uint64, hasConfig bool) error {
 	}
 	limit = min(limit, guardTermCeiling-1)
 	if term > limit {
-		return guardRefuse(guardRejectTerm, "%s: term %d above the limit %d", what, term, limit)
+		return Refuse(RejectTerm, "%s: term %d above the limit %d", what, term, limit)
 	}
 	return nil
 }
 
-func (g *rpcGuard) checkVote(what string, h raft.RPCHeader, candidate []byte, term, lastLogTerm uint64) error {
+func (g *RPCGuard) checkVote(what string, h raft.RPCHeader, candidate []byte, term, lastLogTerm uint64) error {
 	hasConfig, err := g.checkCaller(what, h, candidate, true)
 	if err != nil {
 		return err
@@ -525,7 +546,7 @@ func (g *rpcGuard) checkVote(what string, h raft.RPCHeader, candidate []byte, te
 		return err
 	}
 	if lastLogTerm > term {
-		return guardRefuse(guardRejectTerm, "%s: last log term %d above the election's term %d", what, lastLogTerm, term)
+		return Refuse(RejectTerm, "%s: last log term %d above the election's term %d", what, lastLogTerm, term)
 	}
 	return nil
 }
@@ -533,7 +554,7 @@ func (g *rpcGuard) checkVote(what string, h raft.RPCHeader, candidate []byte, te
 // checkAppendEntries checks the header, the terms, and every entry: raft
 // appends them to its log without a look, and panics on a configuration entry
 // that does not decode.
-func (g *rpcGuard) checkAppendEntries(req *raft.AppendEntriesRequest) error {
+func (g *RPCGuard) checkAppendEntries(req *raft.AppendEntriesRequest) error {
 	const what = "append entries"
 	hasConfig, err := g.checkCaller(what, req.RPCHeader, req.Leader, false)
 	if err != nil {
@@ -543,48 +564,48 @@ func (g *rpcGuard) checkAppendEntries(req *raft.AppendEntriesRequest) error {
 		return err
 	}
 	if req.PrevLogTerm > req.Term {
-		return guardRefuse(guardRejectTerm, "%s: previous log term %d above the leader's term %d", what, req.PrevLogTerm, req.Term)
+		return Refuse(RejectTerm, "%s: previous log term %d above the leader's term %d", what, req.PrevLogTerm, req.Term)
 	}
 	if uint64(len(req.Entries)) > math.MaxUint64-req.PrevLogEntry {
-		return guardRefuse(guardRejectBadEntry, "%s: %d entries after index %d overflow the index", what, len(req.Entries), req.PrevLogEntry)
+		return Refuse(RejectBadEntry, "%s: %d entries after index %d overflow the index", what, len(req.Entries), req.PrevLogEntry)
 	}
 	// A leader sends the consecutive entries after PrevLogEntry (raft's
 	// setPreviousLog and setNewLogs), and log terms never decrease.
 	prevTerm := req.PrevLogTerm
 	for i, e := range req.Entries {
 		if e == nil { // raft would dereference it
-			return guardRefuse(guardRejectBadEntry, "%s: entry %d is nil", what, i)
+			return Refuse(RejectBadEntry, "%s: entry %d is nil", what, i)
 		}
 		if want := req.PrevLogEntry + uint64(i) + 1; e.Index != want {
-			return guardRefuse(guardRejectBadEntry, "%s: entry %d has index %d, want %d", what, i, e.Index, want)
+			return Refuse(RejectBadEntry, "%s: entry %d has index %d, want %d", what, i, e.Index, want)
 		}
 		if e.Term > req.Term {
-			return guardRefuse(guardRejectTerm, "%s: entry %d has term %d above the leader's term %d", what, e.Index, e.Term, req.Term)
+			return Refuse(RejectTerm, "%s: entry %d has term %d above the leader's term %d", what, e.Index, e.Term, req.Term)
 		}
 		if e.Term < prevTerm {
-			return guardRefuse(guardRejectTerm, "%s: entry %d has term %d below the term %d before it", what, e.Index, e.Term, prevTerm)
+			return Refuse(RejectTerm, "%s: entry %d has term %d below the term %d before it", what, e.Index, e.Term, prevTerm)
 		}
 		prevTerm = e.Term
 		switch e.Type {
 		case raft.LogCommand, raft.LogNoop, raft.LogBarrier:
 		case raft.LogConfiguration:
 			if err := guardCheckConfiguration(e.Data); err != nil {
-				return &guardRefusal{reason: guardRejectBadConfigEntry, err: fmt.Errorf("%s: entry %d: %w", what, e.Index, err)}
+				return &Refusal{reason: RejectBadConfigEntry, err: fmt.Errorf("%s: entry %d: %w", what, e.Index, err)}
 			}
 		case raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated:
-			return guardRefuse(guardRejectDeprecatedEntry, "%s: entry %d has deprecated type %s", what, e.Index, e.Type)
+			return Refuse(RejectDeprecatedEntry, "%s: entry %d has deprecated type %s", what, e.Index, e.Type)
 		default:
-			return guardRefuse(guardRejectUnknownEntryType, "%s: entry %d has unknown type %d", what, e.Index, e.Type)
+			return Refuse(RejectUnknownEntryType, "%s: entry %d has unknown type %d", what, e.Index, e.Type)
 		}
 	}
-	// Last: the RPC is well-formed, and followGuard records its sender as
+	// Last: the RPC is well-formed, and FollowGuard records its sender as
 	// the leader of its term when it passes.
 	return g.checkReplication(what, hasConfig, req.Term)
 }
 
 // checkInstallSnapshot checks the header, term, size and the configuration
 // raft decodes (with raft.DecodeConfiguration, which panics) from the request.
-func (g *rpcGuard) checkInstallSnapshot(req *raft.InstallSnapshotRequest) error {
+func (g *RPCGuard) checkInstallSnapshot(req *raft.InstallSnapshotRequest) error {
 	const what = "install snapshot"
 	hasConfig, err := g.checkCaller(what, req.RPCHeader, req.Leader, false)
 	if err != nil {
@@ -594,18 +615,18 @@ func (g *rpcGuard) checkInstallSnapshot(req *raft.InstallSnapshotRequest) error 
 		return err
 	}
 	if req.LastLogTerm > req.Term {
-		return guardRefuse(guardRejectTerm, "%s: last log term %d above the leader's term %d", what, req.LastLogTerm, req.Term)
+		return Refuse(RejectTerm, "%s: last log term %d above the leader's term %d", what, req.LastLogTerm, req.Term)
 	}
 	if req.Size < 0 || req.Size > g.MaxSnapshotBytes {
-		return guardRefuse(guardRejectSnapshotSize, "%s: size %d outside [0, %d]", what, req.Size, g.MaxSnapshotBytes)
+		return Refuse(RejectSnapshotSize, "%s: size %d outside [0, %d]", what, req.Size, g.MaxSnapshotBytes)
 	}
 	// Version 0 carries the legacy peer list, which only pre-1.0 raft writes;
 	// from 1 on the configuration is an encoded raft.Configuration.
 	if req.SnapshotVersion < 1 || req.SnapshotVersion > raft.SnapshotVersionMax {
-		return guardRefuse(guardRejectSnapshotVersion, "%s: snapshot version %d, want 1..%d", what, req.SnapshotVersion, raft.SnapshotVersionMax)
+		return Refuse(RejectSnapshotVersion, "%s: snapshot version %d, want 1..%d", what, req.SnapshotVersion, raft.SnapshotVersionMax)
 	}
 	if err := guardCheckConfiguration(req.Configuration); err != nil {
-		return &guardRefusal{reason: guardRejectBadConfigEntry, err: fmt.Errorf("%s: %w", what, err)}
+		return &Refusal{reason: RejectBadConfigEntry, err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return g.checkReplication(what, hasConfig, req.Term)
 }

@@ -1,4 +1,4 @@
-package raftzone
+package zoneport
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/promutil"
-	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
@@ -98,7 +97,7 @@ type secureNet struct {
 
 	// raftConn admits an authenticated Raft connection and returns what
 	// raft reads: the peer book's guard; transport tests echo instead.
-	raftConn func(*authConn) (net.Conn, error)
+	raftConn func(*Conn) (net.Conn, error)
 }
 
 func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateKey, node, serverID string, book *peerBook,
@@ -110,11 +109,6 @@ func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateK
 	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID, book: book,
 		advertise: advertise, timeout: timeout, log: log, metrics: m,
 		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.admitRaft}, nil
-}
-
-// publicKey is this member's node key in zone.Member's form.
-func (s *secureNet) publicKey() string {
-	return zone.EncodeNodeKey(s.nodeKey.Public().(ed25519.PublicKey))
 }
 
 // listen binds the zone port and starts accepting. close stops it and waits.
@@ -241,7 +235,7 @@ func (s *secureNet) serveConn(raw net.Conn) {
 	}
 	raw.SetDeadline(time.Time{})
 	s.metrics.handshakes.WithLabelValues("server").Inc()
-	ac := &authConn{Conn: newFramedConn(tc, s.metrics.badFrames.Inc), peer: peer}
+	ac := &Conn{Conn: newFramedConn(tc, s.metrics.badFrames.Inc), Peer: peer}
 	switch ch {
 	case channelRaft:
 		conn, err := s.raftConn(ac)
@@ -286,13 +280,13 @@ func (s *secureNet) fail(c net.Conn, err error) {
 		reason = "bad_channel"
 	case errors.Is(err, errSilent):
 		reason = "silent"
-	case errors.Is(err, errUnknownPeer):
+	case errors.Is(err, ErrUnknownPeer):
 		reason = "unknown_peer"
-	case errors.Is(err, errPeerKey):
+	case errors.Is(err, ErrPeerKey):
 		reason = "wrong_node_key"
-	case errors.Is(err, errPeerID):
+	case errors.Is(err, ErrPeerID):
 		reason = "wrong_server_id"
-	case errors.Is(err, errRaftCaller):
+	case errors.Is(err, ErrRaftCaller):
 		reason = "raft_caller"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		reason = "eof"
@@ -304,47 +298,47 @@ func (s *secureNet) fail(c net.Conn, err error) {
 // serverAuth runs the server side: read and check the client's proof, its
 // claimed identity and its channel, then prove ourselves. The client speaks
 // first so that a peer without the key learns nothing but a closed connection.
-func (s *secureNet) serverAuth(tc *tls.Conn) (byte, peerIdentity, error) {
+func (s *secureNet) serverAuth(tc *tls.Conn) (byte, Peer, error) {
 	if err := tc.Handshake(); err != nil {
-		return 0, peerIdentity{}, fmt.Errorf("tls handshake: %w", err)
+		return 0, Peer{}, fmt.Errorf("tls handshake: %w", err)
 	}
 	ekm, err := exportKeyingMaterial(tc)
 	if err != nil {
-		return 0, peerIdentity{}, err
+		return 0, Peer{}, err
 	}
 	node, sid, err := s.readProof(tc, ekm, roleClient)
 	if err != nil {
-		return 0, peerIdentity{}, err
+		return 0, Peer{}, err
 	}
 	peer, err := s.identifyPeer(tc, node, sid)
 	if err != nil {
-		return 0, peerIdentity{}, err
+		return 0, Peer{}, err
 	}
 	var ch [1]byte
 	if _, err := io.ReadFull(tc, ch[:]); err != nil {
-		return 0, peerIdentity{}, fmt.Errorf("read channel: %w", err)
+		return 0, Peer{}, fmt.Errorf("read channel: %w", err)
 	}
 	if ch[0] != channelRaft && ch[0] != channelPeerAPI {
-		return 0, peerIdentity{}, fmt.Errorf("%w %q", errBadChannel, ch[0])
+		return 0, Peer{}, fmt.Errorf("%w %q", errBadChannel, ch[0])
 	}
 	if err := s.writeProof(tc, ekm, roleServer); err != nil {
-		return 0, peerIdentity{}, err
+		return 0, Peer{}, err
 	}
 	return ch[0], peer, nil
 }
 
 // identifyPeer matches the certificate the peer proved in TLS with the node it
 // claims.
-func (s *secureNet) identifyPeer(tc *tls.Conn, node, serverID string) (peerIdentity, error) {
+func (s *secureNet) identifyPeer(tc *tls.Conn, node, serverID string) (Peer, error) {
 	key, err := certKey(tc.ConnectionState().PeerCertificates)
 	if err != nil {
-		return peerIdentity{}, fmt.Errorf("%w: %w", errPeerKey, err)
+		return Peer{}, fmt.Errorf("%w: %w", ErrPeerKey, err)
 	}
 	return s.book.identify(node, serverID, key)
 }
 
 // dial opens an authenticated connection to address on the given channel. When
-// ctx names the node it must reach (expectPeer), any other node is refused.
+// ctx names the node it must reach (ExpectPeer), any other node is refused.
 func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -375,27 +369,27 @@ func (s *secureNet) dial(ctx context.Context, address string, ch byte) (net.Conn
 	return newFramedConn(tc, s.metrics.badFrames.Inc), nil
 }
 
-func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (peerIdentity, error) {
+func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (Peer, error) {
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return peerIdentity{}, fmt.Errorf("tls handshake: %w", err)
+		return Peer{}, fmt.Errorf("tls handshake: %w", err)
 	}
 	ekm, err := exportKeyingMaterial(tc)
 	if err != nil {
-		return peerIdentity{}, err
+		return Peer{}, err
 	}
 	if err := s.writeProof(tc, ekm, roleClient, ch); err != nil {
-		return peerIdentity{}, err
+		return Peer{}, err
 	}
 	node, sid, err := s.readProof(tc, ekm, roleServer)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return peerIdentity{}, fmt.Errorf("peer closed the connection during authentication "+
+			return Peer{}, fmt.Errorf("peer closed the connection during authentication "+
 				"(same zone key on both sides? this node's key registered and this address a member's?): %w", err)
 		}
-		return peerIdentity{}, err
+		return Peer{}, err
 	}
 	if want := expectedPeer(ctx); want != "" && node != want {
-		return peerIdentity{}, fmt.Errorf("%w: reached %s, meant %s", errWrongPeer, node, want)
+		return Peer{}, fmt.Errorf("%w: reached %s, meant %s", ErrWrongPeer, node, want)
 	}
 	return s.identifyPeer(tc, node, sid)
 }
@@ -542,7 +536,7 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if node, ok := l.sn.book.nodeAt(string(address)); ok {
-		ctx = expectPeer(ctx, node)
+		ctx = ExpectPeer(ctx, node)
 	}
 	return l.sn.dial(ctx, string(address), channelRaft)
 }
