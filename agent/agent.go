@@ -38,7 +38,7 @@ import (
 //	prober                               ← zone port's client
 //	leadership (the fence)
 //	API writer                           ← client, leadership
-//	zone member (raftzone.Server)        ← member list, zone port, prober,
+//	zone member (raftzone.Member)        ← member list, zone port, prober,
 //	                                       API writer, leadership
 //	probe targets                        ← zone member's peers, prober
 type Agent struct {
@@ -48,7 +48,7 @@ type Agent struct {
 	members *nodeMembers
 	prober  *probe.Manager
 	writer  *apiwriter.Writer
-	zone    *raftzone.Server
+	zone    *raftzone.Member
 	client  kubernetes.Interface
 	nodeKey ed25519.PublicKey
 	keys    *zonekeys.Watcher

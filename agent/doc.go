@@ -19,7 +19,7 @@
 // them and stops them all. Two links are made after construction: New hands
 // the API writer the zone member once both exist, before anything runs
 // (apiwriter.Writer.Follow and Writer.Gather), and the zone port learns its
-// member, and starts listening, only when raftzone.Server.Run starts.
+// member, and starts listening, only when raftzone.Member.Run starts.
 //
 // It holds no protocol logic of its own: verdicts, voting, membership and
 // trust rules live in raftzone and store, probe semantics in probe, and what

@@ -108,7 +108,7 @@ func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
 // (apiwriter.NodeVerdicts).
 type zoneVerdicts struct {
 	members *nodeMembers
-	srv     *raftzone.Server
+	srv     *raftzone.Member
 }
 
 func (z zoneVerdicts) ZoneNodes() []*corev1.Node {
@@ -128,7 +128,7 @@ func (z zoneVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
 // registered anew or lost its annotation gets it written again. The writer
 // also reads the zone's Nodes to vouch, in the zone Lease, for the verdicts
 // its predecessors signed.
-func (m *nodeMembers) restoreVerdicts(srv *raftzone.Server, w *apiwriter.Writer) error {
+func (m *nodeMembers) restoreVerdicts(srv *raftzone.Member, w *apiwriter.Writer) error {
 	w.Follow(zoneVerdicts{members: m, srv: srv})
 	w.Gather(srv)
 	check := func(obj any) {

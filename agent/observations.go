@@ -46,7 +46,7 @@ func (o probeObservations) Down() []string {
 	return out
 }
 
-// peerSource is who this member should probe; *raftzone.Server implements it
+// peerSource is who this member should probe; *raftzone.Member implements it
 // with the rule joins use too.
 type peerSource interface {
 	Peers() []zoneport.Candidate

@@ -60,7 +60,7 @@ func ProbeObservations(m *probe.Manager) raftzone.Observations { return probeObs
 // SyncProbeTargets keeps m probing the members of srv's zone that keep
 // accepts (nil: every other member), checking every period until ctx ends,
 // as an agent keeps its prober on its peers.
-func SyncProbeTargets(ctx context.Context, m *probe.Manager, srv *raftzone.Server, period time.Duration,
+func SyncProbeTargets(ctx context.Context, m *probe.Manager, srv *raftzone.Member, period time.Duration,
 	keep func(node string) bool, log *slog.Logger) {
 	syncTargets(ctx, m, srv, period, keep, log)
 }

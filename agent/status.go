@@ -17,7 +17,7 @@ import (
 	"github.com/edgequorum/edgequorum/raftzone"
 )
 
-// statusSource is what the status server reads; *raftzone.Server implements it.
+// statusSource is what the status server reads; *raftzone.Member implements it.
 type statusSource interface {
 	Status() raftzone.Status
 	FetchLeaderStatus(ctx context.Context) (raftzone.Status, error)

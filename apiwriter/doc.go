@@ -77,7 +77,7 @@
 // Verdicts (the VerdictSink raftzone defines) and sees the zone only through
 // the interfaces it defines: Fence and MemberCounter (raftzone.Leadership),
 // NodeVerdicts (the agent's Node informer and the zone's committed verdicts,
-// set by Follow) and EvidenceSource (raftzone.Server, set by Gather). It must
+// set by Follow) and EvidenceSource (raftzone.Member, set by Gather). It must
 // write nothing to the API but the verdict annotation and EdgeQuorum
 // condition on Nodes, the zone Lease and its Events.
 package apiwriter

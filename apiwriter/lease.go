@@ -31,7 +31,7 @@ type leaseState struct {
 // EvidenceSource gathers the members' signed word for the zone Lease: the
 // quorum's evidence (which members the cloud cannot hear from, and each
 // member's word on which of them it reaches) and the votes that this member
-// leads in its term. raftzone.Server implements it.
+// leads in its term. raftzone.Member implements it.
 type EvidenceSource interface {
 	// WantEvidence lists the members that need it now.
 	WantEvidence() []string

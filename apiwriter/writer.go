@@ -26,7 +26,7 @@ import (
 )
 
 // Fence confirms leadership. raftzone.Leadership implements it, as does the
-// Server itself.
+// Member itself.
 type Fence interface {
 	// VerifyLeader returns the leader's term after a quorum confirmed it, or
 	// an error when this member does not lead or the quorum did not answer

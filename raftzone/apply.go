@@ -26,7 +26,7 @@ func waitFuture(ctx context.Context, f raft.Future, timeout time.Duration) error
 }
 
 // apply commits one command through Raft and returns the FSM's answer.
-func (s *Server) apply(ctx context.Context, kind string, cmd []byte) (any, error) {
+func (s *Member) apply(ctx context.Context, kind string, cmd []byte) (any, error) {
 	start := time.Now()
 	f := s.raft.Apply(cmd, 10*time.Second)
 	if err := waitFuture(ctx, f, 15*time.Second); err != nil {

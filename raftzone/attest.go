@@ -33,7 +33,7 @@ const attestRetry = time.Second
 // attestor holds the leaders a majority of this member's configuration
 // attested.
 type attestor struct {
-	s    *Server
+	s    *Member
 	kick chan outsiderClaim
 
 	mu      sync.Mutex
@@ -47,7 +47,7 @@ type outsiderClaim struct {
 	term uint64
 }
 
-func newAttestor(s *Server) *attestor {
+func newAttestor(s *Member) *attestor {
 	return &attestor{s: s, kick: make(chan outsiderClaim, 1), granted: map[string]uint64{}}
 }
 

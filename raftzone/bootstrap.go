@@ -33,7 +33,7 @@ type joinRequest struct {
 // has no Raft state at all and no peer has a cluster — it tries to win the zone's
 // genesis object and bootstrap alone. See doc.go for why this cannot split the
 // zone.
-func (s *Server) joinLoop(ctx context.Context) {
+func (s *Member) joinLoop(ctx context.Context) {
 	lastGenesisWarn := time.Time{}
 	for {
 		if !s.inConfiguration() && !s.isMember() {
@@ -58,7 +58,7 @@ func (s *Server) joinLoop(ctx context.Context) {
 
 // tryJoin asks reachable peers, in random order, to admit this member. It
 // reports whether one did and whether any peer showed that a cluster exists.
-func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
+func (s *Member) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	req := joinRequest{Zone: s.cfg.Zone, Node: s.cfg.Node, ServerID: s.serverID,
 		RaftAddress: s.cfg.raftAddress(), ProbeAddress: s.cfg.AdvertiseAddress, PublicKey: zone.EncodeNodeKey(s.port.PublicKey())}
 	var peers []string
@@ -99,7 +99,7 @@ func (s *Server) tryJoin(ctx context.Context) (joined, clusterSeen bool) {
 	return false, clusterSeen
 }
 
-func (s *Server) join(ctx context.Context, addr string, req joinRequest) error {
+func (s *Member) join(ctx context.Context, addr string, req joinRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout+2*time.Second)
 	defer cancel()
 	return s.callPeer(ctx, addr, "/v1/join", req, nil)
@@ -108,7 +108,7 @@ func (s *Server) join(ctx context.Context, addr string, req joinRequest) error {
 // tryGenesis claims the zone's genesis object and bootstraps if this member is
 // (or already was) its founder. It returns the record when another member is
 // the founder.
-func (s *Server) tryGenesis(ctx context.Context) *GenesisRecord {
+func (s *Member) tryGenesis(ctx context.Context) *GenesisRecord {
 	rec := GenesisRecord{ClusterID: uuid.NewString(), Founder: s.cfg.Node, FounderID: s.serverID, CreatedAt: s.clock.Now().UTC()}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -139,7 +139,7 @@ const (
 )
 
 // handleJoin admits a member on the leader, or points the caller at the leader.
-func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+func (s *Member) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req joinRequest
 	if err := decodeBody(r, &req); err != nil {
 		s.writeError(w, http.StatusBadRequest, "malformed", err)

@@ -92,7 +92,7 @@ type WriteStatus interface {
 	Pending() int
 }
 
-// Deps are the parts of a member a Server works with, built before it. Members
+// Deps are the parts a Member works with, built before it. Members
 // and Genesis are required. The others may be nil: APIHealth then always
 // reaches the apiserver, Observations has none, Sink and Writes are left out,
 // and New makes its own Port and Leadership.
@@ -104,11 +104,11 @@ type Deps struct {
 	Sink         VerdictSink
 	// Writes, when set, adds the API writer's progress to Status.
 	Writes WriteStatus
-	// Port is the zone port the Server listens on and calls peers with
-	// (NewPort); a caller that needs the peer client before the Server
+	// Port is the zone port the Member listens on and calls peers with
+	// (NewPort); a caller that needs the peer client before the Member
 	// exists makes it. Nil means New makes one.
 	Port *zoneport.Port
-	// Leadership receives the terms this Server leads in; the API writer
+	// Leadership receives the terms this Member leads in; the API writer
 	// fences with the same one.
 	Leadership *Leadership
 }

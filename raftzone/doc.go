@@ -19,67 +19,28 @@
 // stamped with its term, to the VerdictSink (apiwriter) that writes them to the
 // Kubernetes API.
 //
-// # Genesis: exactly one cluster per zone
+// # Genesis, membership and voters
 //
-// A member decides how to enter the zone's cluster by this rule:
+// DESIGN.md ("The zone's Raft group") gives the rules and their reasons; in
+// short:
 //
-//  1. A member with Raft state never bootstraps. It rejoins with its state; if it
-//     is missing from the configuration it asks to be admitted like a new member.
-//  2. A member without state first asks every member it can reach (from the
-//     cluster's member list and from the cached replicated member list) to admit
-//     it. Any member that belongs to a cluster forwards it to the leader, which
-//     records it in the member list (a spare until the planner gives it a seat).
-//  3. Only if no reachable member has a cluster does it try the atomic Create of
-//     the zone's genesis object (the Lease edgequorum-genesis-<zone>), holding a
-//     cluster UUID and the founder's node name and server ID. The one member whose
-//     Create succeeds bootstraps a cluster of itself alone; every other member
-//     finds the object exists and keeps asking to join until the founder's cluster
-//     admits it. A founder that crashed between Create and bootstrap finds its own
-//     record on restart and finishes. (A genesis object whose founder is no node
-//     of the zone, made by a token of another zone, is taken over by the agent's
-//     Genesis, not obeyed.)
-//  4. With the apiserver unreachable and no cluster found, a stateless member
-//     waits: it can neither found nor join, and guessing could split the zone.
-//
-// Because Create succeeds once per zone and only its winner bootstraps, two
-// clusters can never form, whatever order members start in or how the network
-// splits. A member whose data dir was wiped comes back with a new server ID (never
-// the node name); the leader replaces its member entry and removes the stale
-// server from the configuration.
-//
-// # Membership and voters
-//
-// The leader reconciles the replicated member list with the cluster's (Nodes with
-// the zone label): members that left are removed, changed addresses followed.
-// While the cluster's list is unavailable nothing is removed. At most --voters
-// members vote (all of them in a zone no larger than that, so an evenly split
-// small zone stalls instead of one half condemning the other); the leader promotes
-// healthy stand-bys that reach the apiserver, replaces a voter that looked dead for
-// --dead-voter-timeout, and promotes before it demotes.
-//
-// Only voters and up to --standbys stand-bys (Raft nonvoters that replicate, so a
-// lost voter's replacement already holds the log) are Raft servers. Every other
-// member is a spare (spare.go): it probes and reports like any member, and copies
-// the committed view it needs from a server over GET /v1/view into a store of its
-// own, so the leader's replication cost stays that of a small zone however large
-// the zone grows. planStandbys (voterplan.go) picks the stand-bys; balanceStandbys
-// (voters.go) adds and removes them.
-//
-// A promotion is checked live: right before it, the leader asks the candidate for
-// its replica state over the peer API and promotes it only if it answers with its
-// server ID and trails the log by at most a few entries. A committed report only
-// says the member was alive up to a vote timeout ago, and a voter that is dead
-// when it is added can cost the zone its quorum for good: a configuration of two
-// voters, one dead, can neither commit nor elect a leader. For the same reason the
-// voter set grows from an odd count in pairs (1 → 3 → 5), never resting at two
-// below the target. The rules are pure functions (voterplan.go): classify turns
-// members, their reports and verdicts and the configuration into seats, and
-// planVoters turns seats into promotions and demotions; balanceVoters
-// (voters.go) only gathers their inputs, checks candidates live and applies the
-// plan. A join
-// starts a round at once, and a round short of a voter it could have looks again
-// within moments, so a forming zone has its voters within a second, not at the
-// next --reconcile-period tick.
+//   - Exactly one cluster per zone. A member with Raft state never
+//     bootstraps. A member without state first asks every member it can reach
+//     to admit it; only when none has a cluster does it try the atomic Create
+//     of the zone's genesis Lease, and only the member whose Create succeeds
+//     bootstraps, alone. With the apiserver unreachable and no cluster found
+//     it waits (bootstrap.go, membership.go).
+//   - The leader reconciles the replicated member list with the cluster's
+//     (Nodes with the zone label), and removes nothing while that list is
+//     unavailable. A member whose data dir was wiped comes back with a new
+//     server ID; the leader replaces its entry.
+//   - At most --voters members vote and --standbys more are stand-bys (Raft
+//     nonvoters); every other member is a spare, which copies the committed
+//     view it needs from a server (spare.go). The leader promotes a stand-by
+//     only after a live check, grows the voter set from an odd count in
+//     pairs, replaces a voter dead for --dead-voter-timeout and promotes
+//     before it demotes: package seats decides, voters.go gathers its inputs,
+//     checks candidates and applies the plan.
 //
 // # Leaving the cloud, and losing a quorum
 //
@@ -87,7 +48,8 @@
 // counted from its last answer, hands leadership to a voter that reaches it
 // (HandoverBound bounds how long that takes; the agent sizes the zone Lease from
 // it). A zone whose voters are gone for good is re-formed by a recovery request
-// in one survivor's data dir (recover.go, CheckRecovery).
+// in one survivor's data dir (recover.go; package recovery holds the
+// request and its rule).
 //
 // # Security
 //
@@ -131,18 +93,20 @@
 // apply.go (every command through Raft), reporter.go (building and sending
 // reports), peerapi.go (the peer API), intake.go (verifying and batching
 // reports), verdict.go (tally and verdict commits), membership.go and
-// bootstrap.go (members, genesis, join), voters.go and voterplan.go (voter
-// placement), spare.go (spares and the view they copy), placement.go
+// bootstrap.go (members, genesis, join), voters.go (voter placement, with
+// package seats), spare.go (spares and the view they copy), placement.go
 // (handovers), recover.go (lost quorum), view.go and status.go (read-only
 // views for callers outside), port.go and raftguard.go (the member's side of
 // its zone port: the server ID it hands the port, the members it pins and how
-// it admits a Raft connection), counting.go (Raft RPCs by type), attest.go and
+// it admits a Raft connection), attest.go and
 // stall.go (whom it follows when its configuration lags, and a leader that
 // starves it), evidence.go and leadervote.go (the members' signed word for the
 // zone Lease), witness.go (the replica's view of the cluster), persist.go (the
 // server ID and the report sequence numbers, both kept across restarts),
-// config.go, deps.go, metrics.go and hclog.go. The zone port is package
-// zoneport's and the zone keys package zonekeys'.
+// config.go, deps.go and metrics.go. The zone port (and Raft's transport over
+// it) is package zoneport's, the zone keys package zonekeys', the voter
+// planner package seats' and the recovery request package recovery's; Raft's
+// log lines reach slog through internal/hclogslog.
 //
 // raftzone must not import client-go or the Kubernetes API types (its only
 // Kubernetes import is k8s.io/utils/clock): it sees the cluster only through

@@ -35,7 +35,7 @@ type attestRequest struct {
 	Nodes []string `json:"nodes"`
 }
 
-func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
+func (s *Member) handleAttest(w http.ResponseWriter, r *http.Request) {
 	var req attestRequest
 	if err := decodeBody(r, &req); err != nil {
 		s.writeError(w, http.StatusBadRequest, "bad_request", err)
@@ -52,7 +52,7 @@ func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
 // attestReach is this member's signed word on which of nodes it reaches now
 // (those its own probes find healthy) and which it reaches no part of (every
 // probe fails: kubelet port and agent alike). It never speaks for itself.
-func (s *Server) attestReach(nodes []string) zone.Attestation {
+func (s *Member) attestReach(nodes []string) zone.Attestation {
 	ok, down := map[string]bool{}, map[string]bool{}
 	for _, r := range s.deps.Observations.Results() {
 		if r.OK {
@@ -84,7 +84,7 @@ func (s *Server) attestReach(nodes []string) zone.Attestation {
 // those the zone judges unhealthy, whom the out-of-service failover may act
 // on only if a majority of their peers find every probe of theirs failing.
 // Only the leader holds everyone's reports and the committed verdicts.
-func (s *Server) WantEvidence() []string {
+func (s *Member) WantEvidence() []string {
 	if s.leadership.Term() == 0 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (s *Server) WantEvidence() []string {
 // about nodes and returns those that came back in time, signed by the member
 // asked for its own zone, sorted by signer. Whether each verifies is the
 // webhook's to check, against the key the signer's Node registers.
-func (s *Server) GatherEvidence(ctx context.Context, nodes []string) []zone.Attestation {
+func (s *Member) GatherEvidence(ctx context.Context, nodes []string) []zone.Attestation {
 	out := []zone.Attestation{s.attestReach(nodes)}
 	members, err := s.state().Members()
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Server) GatherEvidence(ctx context.Context, nodes []string) []zone.Atte
 // eachMember runs call for every member of members in parallel, at most
 // gatherParallel at once and all within gatherTimeout, and returns, sorted,
 // the members whose call did not succeed in time.
-func (s *Server) eachMember(ctx context.Context, members []zone.Member, call func(context.Context, zone.Member) bool) []string {
+func (s *Member) eachMember(ctx context.Context, members []zone.Member, call func(context.Context, zone.Member) bool) []string {
 	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)
 	defer cancel()
 	var (

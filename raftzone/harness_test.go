@@ -151,7 +151,7 @@ type testNode struct {
 	api    *apiFlag
 	sink   *recordingSink
 	obs    *simObservations
-	srv    *Server
+	srv    *Member
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncbuf.Buffer

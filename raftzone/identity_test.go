@@ -159,7 +159,7 @@ func TestMemberCannotJoinAsAnother(t *testing.T) {
 
 // callWith posts in to a peer through sn's peer-API client.
 func callWith(ctx context.Context, sn *zoneport.Port, addr, path string, in any) error {
-	s := &Server{client: sn.HTTPClient(), metrics: newMetrics(nil)}
+	s := &Member{client: sn.HTTPClient(), metrics: newMetrics(nil)}
 	return s.callPeer(ctx, addr, path, in, nil)
 }
 

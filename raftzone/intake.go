@@ -69,7 +69,7 @@ const (
 // of N members costs a couple of log entries per report period instead of N —
 // each of which Raft sends to every follower.
 type intake struct {
-	s       *Server
+	s       *Member
 	mu      sync.Mutex
 	pending []pendingReport
 	seqs    map[string]uint64 // highest pending seq per sender
@@ -88,7 +88,7 @@ type pendingReport struct {
 	done chan *RejectError // nil when committed
 }
 
-func newIntake(s *Server) *intake {
+func newIntake(s *Member) *intake {
 	return &intake{s: s, seqs: map[string]uint64{}, counts: map[string]int{}, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 }
 
@@ -303,7 +303,7 @@ func (in *intake) flush(err *RejectError) {
 }
 
 // handleReport is POST /v1/reports on the peer API.
-func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
+func (s *Member) handleReport(w http.ResponseWriter, r *http.Request) {
 	var rep zone.Report
 	if err := decodeBody(r, &rep); err != nil {
 		rj := reject(RejectMalformed, http.StatusBadRequest, err)

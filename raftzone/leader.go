@@ -13,7 +13,7 @@ import (
 
 // leadershipLoop starts leader duties when this member wins leadership and stops
 // them when it loses it.
-func (s *Server) leadershipLoop(ctx context.Context) {
+func (s *Member) leadershipLoop(ctx context.Context) {
 	var stopLeading func()
 	defer func() {
 		if stopLeading != nil {
@@ -45,7 +45,7 @@ func (s *Server) leadershipLoop(ctx context.Context) {
 // follower again, the configured timeout, which decides how soon a dead
 // leader is noticed. ElectionTimeout must not be shorter (raft validates it);
 // a leader uses it only to give up a leadership transfer.
-func (s *Server) paceHeartbeats(leading bool) {
+func (s *Member) paceHeartbeats(leading bool) {
 	rc := s.raft.ReloadableConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout = s.cfg.RaftHeartbeatTimeout, s.cfg.RaftElectionTimeout
 	if leading {
@@ -59,7 +59,7 @@ func (s *Server) paceHeartbeats(leading bool) {
 
 // startLeading runs lead until the returned function is called; that function
 // also clears the fencing term, so nothing is written under a lost term.
-func (s *Server) startLeading(ctx context.Context) func() {
+func (s *Member) startLeading(ctx context.Context) func() {
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -78,7 +78,7 @@ func (s *Server) startLeading(ctx context.Context) func() {
 // lead runs while this member leads. A Barrier first makes sure every entry of
 // earlier terms is applied, so verdicts continue from what the previous leader
 // committed instead of flapping.
-func (s *Server) lead(ctx context.Context) {
+func (s *Member) lead(ctx context.Context) {
 	if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		s.log.Warn("leader barrier failed; stepping back", "err", err)
 		return
@@ -109,16 +109,16 @@ func (s *Server) lead(ctx context.Context) {
 }
 
 // Term returns the fencing term while this member leads, or 0.
-func (s *Server) Term() uint64 { return s.leadership.Term() }
+func (s *Member) Term() uint64 { return s.leadership.Term() }
 
 // VerifyLeader confirms with a quorum that this member still leads and returns
 // the term its writes must carry (see Leadership.VerifyLeader).
-func (s *Server) VerifyLeader(ctx context.Context) (uint64, error) {
+func (s *Member) VerifyLeader(ctx context.Context) (uint64, error) {
 	return s.leadership.VerifyLeader(ctx)
 }
 
 // confirmTerm asks a quorum whether this member still leads in term.
-func (s *Server) confirmTerm(ctx context.Context, term uint64) error {
+func (s *Member) confirmTerm(ctx context.Context, term uint64) error {
 	if err := waitFuture(ctx, s.raft.VerifyLeader(), s.cfg.RaftElectionTimeout*2); err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Server) confirmTerm(ctx context.Context, term uint64) error {
 // CommittedVerdict returns the zone's committed verdict on node while this
 // member leads, so the leader can put back an annotation the API lost. ok is
 // false on a follower and for a node the zone has not judged.
-func (s *Server) CommittedVerdict(node string) (v zone.Verdict, ok bool) {
+func (s *Member) CommittedVerdict(node string) (v zone.Verdict, ok bool) {
 	// A term is set only once Run has opened the store, and the atomic
 	// load orders this read after it.
 	if s.leadership.Term() == 0 {
@@ -143,7 +143,7 @@ func (s *Server) CommittedVerdict(node string) (v zone.Verdict, ok bool) {
 
 // Leader returns the node name and zone-port address of the current leader, if
 // one is known.
-func (s *Server) Leader() (node, address string, ok bool) {
+func (s *Member) Leader() (node, address string, ok bool) {
 	if !s.isStarted() {
 		return "", "", false
 	}

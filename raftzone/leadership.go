@@ -12,10 +12,10 @@ import (
 // in, and how to have a quorum confirm that it still does. Every write out of
 // the zone is fenced by it, so a deposed leader cannot overwrite its successor.
 //
-// It exists apart from the Server so that a member is built in one direction:
+// It exists apart from the Member so that a member is built in one direction:
 // the API writer fences with a Leadership made before either of them, and the
-// Server, built next, delivers its verdicts to that writer and publishes its
-// terms here. Before the Server leads, and after it stops, there is no term.
+// Member, built next, delivers its verdicts to that writer and publishes its
+// terms here. Before the Member leads, and after it stops, there is no term.
 type Leadership struct {
 	cur atomic.Pointer[leaderTerm]
 	// zoneSize is the member count the leader last committed, for the zone
@@ -30,7 +30,7 @@ type leaderTerm struct {
 	confirm func(ctx context.Context) error
 }
 
-// NewLeadership returns a Leadership that holds no term until a Server leads.
+// NewLeadership returns a Leadership that holds no term until a Member leads.
 func NewLeadership() *Leadership { return &Leadership{} }
 
 // Term is the term this member believes it leads in, unconfirmed, or 0 when it
@@ -74,11 +74,11 @@ func (l *Leadership) end() { l.cur.Store(nil) }
 
 func (l *Leadership) setZoneSize(ms []zone.Member) { l.zoneSize.Store(int64(len(ms))) }
 
-// claim binds l to one Server: two Servers publishing terms into one
+// claim binds l to one Member: two Members publishing terms into one
 // Leadership would fence each other's writes with the wrong term.
 func (l *Leadership) claim() error {
 	if !l.owned.CompareAndSwap(false, true) {
-		return fmt.Errorf("raftzone: Deps.Leadership already belongs to another Server")
+		return fmt.Errorf("raftzone: Deps.Leadership already belongs to another Member")
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ type leaderVotes struct {
 	asked time.Time
 }
 
-func (s *Server) handleLeaderVote(w http.ResponseWriter, r *http.Request) {
+func (s *Member) handleLeaderVote(w http.ResponseWriter, r *http.Request) {
 	var req leaderVoteRequest
 	if err := decodeBody(r, &req); err != nil {
 		s.writeError(w, http.StatusBadRequest, "bad_request", err)
@@ -58,7 +58,7 @@ func (s *Server) handleLeaderVote(w http.ResponseWriter, r *http.Request) {
 
 // voteLeader signs that leader leads the zone in term, if this member's own
 // view says so.
-func (s *Server) voteLeader(term uint64, leader string) (zone.LeaderVote, error) {
+func (s *Member) voteLeader(term uint64, leader string) (zone.LeaderVote, error) {
 	curTerm, curLeader := s.viewOfLeader()
 	if term == 0 || term != curTerm || leader != curLeader {
 		return zone.LeaderVote{}, fmt.Errorf("member %s sees %q lead term %d, not %q term %d", s.cfg.Node, curLeader, curTerm, leader, term)
@@ -71,7 +71,7 @@ func (s *Server) voteLeader(term uint64, leader string) (zone.LeaderVote, error)
 // viewOfLeader is the term and the leader's node name as this member knows
 // them: a Raft server from its own Raft state, a spare from the view it copied
 // from a server. An election in progress names no leader.
-func (s *Server) viewOfLeader() (uint64, string) {
+func (s *Member) viewOfLeader() (uint64, string) {
 	if !s.isStarted() {
 		return 0, ""
 	}
@@ -94,7 +94,7 @@ func (s *Server) viewOfLeader() (uint64, string) {
 // the members whose vote it lacks, in parallel and within gatherTimeout, while
 // their votes are short of a majority of the members, and every voteRefresh
 // after.
-func (s *Server) Leadership(ctx context.Context) (uint64, []zone.LeaderVote) {
+func (s *Member) Leadership(ctx context.Context) (uint64, []zone.LeaderVote) {
 	term := s.leadership.Term()
 	if term == 0 {
 		return 0, nil
@@ -140,7 +140,7 @@ func (s *Server) Leadership(ctx context.Context) (uint64, []zone.LeaderVote) {
 // askVotes asks members for their vote that this member leads in term and
 // keeps those that come back, signed by the member asked for this zone, term
 // and leader. Whether each verifies is the webhook's to check.
-func (s *Server) askVotes(ctx context.Context, term uint64, members []zone.Member) {
+func (s *Member) askVotes(ctx context.Context, term uint64, members []zone.Member) {
 	lost := s.eachMember(ctx, members, func(ctx context.Context, m zone.Member) bool {
 		var v zone.LeaderVote
 		err := s.callPeer(ctx, m.RaftAddress, "/v1/leader-vote", leaderVoteRequest{Term: term, Leader: s.cfg.Node}, &v)

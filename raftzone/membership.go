@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/raftzone/seats"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -22,7 +23,7 @@ const configChangeTimeout = 10 * time.Second
 // own Node registers (only its own agent can register one). While the list is
 // not available (cloud outage), only members the zone already knows may rejoin,
 // with their pinned key and address.
-func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
+func (s *Member) checkJoin(m zone.Member) (reason string, err error) {
 	cands, ok := s.deps.Members.Candidates()
 	if !ok {
 		pinned, err := s.store.Member(m.Node)
@@ -65,7 +66,7 @@ func (s *Server) checkJoin(m zone.Member) (reason string, err error) {
 // admit asks for at once. A node that comes back with a new server ID (wiped
 // data dir) replaces its old entry, and its old server leaves the
 // configuration.
-func (s *Server) admit(ctx context.Context, m zone.Member) error {
+func (s *Member) admit(ctx context.Context, m zone.Member) error {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
 	// The list as last committed: what this leader's own replica still
@@ -116,7 +117,7 @@ func (s *Server) admit(ctx context.Context, m zone.Member) error {
 // the Raft configuration (a member outside it, a spare, is recorded as a
 // nonvoter: replicas of older versions know no other role), so the cached
 // list shows suffrage even when read during an outage.
-func (s *Server) commitMembers(ctx context.Context, ms []zone.Member) error {
+func (s *Member) commitMembers(ctx context.Context, ms []zone.Member) error {
 	cfg, err := s.configuration()
 	if err != nil {
 		return err
@@ -153,8 +154,8 @@ func withRoles(ms []zone.Member, cfg map[string]raft.Server) []zone.Member {
 // catching up — it looks again after formationRetry, doubling up to the tick:
 // a forming zone gets its voters within moments of its members joining, not at
 // the next tick, and a zone stuck short costs no more than before.
-func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
-	p := newPromoter()
+func (s *Member) reconcileLoop(ctx context.Context, term uint64) {
+	p := seats.NewPromoter()
 	t := s.clock.NewTicker(s.cfg.ReconcilePeriod)
 	defer t.Stop()
 	retry := formationRetry
@@ -198,7 +199,7 @@ func (s *Server) reconcileLoop(ctx context.Context, term uint64) {
 const formationRetry = 100 * time.Millisecond
 
 // kickReconcile asks the leader's reconcile loop for a round now.
-func (s *Server) kickReconcile() {
+func (s *Member) kickReconcile() {
 	select {
 	case s.reconcileKick <- struct{}{}:
 	default:
@@ -210,7 +211,7 @@ func (s *Server) kickReconcile() {
 // configuration onto the member list (servers that left); the voter set onto
 // --voters healthy members; and the stand-bys onto --standbys healthy members
 // plus a seat for every voter the zone still lacks. Each step is level-triggered, so a failed step is retried next round.
-func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err error) {
+func (s *Member) reconcile(ctx context.Context, p *seats.Promoter) (short bool, err error) {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
 	// The list as last committed, not as this replica applied it: a change
@@ -279,7 +280,7 @@ func (s *Server) reconcile(ctx context.Context, p *promoter) (short bool, err er
 // desiredMembers applies the cluster's member list to the replicated one. When
 // the list is unavailable only our own entry is maintained, so a cloud outage
 // never shrinks the zone.
-func (s *Server) desiredMembers(current []zone.Member) []zone.Member {
+func (s *Member) desiredMembers(current []zone.Member) []zone.Member {
 	byNode := map[string]zone.Member{}
 	for _, m := range current {
 		byNode[m.Node] = m

@@ -9,7 +9,7 @@ import (
 	"github.com/edgequorum/edgequorum/store"
 )
 
-// metrics are one Server's collectors. Each Server owns its own so that several
+// metrics are one Member's collectors. Each Member owns its own so that several
 // in one process (tests, benchmarks) never collide in a registry.
 type metrics struct {
 	rpcs               *prometheus.CounterVec

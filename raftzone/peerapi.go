@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/gorilla/mux"
 
@@ -21,11 +18,6 @@ import (
 // The peer API runs on the authenticated zone port only, so every handler may
 // assume the caller holds the zone key. It never trusts the body beyond that:
 // reports carry their own MAC and joins are checked against the member list.
-
-// peerIdleServer is how long the peer API keeps an idle connection: longer
-// than the client (zoneport.PeerIdleClient), so that the client always lets
-// go first and never sends a request into a connection the server is closing.
-const peerIdleServer = 2 * zoneport.PeerIdleClient
 
 const (
 	maxPeerBody = 1 << 20
@@ -53,7 +45,7 @@ type errorBody struct {
 	Error  string `json:"error"`
 }
 
-func (s *Server) peerRouter() http.Handler {
+func (s *Member) peerRouter() http.Handler {
 	r := mux.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -78,60 +70,14 @@ func (s *Server) peerRouter() http.Handler {
 	return r
 }
 
-// peerServer serves the peer API. Without an IdleTimeout, net/http would close
-// idle connections after ReadTimeout, and every probe slower than that would
-// pay a new handshake.
-func (s *Server) peerServer() *http.Server {
-	fresh := &freshConns{conns: map[net.Conn]struct{}{}}
-	srv := &http.Server{
-		Handler:   s.peerRouter(),
-		ConnState: fresh.track,
-		// Every request knows who sent it: the node its connection proved.
-		ConnContext:       zoneport.ConnContext,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       peerIdleServer,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	srv.RegisterOnShutdown(fresh.closeAll)
-	return srv
-}
-
-// freshConns tracks the peer API's connections that have not sent a request
-// yet. http.Server.Shutdown counts such a connection as busy for five
-// seconds, and a peer's HTTP client often holds one it dialed for a request
-// another connection served; closing them first lets a stopping member go at
-// once instead of lying dead for those seconds while its peers judge it.
-type freshConns struct {
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func (f *freshConns) track(c net.Conn, st http.ConnState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if st == http.StateNew {
-		f.conns[c] = struct{}{}
-	} else {
-		delete(f.conns, c)
-	}
-}
-
-// closeAll closes the connections that have carried no request: nothing is
-// in flight on them.
-func (f *freshConns) closeAll() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for c := range f.conns {
-		c.Close()
-		delete(f.conns, c)
-	}
+// peerServer serves the peer API on the zone port.
+func (s *Member) peerServer() *http.Server {
+	return zoneport.NewPeerServer(s.peerRouter(), slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 }
 
 // refuseCaller answers a request whose body speaks for someone other than its
 // authenticated caller, and counts it by endpoint.
-func (s *Server) refuseCaller(w http.ResponseWriter, endpoint string, err error) {
+func (s *Member) refuseCaller(w http.ResponseWriter, endpoint string, err error) {
 	s.metrics.callerRefused.WithLabelValues(endpoint).Inc()
 	s.log.Warn("peer request refused: not the caller's own", "endpoint", endpoint, "err", err)
 	s.writeError(w, http.StatusForbidden, "not_caller", err)
@@ -143,7 +89,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) writeError(w http.ResponseWriter, status int, reason string, err error) {
+func (s *Member) writeError(w http.ResponseWriter, status int, reason string, err error) {
 	if status == http.StatusMisdirectedRequest {
 		if _, addr, ok := s.Leader(); ok {
 			w.Header().Set(headerLeader, addr)
@@ -162,7 +108,7 @@ func decodeBody(r *http.Request, v any) error {
 }
 
 // callPeer POSTs (or GETs, when in is nil) JSON to a peer and decodes the answer.
-func (s *Server) callPeer(ctx context.Context, address, path string, in, out any) error {
+func (s *Member) callPeer(ctx context.Context, address, path string, in, out any) error {
 	method, body := http.MethodGet, io.Reader(nil)
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -202,7 +148,7 @@ func (s *Server) callPeer(ctx context.Context, address, path string, in, out any
 
 // FetchLeaderStatus returns the leader's view of the zone, asking the leader over
 // the peer API when this member is a follower.
-func (s *Server) FetchLeaderStatus(ctx context.Context) (Status, error) {
+func (s *Member) FetchLeaderStatus(ctx context.Context) (Status, error) {
 	if s.Term() != 0 {
 		return s.Status(), nil
 	}

@@ -29,7 +29,7 @@ func (c *Config) HandoverBound() time.Duration {
 // useful to the cloud if the leader can write them. When no voter reaches the
 // apiserver (the whole zone is cut off) leadership stays put and verdicts keep
 // being committed.
-func (s *Server) placementLoop(ctx context.Context, term uint64) {
+func (s *Member) placementLoop(ctx context.Context, term uint64) {
 	t := s.clock.NewTicker(placementTick)
 	defer t.Stop()
 	var downSince, lastTry time.Time
@@ -77,7 +77,7 @@ func (s *Server) placementLoop(ctx context.Context, term uint64) {
 // apiReach says whether this member reaches the apiserver now, and when it
 // last heard from it if its APIHealth knows. A member whose last answer is
 // older than APIServerFailTimeout counts as cut off even while a call hangs.
-func (s *Server) apiReach(now time.Time) (bool, time.Time) {
+func (s *Member) apiReach(now time.Time) (bool, time.Time) {
 	reachable := s.deps.APIHealth.Reachable()
 	c, ok := s.deps.APIHealth.(APIContact)
 	if !ok {
@@ -92,7 +92,7 @@ func (s *Server) apiReach(now time.Time) (bool, time.Time) {
 
 // transferTarget picks the voter with the freshest report saying it reaches the
 // apiserver.
-func (s *Server) transferTarget(now time.Time) (id, addr, node string, ok bool) {
+func (s *Member) transferTarget(now time.Time) (id, addr, node string, ok bool) {
 	cfg, err := s.configuration()
 	if err != nil {
 		return "", "", "", false
@@ -121,7 +121,7 @@ func (s *Server) transferTarget(now time.Time) (id, addr, node string, ok bool) 
 
 // reachesAPI is apiReach's verdict for now: what this member's reports, its
 // status and the voter planner say about its own reach.
-func (s *Server) reachesAPI() bool {
+func (s *Member) reachesAPI() bool {
 	ok, _ := s.apiReach(s.clock.Now())
 	return ok
 }
@@ -129,7 +129,7 @@ func (s *Server) reachesAPI() bool {
 // handOverOnStop gives leadership to another voter before a leader stops, while
 // its transport still serves, so that a rolling upgrade or a drain costs the zone
 // one transfer instead of an election timeout without a leader per node.
-func (s *Server) handOverOnStop() {
+func (s *Member) handOverOnStop() {
 	if s.raft.State() != raft.Leader {
 		return
 	}

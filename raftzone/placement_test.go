@@ -23,7 +23,7 @@ func (h contactHealth) LastContact() time.Time { return h.last }
 func TestAPIOutageCountsFromLastAnswer(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
-	s := &Server{cfg: Config{APIServerFailTimeout: 5 * time.Second}, clock: clk}
+	s := &Member{cfg: Config{APIServerFailTimeout: 5 * time.Second}, clock: clk}
 	for _, tc := range []struct {
 		name   string
 		health APIHealth

@@ -8,7 +8,7 @@ import (
 	"github.com/edgequorum/edgequorum/zoneport"
 )
 
-// NewPort prepares the zone port cfg describes, for a Server built later
+// NewPort prepares the zone port cfg describes, for a Member built later
 // with it (Deps.Port): the member owns its Raft server ID, so it loads (or,
 // on first start, creates) it in cfg.DataDir and hands it to the port, which
 // loads the node key. members is the cluster's member list, whose registered
@@ -31,8 +31,8 @@ func NewPort(cfg Config, members zoneport.MemberSource) (*zoneport.Port, error) 
 	}, members)
 }
 
-// portMember is the Server as its zone port sees it (zoneport.Member).
-type portMember struct{ s *Server }
+// portMember is the Member as its zone port sees it (zoneport.Member).
+type portMember struct{ s *Member }
 
 // pinnedStamp changes whenever the pinned members may have: another store
 // (a spare's view, or the replica) or another applied index.

@@ -10,11 +10,13 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/edgequorum/edgequorum/internal/hclogslog"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zoneport"
 )
 
-func (s *Server) startRaft() error {
+func (s *Member) startRaft() error {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(s.serverID)
 	rc.HeartbeatTimeout = s.cfg.RaftHeartbeatTimeout
@@ -23,7 +25,7 @@ func (s *Server) startRaft() error {
 	rc.CommitTimeout = s.cfg.RaftCommitTimeout
 	rc.SnapshotInterval = s.cfg.SnapshotInterval
 	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
-	rc.Logger = newHCLog(s.log)
+	rc.Logger = hclogslog.New(s.log)
 	rc.NoLegacyTelemetry = true
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("raft timers: %w", err)
@@ -74,17 +76,7 @@ func (s *Server) startRaft() error {
 		applied, _ := s.store.AppliedIndex()
 		rc.NoSnapshotRestoreOnStart = applied >= metas[0].Index
 	}
-	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		ServerAddressProvider: addressBook{s},
-		Logger:                rc.Logger,
-		Stream:                s.port.RaftStream(),
-		MaxPool:               3,
-		// The pipeline has an open hang bug; one RPC at a time is plenty for
-		// a zone's few small commands per second.
-		MaxRPCsInFlight: 1,
-		Timeout:         10 * time.Second,
-	})
-	s.transport = &countingTransport{NetworkTransport: nt, rpcs: s.metrics.rpcs}
+	s.transport = s.port.RaftTransport(zoneport.RaftTransportConfig{Addresses: addressBook{s}, Logger: rc.Logger, RPCs: s.metrics.rpcs})
 	r, err := raft.NewRaft(rc, s.store, logs, bs, snaps, s.transport)
 	if err != nil {
 		s.transport.Close()
@@ -105,7 +97,7 @@ const logCacheEntries = 64
 // list, so a member whose IP changed is followed without a config change.
 // Raft asks for every RPC (a leader of 129 sends over a thousand a second), so
 // the answer comes from a cache rebuilt only when the store applied something.
-type addressBook struct{ s *Server }
+type addressBook struct{ s *Member }
 
 func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	if string(id) == a.s.serverID {
@@ -136,20 +128,20 @@ func (c *memberIndex) invalidate() {
 	c.byID, c.byNode = nil, nil
 }
 
-func (s *Server) memberByID(id string) (zone.Member, bool) {
+func (s *Member) memberByID(id string) (zone.Member, bool) {
 	byID, _ := s.memberMaps()
 	m, ok := byID[id]
 	return m, ok
 }
 
-func (s *Server) memberByNode(node string) (zone.Member, bool) {
+func (s *Member) memberByNode(node string) (zone.Member, bool) {
 	_, byNode := s.memberMaps()
 	m, ok := byNode[node]
 	return m, ok
 }
 
 // memberMaps returns the cached maps; callers must not change them.
-func (s *Server) memberMaps() (byID, byNode map[string]zone.Member) {
+func (s *Member) memberMaps() (byID, byNode map[string]zone.Member) {
 	src := s.state()
 	applied, _ := src.AppliedIndex()
 	c := &s.members
@@ -173,7 +165,7 @@ func (s *Server) memberMaps() (byID, byNode map[string]zone.Member) {
 
 // inConfiguration reports whether this member is in the latest Raft
 // configuration, i.e. has joined a cluster.
-func (s *Server) inConfiguration() bool {
+func (s *Member) inConfiguration() bool {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
@@ -187,7 +179,7 @@ func (s *Server) inConfiguration() bool {
 }
 
 // configuration returns the latest Raft configuration by server ID.
-func (s *Server) configuration() (map[string]raft.Server, error) {
+func (s *Member) configuration() (map[string]raft.Server, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("read raft configuration: %w", err)

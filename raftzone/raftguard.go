@@ -20,7 +20,7 @@ import (
 // hashicorp/raft sees them. The caller must be an identified zone member: a
 // pinned one under its pinned server ID, or while the cloud's member list is
 // up, one its Node registers (a follower's member list may lag the leader's).
-func (s *Server) guardRaft(ac *zoneport.Conn) (net.Conn, error) {
+func (s *Member) guardRaft(ac *zoneport.Conn) (net.Conn, error) {
 	p := ac.Peer
 	addr := p.RaftAddress
 	if c, ok := s.port.Candidate(p.Node); ok && c.RaftAddress != "" {
@@ -55,7 +55,7 @@ func (s *Server) guardRaft(ac *zoneport.Conn) (net.Conn, error) {
 
 // configured reports whether this member has a Raft configuration and id's
 // place in it. raft serves the latest configuration from memory.
-func (s *Server) configured(id string) (hasConfig bool, place zoneport.Place) {
+func (s *Member) configured(id string) (hasConfig bool, place zoneport.Place) {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false, zoneport.PlaceNone
@@ -73,7 +73,7 @@ func (s *Server) configured(id string) (hasConfig bool, place zoneport.Place) {
 }
 
 // newFollowGuard builds this member's FollowGuard on its raft.
-func (s *Server) newFollowGuard() *zoneport.FollowGuard {
+func (s *Member) newFollowGuard() *zoneport.FollowGuard {
 	return zoneport.NewFollowGuard(zoneport.FollowConfig{
 		LocalTerm: s.raft.CurrentTerm,
 		Leader: func() (string, time.Time) {
@@ -97,7 +97,7 @@ var (
 
 // lastVote reads the vote raft persisted last: the term and the candidate's
 // address.
-func (s *Server) lastVote() (term uint64, candidate string, ok bool) {
+func (s *Member) lastVote() (term uint64, candidate string, ok bool) {
 	term, err := s.boltStore.GetUint64(stableLastVoteTerm)
 	if err != nil || term == 0 {
 		return 0, "", false

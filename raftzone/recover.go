@@ -2,92 +2,35 @@ package raftzone
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/raftzone/recovery"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// Recovery from lost quorum, in the shape of Consul's peers.json: the operator
-// names the voters that are gone for good (`edgequorum recover`), which writes
-// a request into one surviving member's data dir. When that member's agent
-// next starts it checks the request against its own Raft configuration and
-// the network, rewrites its configuration to itself alone
-// (raft.RecoverCluster), and leads. As its first act it judges the named
-// nodes unhealthy and removes them from the zone, so the survivors' quorum
-// and verdicts no longer count them; the other survivors are added back by
-// the usual reconcile and promoted at once. Nothing is wiped by hand.
-
-// RecoveryRequestFile is the request's name inside --data-dir.
-const RecoveryRequestFile = "recover.json"
+// Recovery from lost quorum: the member acts on a recovery.Request found in
+// its data dir at start (see package recovery).
 
 // recoveryPendingFile marks a recovered member whose first act as leader is
 // still to be done.
 const recoveryPendingFile = "recover-pending.json"
 
-// RecoveryRequest is what the operator asks for.
-type RecoveryRequest struct {
-	// Dead are the node names of the voters that are gone for good.
-	Dead []string `json:"dead"`
-	// RequestedAt is when `edgequorum recover` wrote the request.
-	RequestedAt time.Time `json:"requestedAt"`
-}
-
-// WriteRecoveryRequest validates req and writes it into dataDir, atomically,
-// for the agent to act on at its next start.
-func WriteRecoveryRequest(dataDir string, req RecoveryRequest) error {
-	if len(req.Dead) == 0 {
-		return errors.New("--dead names no node")
-	}
-	for _, n := range req.Dead {
-		if strings.TrimSpace(n) == "" || n != strings.TrimSpace(n) {
-			return fmt.Errorf("--dead: %q is not a node name", n)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dataDir, "raft", "raft.db")); err != nil {
-		return fmt.Errorf("--data-dir %s holds no Raft state to recover from: %w", dataDir, err)
-	}
-	b, err := json.MarshalIndent(req, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(dataDir, RecoveryRequestFile), append(b, '\n'), 0o600)
-}
-
-func readRecoveryFile(path string) (*RecoveryRequest, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var req RecoveryRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &req, nil
-}
-
 // recoverIfRequested runs before Raft starts. A request that does not hold is
 // refused (and moved aside, so the next start is a normal one); the member
 // then starts as it would have without it.
-func (s *Server) recoverIfRequested(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+func (s *Member) recoverIfRequested(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
 	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, recoveryPendingFile)); err == nil {
 		s.recoveryPending.Store(true) // recovered, but stopped before its first act as leader
 	}
-	path := filepath.Join(s.cfg.DataDir, RecoveryRequestFile)
-	req, err := readRecoveryFile(path)
+	path := filepath.Join(s.cfg.DataDir, recovery.RequestFile)
+	req, err := recovery.Read(path)
 	if err == nil && req == nil {
 		return nil
 	}
@@ -107,7 +50,7 @@ func (s *Server) recoverIfRequested(rc *raft.Config, logs raft.LogStore, stable 
 	return nil
 }
 
-func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+func (s *Member) recoverCluster(req *recovery.Request, rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
 	has, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return err
@@ -144,7 +87,7 @@ func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft
 			voters = append(voters, "server "+string(srv.ID)) // in no member list: never named, always counted
 		}
 	}
-	if err := CheckRecovery(s.cfg.Node, voters, names, req.Dead); err != nil {
+	if err := recovery.Check(s.cfg.Node, voters, names, req.Dead); err != nil {
 		return err
 	}
 	// A named voter that still answers may be part of a quorum elsewhere.
@@ -165,54 +108,17 @@ func (s *Server) recoverCluster(req *RecoveryRequest, rc *raft.Config, logs raft
 	return nil
 }
 
-// CheckRecovery refuses a recovery while a quorum may still exist. self, the
-// voters of the last configuration and the members are node names. Every node
-// named dead must be a member and a voter other than self, self must be a
-// voter, and the voters not named must be too few to elect a leader. Both
-// `edgequorum recover` (from the agent's status) and the agent at start (from
-// its Raft configuration) apply it.
-func CheckRecovery(self string, voters, members, dead []string) error {
-	if !slices.Contains(voters, self) {
-		return fmt.Errorf("%s is not a voter of the last configuration; recover on a surviving voter", self)
-	}
-	var errs []error
-	for _, n := range dead {
-		switch {
-		case n == self:
-			errs = append(errs, fmt.Errorf("--dead names this node, %s", n))
-		case !slices.Contains(members, n):
-			errs = append(errs, fmt.Errorf("--dead: %s is not a member of this zone", n))
-		case !slices.Contains(voters, n):
-			errs = append(errs, fmt.Errorf("--dead: %s is not a voter; only lost voters cost a quorum", n))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	var alive []string
-	for _, v := range voters {
-		if !slices.Contains(dead, v) {
-			alive = append(alive, v)
-		}
-	}
-	if q := len(voters)/2 + 1; len(alive) >= q {
-		return fmt.Errorf("%d of %d voters are not named dead (%s): that is a quorum, the zone can elect a leader by itself",
-			len(alive), len(voters), strings.Join(alive, ", "))
-	}
-	return nil
-}
-
 // finishRecovery is a recovered leader's first act: the named nodes are judged
 // unhealthy (so the webhook leaves them to eviction) and leave the zone (so
 // the survivors' quorum and verdicts no longer count them). Until it succeeds
 // every reconcile round tries again; both steps converge, so a retry after a
 // partial success is harmless.
-func (s *Server) finishRecovery(ctx context.Context, term uint64) error {
+func (s *Member) finishRecovery(ctx context.Context, term uint64) error {
 	if !s.recoveryPending.Load() {
 		return nil
 	}
 	path := filepath.Join(s.cfg.DataDir, recoveryPendingFile)
-	req, err := readRecoveryFile(path)
+	req, err := recovery.Read(path)
 	if err != nil || req == nil {
 		s.recoveryPending.Store(false)
 		return err

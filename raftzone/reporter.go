@@ -10,7 +10,7 @@ import (
 
 // reportLoop sends this member's report every ReportPeriod, and at once when an
 // observation flips so a dead peer is judged without waiting a whole period.
-func (s *Server) reportLoop(ctx context.Context) {
+func (s *Member) reportLoop(ctx context.Context) {
 	t := s.clock.NewTicker(s.cfg.ReportPeriod)
 	defer t.Stop()
 	changes := s.deps.Observations.Changes()
@@ -28,7 +28,7 @@ func (s *Server) reportLoop(ctx context.Context) {
 // buildReport signs a report holding the results that differ from what the
 // zone has committed for us — a lost or rejected report is therefore repaired by
 // the next one without any acknowledgement bookkeeping.
-func (s *Server) buildReport() (zone.Report, error) {
+func (s *Member) buildReport() (zone.Report, error) {
 	row, err := s.state().MatrixRow(s.cfg.Node)
 	if err != nil {
 		return zone.Report{}, err
@@ -60,7 +60,7 @@ func (s *Server) buildReport() (zone.Report, error) {
 	return rep, nil
 }
 
-func (s *Server) reportOnce(ctx context.Context) {
+func (s *Member) reportOnce(ctx context.Context) {
 	if _, err := s.state().Member(s.cfg.Node); err != nil {
 		// Not admitted yet; the leader would refuse us.
 		s.metrics.reportsSent.WithLabelValues("not_joined").Inc()

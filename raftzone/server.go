@@ -25,14 +25,14 @@ import (
 // ErrNotLeader is returned by leader-only operations on a follower.
 var ErrNotLeader = errors.New("not the zone leader")
 
-// ErrRunning is returned by a second Run of a Server: one Server is one member
+// ErrRunning is returned by a second Run of a Member: one Member is one zone member
 // with one data dir, and its parts cannot start twice.
-var ErrRunning = errors.New("raftzone: server already running")
+var ErrRunning = errors.New("raftzone: member already running")
 
-// Server is one member of a zone's Raft group: it replicates the zone state,
+// Member is one member of a zone's Raft group: it replicates the zone state,
 // reports this member's observations, and while it leads, admits members,
 // verifies and commits reports, computes verdicts and places leadership.
-type Server struct {
+type Member struct {
 	cfg     Config
 	deps    Deps
 	log     *slog.Logger
@@ -65,7 +65,7 @@ type Server struct {
 	port      *zoneport.Port
 	client    *http.Client
 	raft      *raft.Raft
-	transport *countingTransport
+	transport *zoneport.CountingTransport
 	boltStore *raftboltdb.BoltStore
 	intake    *intake
 	// follow decides whom this member follows (set once raft runs); forced
@@ -104,9 +104,9 @@ type Server struct {
 // signature forgotten is only verified again.
 const sigMemoSize = 1024
 
-// New validates cfg and prepares a Server from cfg and the parts in deps; Run
+// New validates cfg and prepares a Member from cfg and the parts in deps; Run
 // starts it. Nothing is opened or started here.
-func New(cfg Config, deps Deps) (*Server, error) {
+func New(cfg Config, deps Deps) (*Member, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := deps.Leadership.claim(); err != nil {
 		return nil, err
 	}
-	s := &Server{
+	s := &Member{
 		cfg:        cfg,
 		deps:       deps,
 		log:        cfg.Logger.With("node", cfg.Node, "zone", cfg.Zone),
@@ -164,7 +164,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Run opens the data dir, joins or founds the zone's cluster and serves until
 // ctx ends. Everything it started is stopped before it returns, and committed
 // state is on disk.
-func (s *Server) Run(ctx context.Context) error {
+func (s *Member) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
@@ -231,7 +231,7 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) open() error {
+func (s *Member) open() error {
 	if err := os.MkdirAll(filepath.Join(s.cfg.DataDir, "raft", "snapshots"), 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", s.cfg.DataDir, err)
 	}
@@ -267,7 +267,7 @@ func (s *Server) open() error {
 // member list against its own view of the cluster and every verdict against
 // the committed evidence, with this member's own vote timeout as the longest
 // a leader may use.
-func (s *Server) replicaOptions() store.Options {
+func (s *Member) replicaOptions() store.Options {
 	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout,
 		Voters: s.configurationVoters}
 }
@@ -275,7 +275,7 @@ func (s *Server) replicaOptions() store.Options {
 // configurationVoters is the voters' server IDs of raft's latest
 // configuration, for the replica's check of a recovery's verdicts. raft serves
 // it from memory; before raft runs there is none.
-func (s *Server) configurationVoters() (map[string]bool, bool) {
+func (s *Member) configurationVoters() (map[string]bool, bool) {
 	if s.raft == nil {
 		return nil, false
 	}
@@ -296,7 +296,7 @@ func (s *Server) configurationVoters() (map[string]bool, bool) {
 	return out, true
 }
 
-func (s *Server) resetStore() error {
+func (s *Member) resetStore() error {
 	path := s.store.Path()
 	if err := s.store.Close(); err != nil {
 		return fmt.Errorf("close replicated state: %w", err)
@@ -314,7 +314,7 @@ func (s *Server) resetStore() error {
 	return nil
 }
 
-func (s *Server) closeStores() {
+func (s *Member) closeStores() {
 	if s.boltStore != nil {
 		s.boltStore.Close()
 	}
@@ -328,7 +328,7 @@ func (s *Server) closeStores() {
 
 // ServerID returns this member's persistent Raft server ID, read from the
 // data dir when Run starts; empty before.
-func (s *Server) ServerID() string {
+func (s *Member) ServerID() string {
 	if !s.isStarted() {
 		return ""
 	}
@@ -336,11 +336,11 @@ func (s *Server) ServerID() string {
 }
 
 // Started is closed once Run has opened the data dir and started serving.
-func (s *Server) Started() <-chan struct{} { return s.started }
+func (s *Member) Started() <-chan struct{} { return s.started }
 
 // isStarted reports whether Run has started Raft; what Run set up before is
 // visible to the caller once it returns true.
-func (s *Server) isStarted() bool {
+func (s *Member) isStarted() bool {
 	select {
 	case <-s.started:
 		return true

@@ -75,11 +75,11 @@ const viewWriteEvery = time.Minute
 
 // spareAfter is how long a member outside a leader's contact waits before it
 // reads its view instead of its replica. An election is over well within it.
-func (s *Server) spareAfter() time.Duration { return 4 * s.cfg.RaftHeartbeatTimeout }
+func (s *Member) spareAfter() time.Duration { return 4 * s.cfg.RaftHeartbeatTimeout }
 
 // isSpare reports whether this member gets no replication: it is outside the
 // configuration, or no leader has contacted it for spareAfter.
-func (s *Server) isSpare() bool {
+func (s *Member) isSpare() bool {
 	if s.raft.State() == raft.Leader {
 		return false
 	}
@@ -91,7 +91,7 @@ func (s *Server) isSpare() bool {
 
 // state is the store this member's readers use: the replica, or the view store
 // while it is a spare with a view.
-func (s *Server) state() *store.Store {
+func (s *Member) state() *store.Store {
 	if s.spare.Load() && s.raft.State() != raft.Leader {
 		return s.viewStore
 	}
@@ -99,14 +99,14 @@ func (s *Server) state() *store.Store {
 }
 
 // cluster returns the Raft cluster as the last view showed it.
-func (s *Server) cluster() viewCluster {
+func (s *Member) cluster() viewCluster {
 	if c := s.viewCl.Load(); c != nil {
 		return *c
 	}
 	return viewCluster{}
 }
 
-func (s *Server) loadViewCluster() {
+func (s *Member) loadViewCluster() {
 	var c viewCluster
 	if raw := s.viewStore.ViewCluster(); raw != nil && json.Unmarshal(raw, &c) == nil {
 		s.viewCl.Store(&c)
@@ -116,7 +116,7 @@ func (s *Server) loadViewCluster() {
 // handleView is GET /v1/view: a server's view for its caller, a pinned member.
 // The query's have and row are the digests the caller holds; parts that match
 // are left out.
-func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
+func (s *Member) handleView(w http.ResponseWriter, r *http.Request) {
 	// Membership is judged now, not when the connection was made: a spare
 	// that asked to join on this connection has been admitted since.
 	caller, ok := zoneport.CallerOf(r.Context())
@@ -184,7 +184,7 @@ func clusterTag(shared [sha256.Size]byte, c viewCluster) string {
 
 // spareLoop keeps the view of a spare fresh: every report period, while this
 // member is a spare, it copies the view from a server.
-func (s *Server) spareLoop(ctx context.Context) {
+func (s *Member) spareLoop(ctx context.Context) {
 	t := s.clock.NewTicker(s.cfg.ReportPeriod)
 	defer t.Stop()
 	var lastWrite time.Time
@@ -223,7 +223,7 @@ const viewTries = 3
 
 // syncView asks servers for the view until one answers, and writes it when a
 // part changed or force is set. It reports whether it wrote.
-func (s *Server) syncView(ctx context.Context, force bool) (bool, error) {
+func (s *Member) syncView(ctx context.Context, force bool) (bool, error) {
 	cur, err := s.viewStore.ExportView(s.cfg.Node)
 	if err != nil {
 		return false, err
@@ -322,7 +322,7 @@ func mergeView(cur store.View, c viewCluster, ans viewAnswer) (store.View, viewC
 // outside it, in a new order each time (a spare names the leader, who is
 // asked next). A spare that never had a view asks the leader that admitted
 // it, then every peer it knows.
-func (s *Server) viewSources(members []zone.Member, c viewCluster) []string {
+func (s *Member) viewSources(members []zone.Member, c viewCluster) []string {
 	type src struct {
 		addr string
 		rank uint64
@@ -371,7 +371,7 @@ func (s *Server) viewSources(members []zone.Member, c viewCluster) []string {
 
 // isMember reports whether the committed member list this member reads holds
 // it, with its own server ID: a spare has joined once its view says so.
-func (s *Server) isMember() bool {
+func (s *Member) isMember() bool {
 	m, err := s.state().Member(s.cfg.Node)
 	return err == nil && m.ServerID == s.serverID
 }

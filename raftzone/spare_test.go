@@ -213,7 +213,7 @@ func TestNewSpareAsksItsAdmitterFirst(t *testing.T) {
 		n := fmt.Sprintf("n%d", i)
 		list.cands = append(list.cands, zoneport.Candidate{Node: n, RaftAddress: fmt.Sprintf("127.0.1.%d:9470", i+1)})
 	}
-	s := &Server{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
+	s := &Member{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
 	if got := s.viewSources(nil, viewCluster{}); len(got) != 99 || slices.Contains(got, "127.0.1.1:9470") {
 		t.Fatalf("before admission: %d sources %v, want the 99 other peers", len(got), got)
 	}
@@ -247,7 +247,7 @@ func TestStaleViewLeavesATryOutside(t *testing.T) {
 		}
 	}
 	admitter := "127.0.1.2:9470" // n1, gone too
-	s := &Server{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
+	s := &Member{cfg: Config{Node: "n0"}, deps: Deps{Members: list}}
 	s.admittedBy.Store(&admitter)
 	inView := func(addr string) bool {
 		for _, m := range members {

@@ -24,7 +24,7 @@ import (
 // stallTimeout is how long a member's reports may go uncommitted by the leader
 // it follows before it stops following it: three vote timeouts, after which a
 // member's opinions have long stopped counting.
-func (s *Server) stallTimeout() time.Duration { return 3 * s.cfg.VoteTimeout }
+func (s *Member) stallTimeout() time.Duration { return 3 * s.cfg.VoteTimeout }
 
 // stallWatch follows one member's reports to the leader it follows.
 type stallWatch struct {
@@ -81,7 +81,7 @@ func (w *stallWatch) status() (waiting time.Duration, stalled string, stalledTer
 // follows leaderID (a Raft server ID) at term, and gives that leader up when it
 // stalled. A report counts as committed when this member's own replica holds a
 // later report of its own than at the last look.
-func (s *Server) watchStall(term uint64, leaderID string) {
+func (s *Member) watchStall(term uint64, leaderID string) {
 	if leaderID == s.serverID {
 		leaderID = ""
 	}

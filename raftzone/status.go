@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/raftzone/seats"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -88,7 +89,7 @@ const readySlack = 64
 
 // Status returns this member's current view. It reads only local state, so it
 // answers even when the zone has no leader.
-func (s *Server) Status() Status {
+func (s *Member) Status() Status {
 	now := s.clock.Now().UTC()
 	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, At: now,
 		APIReachable: s.reachesAPI()}
@@ -166,7 +167,7 @@ func (s *Server) Status() Status {
 			st.Voters++
 		}
 	}
-	st.WantVoters = desiredVoters(len(members), s.cfg.Voters)
+	st.WantVoters = seats.DesiredVoters(len(members), s.cfg.Voters)
 	st.Forming = st.Joined && st.Voters < st.WantVoters
 	verdicts, _ := src.Verdicts()
 	st.Verdicts = sortedVerdicts(verdicts)

@@ -29,7 +29,7 @@ func verdictChanges(tally, committed map[string]zone.Verdict) []zone.Verdict {
 // voteLoop recomputes verdicts every VotePeriod while this member leads, commits
 // the changes through Raft and only then hands them to the sink, so a verdict
 // written to the API is always one the zone has agreed on.
-func (s *Server) voteLoop(ctx context.Context, term uint64) {
+func (s *Member) voteLoop(ctx context.Context, term uint64) {
 	t := s.clock.NewTicker(s.cfg.VotePeriod)
 	defer t.Stop()
 	for {
@@ -44,7 +44,7 @@ func (s *Server) voteLoop(ctx context.Context, term uint64) {
 	}
 }
 
-func (s *Server) vote(ctx context.Context, term uint64) error {
+func (s *Member) vote(ctx context.Context, term uint64) error {
 	// A report batch committed between the tally's read and the verdicts'
 	// commit makes every replica refuse them as stale (store/verdict.go):
 	// tally again at once, a few times.
@@ -64,7 +64,7 @@ const voteAttempts = 3
 // voteOnce tallies the committed evidence, commits the changes with the index
 // they were tallied at, and hands the sink the verdicts this member's own
 // replica applied: the same check every replica makes.
-func (s *Server) voteOnce(ctx context.Context, term uint64) (stale bool, err error) {
+func (s *Member) voteOnce(ctx context.Context, term uint64) (stale bool, err error) {
 	in, err := s.store.TallyInput()
 	if err != nil {
 		return false, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgequorum/edgequorum/raftzone/seats"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -32,8 +33,8 @@ func TestDesiredVoters(t *testing.T) {
 	for _, tc := range []struct{ m, limit, want int }{
 		{0, 5, 1}, {1, 5, 1}, {2, 5, 2}, {3, 5, 3}, {4, 5, 4}, {5, 5, 5}, {6, 5, 5}, {129, 5, 5}, {129, 7, 7}, {4, 3, 3},
 	} {
-		if got := desiredVoters(tc.m, tc.limit); got != tc.want {
-			t.Errorf("desiredVoters(%d, %d) = %d, want %d", tc.m, tc.limit, got, tc.want)
+		if got := seats.DesiredVoters(tc.m, tc.limit); got != tc.want {
+			t.Errorf("seats.DesiredVoters(%d, %d) = %d, want %d", tc.m, tc.limit, got, tc.want)
 		}
 	}
 }

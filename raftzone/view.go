@@ -15,11 +15,11 @@ import (
 // is available, else the replicated member list, which survives a cloud
 // outage and a restart during one. It is the one answer to "who are my peers"
 // that both joining (whom to ask) and probing (whom to judge) use.
-func (s *Server) Peers() []zoneport.Candidate { return s.peers(s.isStarted()) }
+func (s *Member) Peers() []zoneport.Candidate { return s.peers(s.isStarted()) }
 
 // peers is Peers for callers that know whether the store is open: Run's own
 // loops read it from their first round.
-func (s *Server) peers(storeOpen bool) []zoneport.Candidate {
+func (s *Member) peers(storeOpen bool) []zoneport.Candidate {
 	var out []zoneport.Candidate
 	if cs, ok := s.deps.Members.Candidates(); ok {
 		for _, c := range cs {
@@ -44,7 +44,7 @@ func (s *Server) peers(storeOpen bool) []zoneport.Candidate {
 
 // lastReports reads every member's last committed report; on a read error it
 // returns none, which makes every member look stale rather than fresh.
-func (s *Server) lastReports() map[string]store.LastReport {
+func (s *Member) lastReports() map[string]store.LastReport {
 	last, err := s.state().LastReports()
 	if err != nil {
 		s.log.Error("read last reports", "err", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/raftzone/seats"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -24,7 +25,7 @@ type replicaState struct {
 	AppliedIndex uint64 `json:"appliedIndex"`
 }
 
-func (s *Server) replica() replicaState {
+func (s *Member) replica() replicaState {
 	return replicaState{ServerID: s.serverID, LastIndex: s.raft.LastIndex(), AppliedIndex: s.raft.AppliedIndex()}
 }
 
@@ -33,7 +34,7 @@ func (s *Server) replica() replicaState {
 // timeout ago; promoting a member that died since can cost the zone its quorum
 // for good — a zone growing from one voter to two with the second dead can
 // neither commit nor elect a leader until that node returns.
-func (s *Server) checkCandidate(ctx context.Context, m zone.Member) error {
+func (s *Member) checkCandidate(ctx context.Context, m zone.Member) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RaftHeartbeatTimeout)
 	defer cancel()
 	var rs replicaState
@@ -49,26 +50,26 @@ func (s *Server) checkCandidate(ctx context.Context, m zone.Member) error {
 	return nil
 }
 
-// seats classifies every member for the planners from what the replica says
-// now.
-func (s *Server) seats(p *promoter, members []zone.Member, cfg map[string]raft.Server) ([]seat, error) {
+// classifySeats classifies every member for the planners from what the
+// replica says now.
+func (s *Member) classifySeats(p *seats.Promoter, members []zone.Member, cfg map[string]raft.Server) ([]seats.Seat, error) {
 	verdicts, err := s.store.Verdicts()
 	if err != nil {
 		return nil, err
 	}
-	return p.classify(voterInputs{
-		now: s.clock.Now(), self: s.cfg.Node, selfAPI: s.reachesAPI(),
-		members: members, config: cfg, lastReports: s.lastReports(), verdicts: verdicts,
-		voteTimeout: s.cfg.VoteTimeout, deadVoterTimeout: s.cfg.DeadVoterTimeout,
+	return p.Classify(seats.Inputs{
+		Now: s.clock.Now(), Self: s.cfg.Node, SelfAPI: s.reachesAPI(),
+		Members: members, Config: cfg, LastReports: s.lastReports(), Verdicts: verdicts,
+		VoteTimeout: s.cfg.VoteTimeout, DeadVoterTimeout: s.cfg.DeadVoterTimeout,
 	}), nil
 }
 
-// balanceVoters keeps desiredVoters voters (planVoters decides who) and applies
+// balanceVoters keeps seats.DesiredVoters voters (seats.PlanVoters decides who) and applies
 // the plan: promotions first, each only after the candidate answers its live
 // check (checkCandidate), then demotions. It returns whether the zone is short
 // of voters it could have, so the caller looks again soon.
-func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
-	seats, err := s.seats(p, members, cfg)
+func (s *Member) balanceVoters(ctx context.Context, p *seats.Promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
+	ss, err := s.classifySeats(p, members, cfg)
 	if err != nil {
 		return false, err
 	}
@@ -76,13 +77,13 @@ func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.
 	for _, m := range members {
 		byID[m.ServerID] = m
 	}
-	plan := planVoters(seats, desiredVoters(len(members), s.cfg.Voters), func(c seat) bool {
+	plan := seats.PlanVoters(ss, seats.DesiredVoters(len(members), s.cfg.Voters), func(c seats.Seat) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if err := s.checkCandidate(ctx, byID[c.id]); err != nil {
+		if err := s.checkCandidate(ctx, byID[c.ID]); err != nil {
 			s.metrics.membershipChanges.WithLabelValues("promote_skipped").Inc()
-			s.log.Info("not promoting member that fails its live check", "peer", c.node, "err", err)
+			s.log.Info("not promoting member that fails its live check", "peer", c.Node, "err", err)
 			return false
 		}
 		return true
@@ -90,60 +91,60 @@ func (s *Server) balanceVoters(ctx context.Context, p *promoter, members []zone.
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	for _, c := range plan.promote {
-		if err := s.raft.AddVoter(raft.ServerID(c.id), raft.ServerAddress(byID[c.id].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return false, fmt.Errorf("promote %s: %w", c.node, err)
+	for _, c := range plan.Promote {
+		if err := s.raft.AddVoter(raft.ServerID(c.ID), raft.ServerAddress(byID[c.ID].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("promote %s: %w", c.Node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("promote").Inc()
-		s.log.Info("promoted member to voter", "peer", c.node, "apiReachable", c.api)
+		s.log.Info("promoted member to voter", "peer", c.Node, "apiReachable", c.API)
 	}
-	for _, c := range plan.demote {
-		if err := s.raft.DemoteVoter(raft.ServerID(c.id), 0, configChangeTimeout).Error(); err != nil {
+	for _, c := range plan.Demote {
+		if err := s.raft.DemoteVoter(raft.ServerID(c.ID), 0, configChangeTimeout).Error(); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) {
 				return false, err
 			}
-			return false, fmt.Errorf("demote %s: %w", c.node, err)
+			return false, fmt.Errorf("demote %s: %w", c.Node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("demote").Inc()
-		s.log.Info("demoted voter", "peer", c.node, "dead", c.dead, "unhealthy", c.unhealthy, "apiReachable", c.api)
+		s.log.Info("demoted voter", "peer", c.Node, "dead", c.Dead, "unhealthy", c.Unhealthy, "apiReachable", c.API)
 	}
-	return plan.short, nil
+	return plan.Short, nil
 }
 
-// balanceStandbys keeps desiredStandbys stand-bys (planStandbys decides who):
+// balanceStandbys keeps seats.DesiredStandbys stand-bys (seats.PlanStandbys decides who):
 // a spare becomes a stand-by by joining the configuration as a nonvoter, which
 // replicates the zone's state to it; a stand-by beyond the plan leaves the
 // configuration and is a spare again. It returns whether the zone lacks
 // servers for the voters it wants, so the caller looks again soon.
-func (s *Server) balanceStandbys(ctx context.Context, p *promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
-	seats, err := s.seats(p, members, cfg)
+func (s *Member) balanceStandbys(ctx context.Context, p *seats.Promoter, members []zone.Member, cfg map[string]raft.Server) (short bool, err error) {
+	ss, err := s.classifySeats(p, members, cfg)
 	if err != nil {
 		return false, err
 	}
 	voters := 0
-	for _, st := range seats {
-		if st.voter {
+	for _, st := range ss {
+		if st.Voter {
 			voters++
 		}
 	}
-	add, remove := planStandbys(seats, desiredStandbys(len(members), voters, s.cfg.Voters, s.cfg.Standbys))
+	add, remove := seats.PlanStandbys(ss, seats.DesiredStandbys(len(members), voters, s.cfg.Voters, s.cfg.Standbys))
 	byID := make(map[string]zone.Member, len(members))
 	for _, m := range members {
 		byID[m.ServerID] = m
 	}
 	for _, c := range add {
-		if err := s.raft.AddNonvoter(raft.ServerID(c.id), raft.ServerAddress(byID[c.id].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
-			return false, fmt.Errorf("add %s as stand-by: %w", c.node, err)
+		if err := s.raft.AddNonvoter(raft.ServerID(c.ID), raft.ServerAddress(byID[c.ID].RaftAddress), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("add %s as stand-by: %w", c.Node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("add_nonvoter").Inc()
-		s.log.Info("spare is a stand-by now", "peer", c.node, "apiReachable", c.api)
+		s.log.Info("spare is a stand-by now", "peer", c.Node, "apiReachable", c.API)
 	}
 	for _, c := range remove {
-		if err := s.raft.RemoveServer(raft.ServerID(c.id), 0, configChangeTimeout).Error(); err != nil {
-			return false, fmt.Errorf("make stand-by %s a spare: %w", c.node, err)
+		if err := s.raft.RemoveServer(raft.ServerID(c.ID), 0, configChangeTimeout).Error(); err != nil {
+			return false, fmt.Errorf("make stand-by %s a spare: %w", c.Node, err)
 		}
 		s.metrics.membershipChanges.WithLabelValues("remove_standby").Inc()
-		s.log.Info("stand-by is a spare now", "peer", c.node, "eligible", c.eligible, "apiReachable", c.api)
+		s.log.Info("stand-by is a spare now", "peer", c.Node, "eligible", c.Eligible, "apiReachable", c.API)
 	}
-	return voters < desiredVoters(len(members), s.cfg.Voters) && len(add) > 0, nil
+	return voters < seats.DesiredVoters(len(members), s.cfg.Voters) && len(add) > 0, nil
 }

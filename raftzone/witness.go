@@ -16,7 +16,7 @@ import (
 // can then change no member's key, add no member and drop none on this replica
 // (DESIGN.md, "Trust").
 type clusterWitness struct {
-	s *Server
+	s *Member
 
 	mu   sync.Mutex
 	at   time.Time
@@ -71,7 +71,7 @@ const settlePeriod = 2 * time.Second
 // committed member list once its view of the cluster confirms it, and
 // restores pinned keys that differ from the ones the Nodes register
 // (store.Settle).
-func (s *Server) settleLoop(ctx context.Context) {
+func (s *Member) settleLoop(ctx context.Context) {
 	t := s.clock.NewTicker(settlePeriod)
 	defer t.Stop()
 	for {
@@ -84,7 +84,7 @@ func (s *Server) settleLoop(ctx context.Context) {
 	}
 }
 
-func (s *Server) settle() {
+func (s *Member) settle() {
 	changed, err := s.store.Settle()
 	switch {
 	case err != nil:

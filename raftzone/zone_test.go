@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/raftzone/seats"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -29,7 +30,7 @@ func TestElectionAndVerdicts(t *testing.T) {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			z := newTestZone(t, n)
 			z.startAll()
-			z.waitConverged(60*time.Second, desiredVoters(n, 5))
+			z.waitConverged(60*time.Second, seats.DesiredVoters(n, 5))
 			z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 			if got := z.genesis.created.Load(); got != 1 {
 				t.Fatalf("genesis object created %d times, want 1", got)
@@ -60,7 +61,7 @@ func TestLeaderKilledVerdictsContinue(t *testing.T) {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			z := newTestZone(t, n)
 			z.startAll()
-			old := z.waitConverged(60*time.Second, desiredVoters(n, 5))
+			old := z.waitConverged(60*time.Second, seats.DesiredVoters(n, 5))
 			z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 			oldTerm := old.srv.Term()
 

@@ -9,7 +9,10 @@
 // The certificate's key must be the claimed node's pinned key or, for a node
 // not pinned yet, the key its own Node registers (peerbook.go). Only
 // addresses of members and candidates may start a handshake, a few at a time
-// each. After the proof every byte travels in frames (frames.go).
+// each. After the proof every byte travels in frames (frames.go). Raft's
+// NetworkTransport runs over it (raftransport.go, counting the RPCs sent),
+// and the peer API's HTTP server and client are made here (peerserver.go,
+// port.go), so that their idle timeouts agree.
 //
 // Raft connections then pass the RPC guard (rpcguard.go, msgpackscan.go,
 // rpcwire.go): every RPC must speak for its authenticated caller, terms may
@@ -23,6 +26,8 @@
 // probes hold its authenticated client from the start; the member hands
 // itself over (Port.Serve) once its Raft is up, through the small Member
 // interface: the members it pins, and its decision on a Raft connection.
+// The candidates come from the cluster's member list (members.go, a
+// MemberSource); metrics.go holds the port's counters.
 // The port keeps no Raft state of its own and must not import raftzone,
 // store or probe; the zone keys it proves with are package zonekeys'.
 package zoneport

@@ -38,7 +38,7 @@ import (
 // Raft's RPC type bytes. hashicorp/raft keeps them unexported
 // (net_transport.go: rpcAppendEntries = iota, ...); these are their values in
 // raft v1.7.3. RequestPreVote is not optional: raft 1.7 pre-votes by default
-// and a countingTransport (which embeds *raft.NetworkTransport) supports it.
+// and a CountingTransport (which embeds *raft.NetworkTransport) supports it.
 const (
 	RPCAppendEntries   byte = 0
 	RPCRequestVote     byte = 1

@@ -12,7 +12,7 @@ import (
 // EvidenceCost is what the quorum's evidence adds to a zone's Lease renewals:
 // while some of the zone's nodes cannot reach the cloud on their own, every
 // member's signed attestation of which of them it reaches rides along with
-// each renewal (raftzone.Server.GatherEvidence, apiwriter's Lease). Sizes are
+// each renewal (raftzone.Member.GatherEvidence, apiwriter's Lease). Sizes are
 // of the real encoding (zone.FormatEvidence, Ed25519 signatures) at each zone
 // size, with node names as long as a typical site's.
 type EvidenceCost struct {

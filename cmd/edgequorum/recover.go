@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/raftzone/recovery"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -69,17 +70,17 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("not recovering: %w", err)
 		}
 	}
-	req := raftzone.RecoveryRequest{Dead: dead, RequestedAt: time.Now().UTC()}
-	if err := raftzone.WriteRecoveryRequest(*dataDir, req); err != nil {
+	req := recovery.Request{Dead: dead, RequestedAt: time.Now().UTC()}
+	if err := recovery.Write(*dataDir, req); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "recovery request written to %s/%s (lost voters: %s)\n", *dataDir, raftzone.RecoveryRequestFile, strings.Join(dead, ", "))
+	fmt.Fprintf(stdout, "recovery request written to %s/%s (lost voters: %s)\n", *dataDir, recovery.RequestFile, strings.Join(dead, ", "))
 	fmt.Fprintln(stdout, "restart this node's agent now (kubectl -n edgequorum-system delete pod <agent pod>); it logs \"zone recovered\" or why it refused")
 	return nil
 }
 
 // checkRecoverable is the running agent's side of the refusal: a zone with a
-// leader needs no recovery, and raftzone.CheckRecovery's rule applies to the
+// leader needs no recovery, and recovery.Check's rule applies to the
 // roles the agent reports. The agent applies the same rule to its Raft
 // configuration at start.
 func checkRecoverable(st raftzone.Status, dead []string) error {
@@ -93,5 +94,5 @@ func checkRecoverable(st raftzone.Status, dead []string) error {
 			voters = append(voters, m.Node)
 		}
 	}
-	return raftzone.CheckRecovery(st.Node, voters, members, dead)
+	return recovery.Check(st.Node, voters, members, dead)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/raftzone/recovery"
 )
 
 func TestCheckRecoverable(t *testing.T) {
@@ -63,7 +64,7 @@ func TestRecoverCommand(t *testing.T) {
 	if code := run(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, raftzone.RecoveryRequestFile))
+	b, err := os.ReadFile(filepath.Join(dir, recovery.RequestFile))
 	if err != nil || !strings.Contains(string(b), `"b",`) || strings.Count(string(b), `"c"`) != 1 {
 		t.Fatalf("request %s (%v), want b and c once each", b, err)
 	}

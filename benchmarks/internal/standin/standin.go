@@ -5,7 +5,7 @@
 // A zone of N agents costs O(N²) probes a second, which two cores cannot run
 // at N = 129 without slowing every timer (the suite's time dilation). The
 // leader's own cost, though, is what a spare sends it, not how spares probe
-// each other. A stand-in is the member code itself (raftzone.Server, the
+// each other. A stand-in is the member code itself (raftzone.Member, the
 // agent's member list, genesis and node-key registration, the prober) with
 // one thing left out: it does not probe other stand-ins, and reports them
 // healthy instead. It probes the real agents, sends its signed reports at the
@@ -217,7 +217,7 @@ type standIn struct {
 	client kubernetes.Interface
 	port   *zoneport.Port
 	prober *probe.Manager
-	srv    *raftzone.Server
+	srv    *raftzone.Member
 	obs    *observations
 	log    *slog.Logger
 }
@@ -288,7 +288,7 @@ func (s *standIn) run(ctx context.Context) error {
 type observations struct {
 	probed raftzone.Observations
 	keep   map[string]bool
-	srv    *raftzone.Server
+	srv    *raftzone.Member
 }
 
 func (o *observations) Results() []zone.Result {

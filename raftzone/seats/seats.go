@@ -1,4 +1,4 @@
-package raftzone
+package seats
 
 import (
 	"slices"
@@ -11,87 +11,90 @@ import (
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// desiredVoters is the voter count for a zone of m members: every member while
+// DesiredVoters is the voter count for a zone of m members: every member while
 // the zone is no larger than --voters (which is odd), else --voters. A small zone
 // of even size therefore has an even voter set, on purpose: when it splits in
 // half neither half can commit, and neither half should judge the other dead —
 // from inside a split there is no telling which half failed.
-func desiredVoters(m, limit int) int {
+func DesiredVoters(m, limit int) int {
 	return max(min(m, limit), 1)
 }
 
-// seat is what the voter planner knows of one member.
-type seat struct {
-	id, node string
-	self     bool
-	voter    bool
-	// spare: the member is outside the Raft configuration.
-	spare bool
-	// eligible: a nonvoter or spare the zone has no reason to distrust — not judged
+// Seat is what the voter planner knows of one member.
+type Seat struct {
+	ID, Node string
+	// Self is the leader planning.
+	Self  bool
+	Voter bool
+	// Spare: the member is outside the Raft configuration.
+	Spare bool
+	// Eligible: a nonvoter or spare the zone has no reason to distrust — not judged
 	// unhealthy, and either reporting or joined too recently to have
 	// reported. It still has to pass the live check before it votes.
-	eligible bool
-	// unhealthy: a voter that has not reported within the vote timeout, or
-	// that the zone judged unhealthy; dead once it stayed so for
+	Eligible bool
+	// Unhealthy: a voter that has not reported within the vote timeout, or
+	// that the zone judged unhealthy; Dead once it stayed so for
 	// --dead-voter-timeout.
-	unhealthy, dead bool
-	api             bool
-	joinedAt        time.Time
+	Unhealthy, Dead bool
+	// API: the member reaches the apiserver, as it last reported.
+	API      bool
+	JoinedAt time.Time
 }
 
-// voterInputs is what the leader knows when it places votes: the member list,
+// Inputs is what the leader knows when it places votes: the member list,
 // the Raft configuration, the zone's committed reports and verdicts, and its
 // own reach of the apiserver.
-type voterInputs struct {
-	now         time.Time
-	self        string
-	selfAPI     bool
-	members     []zone.Member
-	config      map[string]raft.Server
-	lastReports map[string]store.LastReport
-	verdicts    map[string]zone.Verdict
+type Inputs struct {
+	Now         time.Time
+	Self        string
+	SelfAPI     bool
+	Members     []zone.Member
+	Config      map[string]raft.Server
+	LastReports map[string]store.LastReport
+	Verdicts    map[string]zone.Verdict
 
-	voteTimeout, deadVoterTimeout time.Duration
+	VoteTimeout, DeadVoterTimeout time.Duration
 }
 
-// promoter remembers, for one leadership term, since when each voter has looked
+// Promoter remembers, for one leadership term, since when each voter has looked
 // unhealthy, so a voter is replaced only after --dead-voter-timeout.
-type promoter struct {
+type Promoter struct {
 	unhealthySince map[string]time.Time
 }
 
-func newPromoter() *promoter { return &promoter{unhealthySince: map[string]time.Time{}} }
+// NewPromoter returns a Promoter for a new leadership term.
+func NewPromoter() *Promoter { return &Promoter{unhealthySince: map[string]time.Time{}} }
 
-// classify turns what the leader knows into one seat per member; members
+// Classify turns what the leader knows into one Seat per member; members
 // outside the Raft configuration are spares. A member is healthy when it reported within the vote timeout
 // and the zone has not judged it unhealthy (the leader itself always is); a
 // nonvoter is eligible when healthy, or when it joined within the vote timeout
 // and has not reported yet (a forming zone gets its voters at once); a voter
 // that is not healthy is unhealthy, and dead once it stayed so for the
 // dead-voter timeout.
-func (p *promoter) classify(in voterInputs) []seat {
-	seats := make([]seat, 0, len(in.members))
-	for _, m := range in.members {
-		srv, ok := in.config[m.ServerID]
-		st := seat{id: m.ServerID, node: m.Node, self: m.Node == in.self, voter: ok && srv.Suffrage == raft.Voter,
-			spare: !ok, joinedAt: m.JoinedAt}
-		lr, reported := in.lastReports[m.Node]
-		judged := in.verdicts[m.Node].State == zone.Unhealthy
+func (p *Promoter) Classify(in Inputs) []Seat {
+	seats := make([]Seat, 0, len(in.Members))
+	for _, m := range in.Members {
+		srv, ok := in.Config[m.ServerID]
+		st := Seat{ID: m.ServerID, Node: m.Node, Self: m.Node == in.Self, Voter: ok && srv.Suffrage == raft.Voter,
+			Spare: !ok, JoinedAt: m.JoinedAt}
+		lr, reported := in.LastReports[m.Node]
+		judged := in.Verdicts[m.Node].State == zone.Unhealthy
 		var healthy bool
 		switch {
-		case st.self:
-			healthy, st.api = true, in.selfAPI
-		case reported && in.now.Sub(lr.ReceivedAt) <= in.voteTimeout:
-			healthy, st.api = !judged, lr.APIReachable
+		case st.Self:
+			healthy, st.API = true, in.SelfAPI
+		case reported && in.Now.Sub(lr.ReceivedAt) <= in.VoteTimeout:
+			healthy, st.API = !judged, lr.APIReachable
 		}
-		newcomer := !reported && !judged && in.now.Sub(m.JoinedAt) <= in.voteTimeout
-		st.eligible = !st.voter && (healthy || newcomer)
-		if st.voter && !healthy {
+		newcomer := !reported && !judged && in.Now.Sub(m.JoinedAt) <= in.VoteTimeout
+		st.Eligible = !st.Voter && (healthy || newcomer)
+		if st.Voter && !healthy {
 			if _, ok := p.unhealthySince[m.ServerID]; !ok {
-				p.unhealthySince[m.ServerID] = in.now
+				p.unhealthySince[m.ServerID] = in.Now
 			}
-			st.unhealthy = true
-			st.dead = in.now.Sub(p.unhealthySince[m.ServerID]) >= in.deadVoterTimeout
+			st.Unhealthy = true
+			st.Dead = in.Now.Sub(p.unhealthySince[m.ServerID]) >= in.DeadVoterTimeout
 		} else {
 			delete(p.unhealthySince, m.ServerID)
 		}
@@ -100,20 +103,20 @@ func (p *promoter) classify(in voterInputs) []seat {
 	return seats
 }
 
-// voterPlan is what the leader should change in the Raft configuration, in
+// Plan is what the leader should change in the Raft configuration, in
 // order: promotions first, so a replacement never lowers the zone's fault
 // tolerance in between.
-type voterPlan struct {
-	promote, demote []seat
-	// skipped are the candidates that failed their live check.
-	skipped []seat
-	// short is true when the zone has fewer voters than it wants and an
+type Plan struct {
+	Promote, Demote []Seat
+	// Skipped are the candidates that failed their live check.
+	Skipped []Seat
+	// Short is true when the zone has fewer voters than it wants and an
 	// eligible member could not be promoted: the leader should look again
 	// soon rather than at its next reconcile tick.
-	short bool
+	Short bool
 }
 
-// planVoters decides promotions and demotions for a zone that wants `want`
+// PlanVoters decides promotions and demotions for a zone that wants `want`
 // voters; only stand-bys (nonvoters in the configuration) are candidates. It is pure but for live, the check each candidate must pass right
 // before its promotion (is it alive and caught up?); live is called only for
 // the candidates the plan needs, best first, so a zone at its target makes no
@@ -123,42 +126,42 @@ type voterPlan struct {
 // then the longest-standing; replace voters dead for --dead-voter-timeout;
 // grow from an odd count in pairs; demote the worst voters beyond want — dead,
 // then unhealthy, then those without the apiserver — and never the leader.
-func planVoters(seats []seat, want int, live func(seat) bool) voterPlan {
-	var voters, spares []seat
+func PlanVoters(seats []Seat, want int, live func(Seat) bool) Plan {
+	var voters, spares []Seat
 	dead := 0
 	for _, s := range seats {
 		switch {
-		case s.voter:
+		case s.Voter:
 			voters = append(voters, s)
-			if s.dead {
+			if s.Dead {
 				dead++
 			}
-		case s.eligible && !s.spare:
+		case s.Eligible && !s.Spare:
 			spares = append(spares, s)
 		}
 	}
 	// Best stand-bys first: reach the apiserver, then longest-standing, then name.
-	slices.SortFunc(spares, func(a, b seat) int {
-		if a.api != b.api {
-			if a.api {
+	slices.SortFunc(spares, func(a, b Seat) int {
+		if a.API != b.API {
+			if a.API {
 				return -1
 			}
 			return 1
 		}
-		if c := a.joinedAt.Compare(b.joinedAt); c != 0 {
+		if c := a.JoinedAt.Compare(b.JoinedAt); c != 0 {
 			return c
 		}
-		return strings.Compare(a.node, b.node)
+		return strings.Compare(a.Node, b.Node)
 	})
-	var plan voterPlan
+	var plan Plan
 	need := max(0, want-len(voters)+dead)
-	var ready []seat
+	var ready []Seat
 	for _, s := range spares {
 		if len(ready) >= need {
 			break
 		}
 		if !live(s) {
-			plan.skipped = append(plan.skipped, s)
+			plan.Skipped = append(plan.Skipped, s)
 			continue
 		}
 		ready = append(ready, s)
@@ -171,51 +174,51 @@ func planVoters(seats []seat, want int, live func(seat) bool) voterPlan {
 	if n := len(voters) + promote; promote > 0 && dead == 0 && n%2 == 0 && n < want {
 		promote--
 	}
-	plan.promote = ready[:promote]
-	plan.short = len(voters)+promote < want && len(plan.skipped) > 0
+	plan.Promote = ready[:promote]
+	plan.Short = len(voters)+promote < want && len(plan.Skipped) > 0
 
-	voters = append(voters, plan.promote...)
+	voters = append(voters, plan.Promote...)
 	excess := len(voters) - want
 	if excess <= 0 {
 		return plan
 	}
-	rank := func(s seat) int {
+	rank := func(s Seat) int {
 		switch {
-		case s.dead:
+		case s.Dead:
 			return 0
-		case s.unhealthy:
+		case s.Unhealthy:
 			return 1
-		case !s.api:
+		case !s.API:
 			return 2
 		}
 		return 3
 	}
-	slices.SortStableFunc(voters, func(a, b seat) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(voters, func(a, b Seat) int { return rank(a) - rank(b) })
 	for _, s := range voters {
 		if excess == 0 {
 			break
 		}
-		if s.self {
+		if s.Self {
 			continue
 		}
-		plan.demote = append(plan.demote, s)
+		plan.Demote = append(plan.Demote, s)
 		excess--
 	}
 	return plan
 }
 
-// planStandbys decides which members should be stand-bys (Raft nonvoters) in
+// PlanStandbys decides which members should be stand-bys (Raft nonvoters) in
 // a zone that wants `want` of them: every other non-voting member is a spare.
 // It keeps the best `want` of the stand-bys and the eligible spares — eligible
 // before not, a present stand-by before a spare (a stand-by has its replica,
 // a spare has none), then reaching the apiserver, longest-standing, name — so a
 // healthy stand-by is never swapped for an equal spare, and a dead one is
-// replaced once a healthy spare can take its seat. add are the spares to add,
+// replaced once a healthy spare can take its Seat. add are the spares to add,
 // remove the stand-bys to take out.
-func planStandbys(seats []seat, want int) (add, remove []seat) {
-	var cands []seat
+func PlanStandbys(seats []Seat, want int) (add, remove []Seat) {
+	var cands []Seat
 	for _, s := range seats {
-		if s.voter || s.self || (s.spare && !s.eligible) {
+		if s.Voter || s.Self || (s.Spare && !s.Eligible) {
 			continue
 		}
 		cands = append(cands, s)
@@ -226,37 +229,37 @@ func planStandbys(seats []seat, want int) (add, remove []seat) {
 		}
 		return 1
 	}
-	slices.SortFunc(cands, func(a, b seat) int {
-		if c := flag(a.eligible) - flag(b.eligible); c != 0 {
+	slices.SortFunc(cands, func(a, b Seat) int {
+		if c := flag(a.Eligible) - flag(b.Eligible); c != 0 {
 			return c
 		}
-		if c := flag(!a.spare) - flag(!b.spare); c != 0 {
+		if c := flag(!a.Spare) - flag(!b.Spare); c != 0 {
 			return c
 		}
-		if c := flag(a.api) - flag(b.api); c != 0 {
+		if c := flag(a.API) - flag(b.API); c != 0 {
 			return c
 		}
-		if c := a.joinedAt.Compare(b.joinedAt); c != 0 {
+		if c := a.JoinedAt.Compare(b.JoinedAt); c != 0 {
 			return c
 		}
-		return strings.Compare(a.node, b.node)
+		return strings.Compare(a.Node, b.Node)
 	})
 	for i, s := range cands {
 		switch keep := i < want; {
-		case keep && s.spare:
+		case keep && s.Spare:
 			add = append(add, s)
-		case !keep && !s.spare:
+		case !keep && !s.Spare:
 			remove = append(remove, s)
 		}
 	}
 	return add, remove
 }
 
-// desiredStandbys is how many stand-bys a zone of m members with `voters`
-// voters should keep: --standbys, plus a seat for every voter it still lacks
+// DesiredStandbys is how many stand-bys a zone of m members with `voters`
+// voters should keep: --standbys, plus a Seat for every voter it still lacks
 // (a member becomes a voter only from stand-by), but no more than the members
 // that do not vote.
-func desiredStandbys(m, voters, voterLimit, standbys int) int {
-	lacking := max(0, desiredVoters(m, voterLimit)-voters)
+func DesiredStandbys(m, voters, voterLimit, standbys int) int {
+	lacking := max(0, DesiredVoters(m, voterLimit)-voters)
 	return max(0, min(standbys+lacking, m-voters))
 }

@@ -1,4 +1,7 @@
-package raftzone
+// Package hclogslog routes hashicorp/raft's hclog output into a slog logger,
+// so that an agent has one log stream with one format. It owns the adapter
+// and nothing else.
+package hclogslog
 
 import (
 	"context"
@@ -23,7 +26,9 @@ type hclogAdapter struct {
 	level hclog.Level
 }
 
-func newHCLog(l *slog.Logger) hclog.Logger {
+// New returns an hclog.Logger that writes to l under component=raft, at Info
+// and above.
+func New(l *slog.Logger) hclog.Logger {
 	return &hclogAdapter{log: l.With("component", "raft"), level: hclog.Info}
 }
 
