@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -59,7 +60,7 @@ func startShared() (*testEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := GenerateCerts(CertOptions{Service: "s", Namespace: "n", Validity: time.Hour})
+	b, err := webhookcerts.Generate(webhookcerts.Options{Service: "s", Namespace: "n", Validity: time.Hour})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func startShared() (*testEnv, error) {
 		return nil, err
 	}
 	cfg := DefaultConfig()
-	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
+	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, webhookcerts.CertFile), filepath.Join(dir, webhookcerts.KeyFile)
 	cfg.Repair = false
 	cfg.Clock = clocktesting.NewFakeClock(testNow)
 	cfg.MaxRequestBytes = 256 << 10

@@ -29,6 +29,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -320,8 +321,8 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 		dir:    dir,
 	}
 	cfg := DefaultConfig()
-	cfg.TLSCertFile = filepath.Join(dir, CertFile)
-	cfg.TLSKeyFile = filepath.Join(dir, KeyFile)
+	cfg.TLSCertFile = filepath.Join(dir, webhookcerts.CertFile)
+	cfg.TLSKeyFile = filepath.Join(dir, webhookcerts.KeyFile)
 	cfg.Repair = false
 	cfg.Identity = "test"
 	cfg.Clock = env.clock
@@ -339,9 +340,9 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 	return env
 }
 
-func writeTestCerts(t *testing.T, dir string) *CertBundle {
+func writeTestCerts(t *testing.T, dir string) *webhookcerts.Bundle {
 	t.Helper()
-	b, err := GenerateCerts(CertOptions{
+	b, err := webhookcerts.Generate(webhookcerts.Options{
 		Service: "edgequorum-webhook", Namespace: DefaultNamespace,
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: time.Hour,
 	})

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
@@ -100,7 +101,7 @@ func servedSerial(t *testing.T, addr string, caPEM []byte) *big.Int {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
-func leafSerial(t *testing.T, b *CertBundle) *big.Int {
+func leafSerial(t *testing.T, b *webhookcerts.Bundle) *big.Int {
 	t.Helper()
 	pair, err := tls.X509KeyPair(b.Cert, b.Key)
 	if err != nil {
@@ -111,12 +112,12 @@ func leafSerial(t *testing.T, b *CertBundle) *big.Int {
 
 // rotate writes a new pair and moves the files' mtime forward, so the change is
 // seen even on a file system with coarse timestamps.
-func rotate(t *testing.T, dir string, b *CertBundle, at time.Time) {
+func rotate(t *testing.T, dir string, b *webhookcerts.Bundle, at time.Time) {
 	t.Helper()
 	if err := b.WriteFiles(dir, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{CertFile, KeyFile} {
+	for _, f := range []string{webhookcerts.CertFile, webhookcerts.KeyFile} {
 		if err := os.Chtimes(filepath.Join(dir, f), at, at); err != nil {
 			t.Fatal(err)
 		}
@@ -139,11 +140,11 @@ func TestCertReload(t *testing.T) {
 	// A broken pair (a key that does not match) keeps the last good one
 	// in service and is counted once, not on every handshake.
 	other := writeTestCerts(t, t.TempDir())
-	if err := os.WriteFile(filepath.Join(env.dir, KeyFile), other.Key, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(env.dir, webhookcerts.KeyFile), other.Key, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(2 * time.Hour)
-	if err := os.Chtimes(filepath.Join(env.dir, KeyFile), later, later); err != nil {
+	if err := os.Chtimes(filepath.Join(env.dir, webhookcerts.KeyFile), later, later); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

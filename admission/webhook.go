@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 )
 
 // Webhook is the admission webhook process: informer caches, the HTTPS server
@@ -30,7 +32,7 @@ type Webhook struct {
 	metrics  *metrics
 	decider  *Decider
 	admitter *admitter
-	certs    *certReloader
+	certs    *webhookcerts.Reloader
 	handler  http.Handler
 	repair   *repairer
 	memory   *memory
@@ -54,7 +56,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		return nil, err
 	}
 	w := &Webhook{cfg: cfg, client: client, log: cfg.Logger, metrics: m}
-	if w.certs, err = newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m); err != nil {
+	if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads); err != nil {
 		return nil, err
 	}
 

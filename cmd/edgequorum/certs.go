@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 )
 
 func init() {
@@ -35,7 +36,7 @@ The CA key is not kept: rotating means running this again and updating the
 caBundle.`
 
 func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	opts := admission.CertOptions{Service: "edgequorum-webhook", Namespace: admission.DefaultNamespace, Validity: 365 * 24 * time.Hour}
+	opts := webhookcerts.Options{Service: "edgequorum-webhook", Namespace: admission.DefaultNamespace, Validity: 365 * 24 * time.Hour}
 	fs := newFlagSet("certs", certsUsage, stderr)
 	fs.StringVar(&opts.Service, "service", opts.Service, "name of the webhook's Service")
 	fs.StringVar(&opts.Namespace, "namespace", opts.Namespace, "namespace of the webhook's Service")
@@ -64,7 +65,7 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		opts.IPs = append(opts.IPs, ip)
 	}
-	b, err := admission.GenerateCerts(opts)
+	b, err := webhookcerts.Generate(opts)
 	if err != nil {
 		return usageErrorf("--service/--namespace: %v", err)
 	}
@@ -72,7 +73,7 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return writeInstall(stdout, *install, b, opts.Namespace, *secretName)
 	}
 	if err := b.WriteFiles(*outDir, *force); err != nil {
-		if errors.Is(err, admission.ErrExists) {
+		if errors.Is(err, webhookcerts.ErrExists) {
 			return usageErrorf("%v (pass --force to overwrite)", err)
 		}
 		return err

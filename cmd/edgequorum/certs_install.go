@@ -14,14 +14,14 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 )
 
 // writeInstall prints the manifests in path with every webhook's caBundle set to
 // b's CA, followed by the TLS Secret the webhook Deployment mounts, as one
 // stream for `kubectl apply -f -`: the certificate, its Secret and the
 // configuration that trusts it always change together.
-func writeInstall(w io.Writer, path string, b *admission.CertBundle, namespace, secretName string) error {
+func writeInstall(w io.Writer, path string, b *webhookcerts.Bundle, namespace, secretName string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return usageErrorf("--install: %v", err)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -60,7 +60,7 @@ func TestPreflightNamesEveryGapOfAnEmptyCluster(t *testing.T) {
 }
 
 func TestPreflightPassesAnInstalledCluster(t *testing.T) {
-	certs, err := admission.GenerateCerts(admission.CertOptions{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
+	certs, err := webhookcerts.Generate(webhookcerts.Options{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestPreflightPassesAnInstalledCluster(t *testing.T) {
 	}
 
 	// A caBundle from another CA is caught, not just an empty one.
-	other, err := admission.GenerateCerts(admission.CertOptions{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
+	other, err := webhookcerts.Generate(webhookcerts.Options{Service: webhookName, Namespace: webhookNamespace, Validity: 365 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

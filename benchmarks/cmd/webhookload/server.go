@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -161,7 +162,7 @@ func runServer(nodes, pods int, dir, profile string) error {
 	heapBefore := liveHeapMiB()
 	fakeRSS, _ := rssMiB(os.Getpid())
 
-	certs, err := admission.GenerateCerts(admission.CertOptions{Service: "edgequorum-webhook", Namespace: "edgequorum-webhook",
+	certs, err := webhookcerts.Generate(webhookcerts.Options{Service: "edgequorum-webhook", Namespace: "edgequorum-webhook",
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: time.Hour})
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ func runServer(nodes, pods int, dir, profile string) error {
 		return err
 	}
 	cfg := admission.DefaultConfig()
-	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, admission.CertFile), filepath.Join(dir, admission.KeyFile)
+	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, webhookcerts.CertFile), filepath.Join(dir, webhookcerts.KeyFile)
 	cfg.Repair = false
 	cfg.MaxZoneLeaseDuration = time.Hour
 	// The webhook logs every change it makes at Info, as deployed; the

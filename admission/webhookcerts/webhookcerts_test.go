@@ -1,4 +1,4 @@
-package admission
+package webhookcerts
 
 import (
 	"crypto/tls"
@@ -13,9 +13,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func TestGenerateCerts(t *testing.T) {
+func TestGenerate(t *testing.T) {
 	clk := clocktesting.NewFakeClock(testNow)
-	b, err := GenerateCerts(CertOptions{Service: "wh", Namespace: "ns", Validity: 48 * time.Hour, Clock: clk})
+	b, err := Generate(Options{Service: "wh", Namespace: "ns", Validity: 48 * time.Hour, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,20 +46,20 @@ func TestGenerateCerts(t *testing.T) {
 	if ca, _ := base64.StdEncoding.DecodeString(b.CABundle()); string(ca) != string(b.CACert) {
 		t.Error("CABundle is not the base64 CA")
 	}
-	for _, bad := range []CertOptions{
+	for _, bad := range []Options{
 		{Service: "", Namespace: "ns", Validity: time.Hour},
 		{Service: "wh", Namespace: "NS", Validity: time.Hour},
 		{Service: "wh", Namespace: "ns"},
 	} {
-		if _, err := GenerateCerts(bad); err == nil {
-			t.Errorf("GenerateCerts(%+v) succeeded", bad)
+		if _, err := Generate(bad); err == nil {
+			t.Errorf("Generate(%+v) succeeded", bad)
 		}
 	}
 }
 
 func TestWriteFilesRefusesToOverwrite(t *testing.T) {
 	dir := t.TempDir()
-	b, err := GenerateCerts(CertOptions{Service: "wh", Namespace: "ns", Validity: time.Hour})
+	b, err := Generate(Options{Service: "wh", Namespace: "ns", Validity: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,3 +78,6 @@ func TestWriteFilesRefusesToOverwrite(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", left)
 	}
 }
+
+// testNow is the fake clock's start.
+var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-package admission
+package webhookcerts
 
 import (
 	"crypto/tls"
@@ -7,9 +7,11 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// certReloader serves the TLS pair from disk and picks up a rotated pair on the
+// Reloader serves the TLS pair from disk and picks up a rotated pair on the
 // next handshake, without a restart. Kubernetes updates a mounted Secret by
 // swapping a symlink and cert-manager renews well before expiry, so checking the
 // files' size and modification time on each handshake is enough: a stat is cheap
@@ -18,10 +20,10 @@ import (
 // A pair that fails to load (say the cert was written and the key not yet) is
 // not retried until one of the files changes again; meanwhile the last good pair
 // is served.
-type certReloader struct {
+type Reloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
-	metrics           *metrics
+	reloads           *prometheus.CounterVec
 
 	mu     sync.Mutex
 	cert   *tls.Certificate
@@ -35,8 +37,11 @@ type fileStamp struct {
 	mtime time.Time
 }
 
-func newCertReloader(certFile, keyFile string, log *slog.Logger, m *metrics) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log, metrics: m}
+// NewReloader loads the pair in certFile and keyFile, which must load now,
+// and serves it until the files change. reloads counts the reloads after the
+// first by result ("ok", "error"); log receives one line per reload.
+func NewReloader(certFile, keyFile string, log *slog.Logger, reloads *prometheus.CounterVec) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log, reloads: reloads}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -44,11 +49,11 @@ func newCertReloader(certFile, keyFile string, log *slog.Logger, m *metrics) (*c
 }
 
 // GetCertificate is tls.Config.GetCertificate.
-func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return r.current()
 }
 
-func (r *certReloader) current() (*tls.Certificate, error) {
+func (r *Reloader) current() (*tls.Certificate, error) {
 	stamps, statErr := r.stat()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -62,7 +67,7 @@ func (r *certReloader) current() (*tls.Certificate, error) {
 			first := r.cert == nil
 			r.cert, r.seen = &pair, stamps
 			if !first {
-				r.metrics.tlsReloads.WithLabelValues("ok").Inc()
+				r.reloads.WithLabelValues("ok").Inc()
 				r.log.Info("reloaded serving certificate", "cert", r.certFile)
 			}
 			return r.cert, nil
@@ -75,12 +80,12 @@ func (r *certReloader) current() (*tls.Certificate, error) {
 	if statErr == nil {
 		r.failed = stamps
 	}
-	r.metrics.tlsReloads.WithLabelValues("error").Inc()
+	r.reloads.WithLabelValues("error").Inc()
 	r.log.Warn("keeping the previous serving certificate", "err", err)
 	return r.cert, nil
 }
 
-func (r *certReloader) stat() ([2]fileStamp, error) {
+func (r *Reloader) stat() ([2]fileStamp, error) {
 	var s [2]fileStamp
 	for i, f := range []string{r.certFile, r.keyFile} {
 		fi, err := os.Stat(f)

@@ -1,4 +1,10 @@
-package admission
+// Package webhookcerts owns the webhook's serving certificate: making it and
+// the CA the apiserver verifies it with (Generate, for `edgequorum certs` and
+// the tests and benchmarks that run a webhook), the files' names and format
+// (those of a kubernetes.io/tls Secret plus the CA), and serving the pair from
+// disk with a rotated pair picked up on the next handshake (Reloader). It
+// must not decide anything about admission requests (package admission does).
+package webhookcerts
 
 import (
 	"crypto/ecdsa"
@@ -30,9 +36,9 @@ const (
 	KeyFile  = "tls.key"
 )
 
-// CertOptions describes the serving certificate `edgequorum certs` writes for
+// Options describes the serving certificate `edgequorum certs` writes for
 // clusters without cert-manager.
-type CertOptions struct {
+type Options struct {
 	// Service and Namespace name the webhook's Service; the certificate is
 	// valid for <service>.<namespace>.svc, the name the apiserver dials.
 	Service   string
@@ -45,18 +51,18 @@ type CertOptions struct {
 	Clock clock.PassiveClock
 }
 
-// CertBundle is a freshly made CA and serving pair, PEM-encoded. The CA key is
+// Bundle is a freshly made CA and serving pair, PEM-encoded. The CA key is
 // not kept: rotating means making a new bundle and a new caBundle, which keeps
 // no signing key lying around on disk.
-type CertBundle struct {
+type Bundle struct {
 	CACert []byte
 	Cert   []byte
 	Key    []byte
 }
 
-// GenerateCerts makes a CA and a serving certificate signed by it, both ECDSA
+// Generate makes a CA and a serving certificate signed by it, both ECDSA
 // P-256.
-func GenerateCerts(opts CertOptions) (*CertBundle, error) {
+func Generate(opts Options) (*Bundle, error) {
 	if msgs := validation.IsDNS1123Label(opts.Service); len(msgs) > 0 {
 		return nil, fmt.Errorf("service %q: %s", opts.Service, msgs[0])
 	}
@@ -128,7 +134,7 @@ func GenerateCerts(opts CertOptions) (*CertBundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode serving key: %w", err)
 	}
-	return &CertBundle{
+	return &Bundle{
 		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		Key:    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
@@ -136,7 +142,7 @@ func GenerateCerts(opts CertOptions) (*CertBundle, error) {
 }
 
 // CABundle is the value for a MutatingWebhookConfiguration's caBundle.
-func (b *CertBundle) CABundle() string { return base64.StdEncoding.EncodeToString(b.CACert) }
+func (b *Bundle) CABundle() string { return base64.StdEncoding.EncodeToString(b.CACert) }
 
 // ErrExists is returned by WriteFiles when a file is there already and
 // overwrite was not asked for: a key someone deployed is not replaced by
@@ -147,7 +153,7 @@ var ErrExists = errors.New("file exists")
 // the key readable by its owner only. Each file is written to a temporary name,
 // synced and renamed (atomicfile.Write), so a webhook reloading from dir never
 // reads half a file.
-func (b *CertBundle) WriteFiles(dir string, overwrite bool) error {
+func (b *Bundle) WriteFiles(dir string, overwrite bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
