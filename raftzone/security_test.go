@@ -4,35 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/internal/testkeys"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 	"github.com/edgequorum/edgequorum/zoneport"
 )
-
-func keyring(t *testing.T, pairs ...string) *zonekeys.Ring {
-	t.Helper()
-	var lines []string
-	for i := 0; i < len(pairs); i += 2 {
-		lines = append(lines, pairs[i]+":"+base64.StdEncoding.EncodeToString([]byte(strings.Repeat(pairs[i+1], 32))))
-	}
-	k, err := zonekeys.Parse(strings.NewReader(strings.Join(lines, "\n")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // testPeer is a zone-port identity for transport tests.
 type testPeer struct {
@@ -133,7 +119,7 @@ func TestReportIntakeRejections(t *testing.T) {
 			return mustJSON(t, r)
 		}, RejectBadMAC, http.StatusUnauthorized},
 		{"unknown key id", func() []byte {
-			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40 }, keyring(t, "k9", "z")))
+			return mustJSON(t, signed(func(r *zone.Report) { r.Seq += 1 << 40 }, testkeys.Ring(t, "k9", "z")))
 		}, RejectUnknownKey, http.StatusUnauthorized},
 		{"replayed seq", func() []byte { return mustJSON(t, signed(func(*zone.Report) {}, z.keys)) }, RejectReplay, http.StatusConflict},
 		{"non-member sender", func() []byte {

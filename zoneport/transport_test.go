@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,21 +19,9 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/testkeys"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
-
-func keyring(t *testing.T, pairs ...string) *zonekeys.Ring {
-	t.Helper()
-	var lines []string
-	for i := 0; i < len(pairs); i += 2 {
-		lines = append(lines, pairs[i]+":"+base64.StdEncoding.EncodeToString([]byte(strings.Repeat(pairs[i+1], 32))))
-	}
-	k, err := zonekeys.Parse(strings.NewReader(strings.Join(lines, "\n")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // testPeer is a zone-port identity for transport tests.
 type testPeer struct {
@@ -116,7 +102,7 @@ func TestTransportAuthentication(t *testing.T) {
 	fabric := faultnet.New()
 	list := &memberList{ok: true}
 	serverPeer := newTestPeer(t, "server")
-	server := newTestNet(t, fabric.Host(prefix+"1"), keyring(t, "k1", "a", "k2", "b"), serverPeer, list)
+	server := newTestNet(t, fabric.Host(prefix+"1"), testkeys.Ring(t, "k1", "a", "k2", "b"), serverPeer, list)
 	cands := []Candidate{serverPeer.candidate(prefix + "1")}
 	tests := []struct {
 		name       string
@@ -127,12 +113,12 @@ func TestTransportAuthentication(t *testing.T) {
 		wantOK bool
 		reason string
 	}{
-		{name: "same key", clientKeys: keyring(t, "k1", "a"), wantOK: true},
-		{name: "rotation: client signs with the second key", clientKeys: keyring(t, "k2", "b", "k1", "a"), wantOK: true},
-		{name: "wrong key under a known id", clientKeys: keyring(t, "k1", "x"), reason: "bad_mac"},
-		{name: "unknown key id", clientKeys: keyring(t, "k9", "a"), reason: "unknown_key"},
-		{name: "zone key, but claims another node", clientKeys: keyring(t, "k1", "a"), claim: "server", reason: "wrong_node_key"},
-		{name: "zone key, but claims a node nobody knows", clientKeys: keyring(t, "k1", "a"), claim: "ghost", reason: "unknown_peer"},
+		{name: "same key", clientKeys: testkeys.Ring(t, "k1", "a"), wantOK: true},
+		{name: "rotation: client signs with the second key", clientKeys: testkeys.Ring(t, "k2", "b", "k1", "a"), wantOK: true},
+		{name: "wrong key under a known id", clientKeys: testkeys.Ring(t, "k1", "x"), reason: "bad_mac"},
+		{name: "unknown key id", clientKeys: testkeys.Ring(t, "k9", "a"), reason: "unknown_key"},
+		{name: "zone key, but claims another node", clientKeys: testkeys.Ring(t, "k1", "a"), claim: "server", reason: "wrong_node_key"},
+		{name: "zone key, but claims a node nobody knows", clientKeys: testkeys.Ring(t, "k1", "a"), claim: "ghost", reason: "unknown_peer"},
 	}
 	peers := make([]testPeer, len(tests))
 	for i := range tests {
@@ -241,7 +227,7 @@ func TestZonePortSlotsPerSource(t *testing.T) {
 	list := &memberList{ok: true}
 	server, member, squatter := newTestPeer(t, "server"), newTestPeer(t, "member"), newTestPeer(t, "squatter")
 	list.set([]Candidate{server.candidate(prefix + "1"), member.candidate(prefix + "2"), squatter.candidate(prefix + "3")}, true)
-	keys := keyring(t, "k1", "a")
+	keys := testkeys.Ring(t, "k1", "a")
 	sn := newTestNet(t, fabric.Host(prefix+"1"), keys, server, list)
 	held := fabric.Host(prefix + "3")
 	var conns []io.Closer
