@@ -33,6 +33,9 @@ func loadOrCreateServerID(dataDir string) (string, error) {
 		return id, nil
 	case errors.Is(err, fs.ErrNotExist):
 		id := uuid.NewString()
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return "", fmt.Errorf("--data-dir %s: %w", dataDir, err)
+		}
 		if err := atomicfile.Write(path, []byte(id+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("persist server ID: %w", err)
 		}

@@ -56,7 +56,9 @@ func TestSeqAllocatorCorruptFile(t *testing.T) {
 }
 
 func TestServerIDPersists(t *testing.T) {
-	dir := t.TempDir()
+	// On first start the data dir may not exist yet: the server ID is the
+	// first thing written into it.
+	dir := filepath.Join(t.TempDir(), "data")
 	a, err := loadOrCreateServerID(dir)
 	if err != nil {
 		t.Fatal(err)
