@@ -121,6 +121,15 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		if t.Failed() {
 			for _, a := range z.Agents() {
 				t.Logf("---- agent %s (host process) ----\n%s", a.Name, a.NoticeTail(40))
+				// What the member holds, and its log at debug: a zone that
+				// stopped judging shows why here (reports, members, Raft).
+				if st, err := a.Status(context.Background()); err == nil {
+					b, _ := json.MarshalIndent(st, "", " ")
+					t.Logf("---- agent %s status ----\n%s", a.Name, b)
+				} else {
+					t.Logf("---- agent %s status: %v", a.Name, err)
+				}
+				t.Logf("---- agent %s (last 16 KiB, debug included) ----\n%s", a.Name, a.LogTail(16<<10))
 			}
 		}
 	})
