@@ -3,6 +3,8 @@
 GO            ?= go
 BIN           := $(CURDIR)/bin
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Writes the release's SBOMs (CycloneDX JSON) from each Go binary's build info.
+SBOM_TOOL     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 TEST_TIMEOUT  ?= 60m
 # Tests that need the control plane look for its binaries here.
 export EDGEQUORUM_BIN_DIR := $(BIN)
@@ -19,7 +21,7 @@ IMAGE_REPO ?= ghcr.io/edgequorum/edgequorum
 # Edge fleets are mostly arm64 and armv7.
 IMAGE_PLATFORMS := linux/amd64 linux/arm64 linux/arm/v7
 
-.PHONY: all build test lint clean help demo image
+.PHONY: all build test lint clean help demo image release
 
 all: build
 
@@ -50,7 +52,14 @@ image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image 
 # Everything the tests run is built first, so that no test skips: the control
 # plane, the real node (kubelet, containerd; Debian's runc and CNI plugins) and
 # the images it runs. The real-node tests need root (network namespaces).
-test: build image controlplane noderuntime packages ## build everything the tests need, then run every test with -race (as root)
+release: image $(BIN)/cyclonedx-gomod ## write what a release ships into bin/release: CLIs for linux and macOS, images, install manifests, SBOMs, SHA256SUMS (the same commit gives the same bytes)
+	$(GO) run ./hack/release -version $(VERSION) -revision $(REVISION) -out $(BIN)/release \
+	  -images $(BIN)/image -manifests deploy/install -sbom-tool $(BIN)/cyclonedx-gomod
+
+$(BIN)/cyclonedx-gomod:
+	GOBIN=$(BIN) $(GO) install $(SBOM_TOOL)
+
+test: build image controlplane noderuntime packages $(BIN)/cyclonedx-gomod ## build everything the tests need, then run every test with -race (as root)
 	EDGEQUORUM_REQUIRE_CONTROLPLANE=$${EDGEQUORUM_REQUIRE_CONTROLPLANE:-1} $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: unit
