@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -77,8 +78,20 @@ type Port struct {
 // member list, whose registered node keys let nodes that are not pinned yet
 // join.
 func New(cfg Config, candidates MemberSource) (*Port, error) {
-	if (cfg.DataDir == "" && cfg.NodeKey == nil) || cfg.Node == "" || cfg.ServerID == "" || cfg.Advertise == "" || cfg.Keys == nil {
-		return nil, errors.New("zone port needs a data dir (or a node key), a node, a server ID, an advertise address and zone keys")
+	var missing []string
+	for _, f := range []struct {
+		name  string
+		unset bool
+	}{
+		{"DataDir (or NodeKey)", cfg.DataDir == "" && cfg.NodeKey == nil}, {"Node", cfg.Node == ""},
+		{"ServerID", cfg.ServerID == ""}, {"Advertise", cfg.Advertise == ""}, {"Keys", cfg.Keys == nil},
+	} {
+		if f.unset {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("zone port config: %s not set", strings.Join(missing, ", "))
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		return nil, fmt.Errorf("zone port handshake timeout %s must be positive", cfg.HandshakeTimeout)
