@@ -14,14 +14,7 @@ import (
 // the same commit must give the same bytes. It needs `make image`'s output
 // and the SBOM tool, which `make test` builds into EDGEQUORUM_BIN_DIR.
 func TestReleaseIsReproducible(t *testing.T) {
-	bin := os.Getenv("EDGEQUORUM_BIN_DIR")
-	tool := filepath.Join(bin, "cyclonedx-gomod")
-	if _, err := os.Stat(tool); bin == "" || err != nil {
-		if os.Getenv("EDGEQUORUM_UNIT") == "1" {
-			t.Skip("needs the images and the SBOM tool that `make test` builds")
-		}
-		t.Fatalf("no SBOM tool at %s: run `make test`, which builds it", tool)
-	}
+	bin, tool := sbomTool(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +52,7 @@ func TestReleaseIsReproducible(t *testing.T) {
 // TestSBOMNamesTheRelease: an SBOM is CycloneDX JSON whose main component is
 // this module at the release's version, with its dependencies listed.
 func TestSBOMNamesTheRelease(t *testing.T) {
-	bin := os.Getenv("EDGEQUORUM_BIN_DIR")
-	tool := filepath.Join(bin, "cyclonedx-gomod")
-	if _, err := os.Stat(tool); bin == "" || err != nil {
-		if os.Getenv("EDGEQUORUM_UNIT") == "1" {
-			t.Skip("needs the SBOM tool that `make test` builds")
-		}
-		t.Fatalf("no SBOM tool at %s: run `make test`, which builds it", tool)
-	}
+	_, tool := sbomTool(t)
 	out := filepath.Join(t.TempDir(), "bom.json")
 	// The tool's own binary is a Go binary like any other.
 	if err := sbom(config{sbomTool: tool, version: "v9.9.9"}, tool, out); err != nil {
@@ -102,4 +88,19 @@ func TestSBOMNamesTheRelease(t *testing.T) {
 	case len(bom.Components) == 0 || !strings.HasPrefix(bom.Components[0].PURL, "pkg:golang/"):
 		t.Errorf("components %+v, want the Go modules", bom.Components)
 	}
+}
+
+// sbomTool returns the bin folder `make test` filled and the SBOM tool in it.
+// `make unit` builds neither, and skips; anywhere else a missing tool fails.
+func sbomTool(t *testing.T) (bin, tool string) {
+	t.Helper()
+	bin = os.Getenv("EDGEQUORUM_BIN_DIR")
+	tool = filepath.Join(bin, "cyclonedx-gomod")
+	if _, err := os.Stat(tool); bin == "" || err != nil {
+		if os.Getenv("EDGEQUORUM_UNIT") == "1" {
+			t.Skip("needs the images and the SBOM tool that `make test` builds")
+		}
+		t.Fatalf("no SBOM tool at %s: run `make test`, which builds it", tool)
+	}
+	return bin, tool
 }
