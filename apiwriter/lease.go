@@ -184,10 +184,13 @@ func (w *Writer) gather(ctx context.Context) (string, []string) {
 	return zone.FormatEvidence(atts), want
 }
 
-// soonRetriesPerTerm bounds the renewals a leader brings forward in one term
-// while its Lease carries the votes of no majority: the members that have not
-// seen its election yet see it within a heartbeat or a spare's view sync, and
-// a zone whose majority is gone would otherwise be renewed every second.
+// soonRetriesPerTerm bounds the renewals a leader brings forward in one term,
+// and again each time the zone grows, while its Lease carries the votes of no
+// majority: the members that have not seen its election yet see it within a
+// heartbeat or a spare's view sync, and a zone whose majority is gone would
+// otherwise be renewed every second. The zone grows only by a Node the cloud
+// labels, so no edge credential can reset the count, and the leader's
+// once-a-second check bounds the rate whatever happens.
 const soonRetriesPerTerm = 10
 
 // votes returns the leadership annotation's value for a renewal under term:
