@@ -1,0 +1,57 @@
+package skew
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestZoneIsTheLowestLevelAnnounced(t *testing.T) {
+	for _, tt := range []struct {
+		self    Level
+		members []Level
+		want    Level
+	}{
+		{Level1, nil, Level1},
+		{Level1, []Level{Level1, Level1}, Level1},
+		{Level1, []Level{Level1, 2}, Level1},         // a newer member cannot lift the zone above this build
+		{2, []Level{2, Level1, 2}, Level1},           // one older member holds it down
+		{2, []Level{2, Unannounced, 2}, Unannounced}, // so does one that has said nothing yet
+	} {
+		if got := Zone(tt.self, tt.members); got != tt.want {
+			t.Errorf("Zone(%v, %v) = %v, want %v", tt.self, tt.members, got, tt.want)
+		}
+	}
+}
+
+func TestAnnouncementBounds(t *testing.T) {
+	if err := (Announcement{Release: "v0.3.0", Level: Level1}).Validate(); err != nil {
+		t.Errorf("a v0.3.0 announcement: %v", err)
+	}
+	if err := (Announcement{}).Validate(); err != nil {
+		t.Errorf("no announcement: %v", err)
+	}
+	for _, a := range []Announcement{
+		{Release: strings.Repeat("v", MaxReleaseLen+1), Level: Level1},
+		{Release: "v0.3.0"},
+	} {
+		if err := a.Validate(); !errors.Is(err, ErrBadAnnouncement) {
+			t.Errorf("Validate(%v) = %v, want ErrBadAnnouncement", a, err)
+		}
+	}
+}
+
+func TestNewerSaysWhatToDo(t *testing.T) {
+	err := Newer("command type 7", 2, Level1)
+	if !errors.Is(err, ErrTooNew) {
+		t.Fatalf("Newer = %v, want ErrTooNew", err)
+	}
+	for _, part := range []string{"command type 7", "level 2", "reads up to level 1", "upgrade this member"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("%q does not say %q", err, part)
+		}
+	}
+	if Current() < Oldest() || !Reads(Current(), Oldest()) {
+		t.Errorf("this build speaks %v and reads from %v", Current(), Oldest())
+	}
+}
