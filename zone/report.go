@@ -9,11 +9,17 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 // signingDomain separates report MACs from any other HMAC made with the zone key
 // (the transport handshake uses its own label).
 const signingDomain = "edgequorum/report/v1\x00"
+
+// signingDomainV2 signs a report that carries its sender's announcement
+// (Release and Level); one without is signed as the release before signed it.
+const signingDomainV2 = "edgequorum/report/v2\x00"
 
 // ErrUnsorted is returned by SigningBytes when Results are not strictly sorted by
 // peer: two encodings of the same report must never differ.
@@ -33,12 +39,18 @@ func (r *Report) SigningBytes() ([]byte, error) {
 			return nil, ErrUnsorted
 		}
 	}
-	n := len(signingDomain) + 64 + len(r.Zone) + len(r.From) + len(r.KeyID)
+	n := len(signingDomainV2) + 70 + len(r.Zone) + len(r.From) + len(r.KeyID) + len(r.Release)
 	for _, res := range r.Results {
 		n += 4 + len(res.Peer) + 1 + 8 + 8
 	}
 	b := make([]byte, 0, n)
-	b = append(b, signingDomain...)
+	if r.Level != skew.Unannounced {
+		b = append(b, signingDomainV2...)
+		b = binary.BigEndian.AppendUint16(b, uint16(r.Level))
+		b = appendString(b, r.Release)
+	} else {
+		b = append(b, signingDomain...)
+	}
 	b = appendString(b, r.Zone)
 	b = appendString(b, r.From)
 	b = binary.BigEndian.AppendUint64(b, r.Seq)

@@ -3,6 +3,8 @@ package zone
 import (
 	"fmt"
 	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 // State is the zone's judgement of one node. The zero value "" is not a state,
@@ -106,6 +108,13 @@ type Report struct {
 	// proof that it comes from From and no other member, checked by the
 	// leader and again by every replica against From's pinned key.
 	Sig []byte `json:"sig,omitempty"`
+	// Release and Level are the sender's announcement: the release it runs
+	// and the highest protocol level it speaks (package skew). Signed with
+	// the rest, so only the sender can say them; the leader switches a
+	// zone's formats to a level once every member has announced it. Zero in
+	// reports of releases before levels existed.
+	Release string     `json:"release,omitempty"`
+	Level   skew.Level `json:"level,omitempty"`
 }
 
 // Verdict is the leader's committed judgement of one node.
