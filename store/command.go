@@ -10,13 +10,19 @@ import (
 	"math"
 	"time"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
-// FormatVersion is the command format this package writes and the only one it
-// reads. A replica never guesses at a format it does not know: a leader must not
-// emit a newer version until every member runs a binary that understands it.
+// FormatVersion is the command header format this package writes. A replica
+// never guesses at a format it does not know: a leader must not emit a newer
+// version until every member of its zone announces a level that reads it
+// (skew.Zone), and a reader refuses one above it as a newer release's.
 const FormatVersion byte = 1
+
+// OldestFormatVersion is the oldest header format this package reads:
+// release N−1's.
+const OldestFormatVersion byte = 1
 
 // headerLen is the version byte plus the type byte in front of every command.
 const headerLen = 2
@@ -45,7 +51,31 @@ const (
 	// replaced TypeVerdictBatch, which is still read, but whose verdicts,
 	// unchecked, are refused.
 	TypeTalliedVerdictBatch CommandType = 5
+	// TypeAnnouncedReportBatch is a SignedReportBatch whose reports carry
+	// their senders' announcements (release and protocol level), from which
+	// every replica knows the level its zone may use. It replaced
+	// TypeSignedReportBatch, which is still read.
+	TypeAnnouncedReportBatch CommandType = 6
 )
+
+// typeLevels is the protocol level that introduced each command type: a
+// leader commits a type only once its zone is at that level (skew.Zone),
+// and a reader below it treats the type as one of a newer release.
+var typeLevels = map[CommandType]skew.Level{
+	TypeReportBatch:          skew.Level1,
+	TypeVerdictBatch:         skew.Level1,
+	TypeMemberSet:            skew.Level1,
+	TypeSignedReportBatch:    skew.Level1,
+	TypeTalliedVerdictBatch:  skew.Level1,
+	TypeAnnouncedReportBatch: skew.Level1,
+}
+
+// TypeLevel is the protocol level that introduced t; ok is false for a type
+// this build does not know.
+func TypeLevel(t CommandType) (l skew.Level, ok bool) {
+	l, ok = typeLevels[t]
+	return l, ok
+}
 
 // String names the type in errors and logs.
 func (t CommandType) String() string {
@@ -60,6 +90,8 @@ func (t CommandType) String() string {
 		return "SignedReportBatch"
 	case TypeTalliedVerdictBatch:
 		return "TalliedVerdictBatch"
+	case TypeAnnouncedReportBatch:
+		return "AnnouncedReportBatch"
 	}
 	return fmt.Sprintf("CommandType(%d)", byte(t))
 }
@@ -131,8 +163,9 @@ type MemberSet struct {
 	Members []zone.Member `json:"members"`
 }
 
-// Type implements Command. Report batches are always written signed.
-func (ReportBatch) Type() CommandType { return TypeSignedReportBatch }
+// Type implements Command. Report batches are always written signed and
+// announced.
+func (ReportBatch) Type() CommandType { return TypeAnnouncedReportBatch }
 
 // Type implements Command. Verdict batches are always written tallied.
 func (VerdictBatch) Type() CommandType { return TypeTalliedVerdictBatch }
@@ -174,6 +207,9 @@ func ValidateReport(r *zone.Report) error {
 	}
 	if !representable(r.SentAt) {
 		return fmt.Errorf("%w: report from %q: sent-at %v is zero or out of range", ErrBadCommand, r.From, r.SentAt)
+	}
+	if err := (skew.Announcement{Release: r.Release, Level: r.Level}).Validate(); err != nil {
+		return fmt.Errorf("%w: report from %q: %w", ErrBadCommand, r.From, err)
 	}
 	for i, res := range r.Results {
 		if err := validName(res.Peer); err != nil {
@@ -282,14 +318,35 @@ func marshal(c Command) ([]byte, error) {
 	return append(b, body...), nil
 }
 
-// DecodeCommand parses and validates one command. It never panics on hostile
-// input, so Apply can hand it any log entry.
-func DecodeCommand(data []byte) (Command, error) {
+// DecodeCommand parses and validates one command as this build reads it. It
+// never panics on hostile input, so Apply can hand it any log entry.
+func DecodeCommand(data []byte) (Command, error) { return DecodeCommandAt(data, skew.Current()) }
+
+// DecodeCommandAt parses and validates one command as a reader of level
+// reader does: a type introduced above it, or a header format newer than
+// this package writes, is an error wrapping skew.ErrTooNew, so a member of
+// an older release (or one simulated in a test) tells a newer release's
+// entry from a damaged one.
+func DecodeCommandAt(data []byte, reader skew.Level) (Command, error) {
 	if len(data) < headerLen {
 		return nil, fmt.Errorf("%w: %d bytes is shorter than the header", ErrBadCommand, len(data))
 	}
-	if data[0] != FormatVersion {
-		return nil, fmt.Errorf("%w: %d (this binary reads %d)", ErrUnknownVersion, data[0], FormatVersion)
+	switch v := data[0]; {
+	case v > FormatVersion:
+		return nil, fmt.Errorf("%w: %w", ErrUnknownVersion,
+			skew.Newer(fmt.Sprintf("command format %d", v), reader+1, reader))
+	case v < OldestFormatVersion:
+		return nil, fmt.Errorf("%w: %d (this binary reads %d to %d)", ErrUnknownVersion, v, OldestFormatVersion, FormatVersion)
+	}
+	if l, ok := TypeLevel(CommandType(data[1])); !ok {
+		// Only an authenticated leader writes the log, and every type
+		// ever written is in typeLevels: an unknown one is a newer
+		// release's.
+		return nil, fmt.Errorf("%w: %d: %w", ErrUnknownType, data[1],
+			skew.Newer(fmt.Sprintf("command type %d", data[1]), reader+1, reader))
+	} else if !skew.Reads(reader, l) {
+		return nil, fmt.Errorf("%w: %v: %w", ErrUnknownType, CommandType(data[1]),
+			skew.Newer(CommandType(data[1]).String(), l, reader))
 	}
 	body := data[headerLen:]
 	var (
@@ -297,9 +354,9 @@ func DecodeCommand(data []byte) (Command, error) {
 		err error
 	)
 	switch t := CommandType(data[1]); t {
-	case TypeReportBatch, TypeSignedReportBatch:
+	case TypeReportBatch, TypeSignedReportBatch, TypeAnnouncedReportBatch:
 		var b ReportBatch
-		err = b.decodeBinary(body, t == TypeSignedReportBatch)
+		err = b.decodeBinary(body, t != TypeReportBatch, t == TypeAnnouncedReportBatch)
 		c = b
 	case TypeVerdictBatch, TypeTalliedVerdictBatch:
 		var b VerdictBatch
@@ -331,11 +388,13 @@ func DecodeCommand(data []byte) (Command, error) {
 //
 //	int64 at | count reports | per report:
 //	  string zone | string from | uint64 seq | int64 sent-at | byte api-reachable |
-//	  string key id | bytes mac | bytes sig | count results | per result:
+//	  string key id | bytes mac | bytes sig | uvarint level | string release |
+//	  count results | per result:
 //	    string peer | byte ok | uint64 float64 bits score | int64 latency
 //
-// Validate has checked that every time survives UnixNano. The unsigned
-// TypeReportBatch body is the same without "bytes sig".
+// Validate has checked that every time survives UnixNano. The
+// TypeSignedReportBatch body is the same without level and release, the
+// unsigned TypeReportBatch body without "bytes sig" too.
 func (b ReportBatch) appendBinary(dst []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.At.UnixNano()))
 	dst = binary.AppendUvarint(dst, uint64(len(b.Reports)))
@@ -351,6 +410,8 @@ func (b ReportBatch) appendBinary(dst []byte) []byte {
 		dst = append(dst, r.MAC...)
 		dst = binary.AppendUvarint(dst, uint64(len(r.Sig)))
 		dst = append(dst, r.Sig...)
+		dst = binary.AppendUvarint(dst, uint64(r.Level))
+		dst = appendString(dst, r.Release)
 		dst = binary.AppendUvarint(dst, uint64(len(r.Results)))
 		for _, res := range r.Results {
 			dst = appendString(dst, res.Peer)
@@ -370,7 +431,7 @@ const (
 	minResultLen = 1 + 1 + 8 + 8
 )
 
-func (b *ReportBatch) decodeBinary(body []byte, signed bool) error {
+func (b *ReportBatch) decodeBinary(body []byte, signed, announced bool) error {
 	// Every name recurs in up to one report and 128 results of a full batch;
 	// interning makes that one string instead of 129.
 	r := &bodyReader{b: body, names: make(map[string]string)}
@@ -390,6 +451,14 @@ func (b *ReportBatch) decodeBinary(body []byte, signed bool) error {
 		rep.MAC = r.bytes()
 		if signed {
 			rep.Sig = r.bytes()
+		}
+		if announced {
+			if l := r.uvarint(); l > math.MaxUint16 {
+				r.fail(fmt.Errorf("level %d out of range", l))
+			} else {
+				rep.Level = skew.Level(l)
+			}
+			rep.Release = r.name()
 		}
 		m := r.count(minResultLen)
 		if m > 0 {

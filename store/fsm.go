@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -107,9 +109,14 @@ func (s *Store) applyLogs(logs []*raft.Log, resp []any) error {
 			index, term, dirty = l.Index, l.Term, true
 			continue
 		}
-		cmd, err := DecodeCommand(l.Data)
+		cmd, err := DecodeCommandAt(l.Data, s.opts.Level)
 		if err != nil {
-			resp[i] = fmt.Errorf("store: log %d: %w", l.Index, err)
+			// Not applied, nor half of it: the entry is skipped whole on
+			// this replica and counted; raft moves on past it, so the
+			// zone never waits for a member that cannot read it.
+			err = fmt.Errorf("store: log %d: %w", l.Index, err)
+			s.unreadable.note(l.Index, err)
+			resp[i] = err
 			continue
 		}
 		res, err := s.applyCommand(tx, cmd, l.Term)
@@ -249,7 +256,7 @@ func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult
 	if err != nil {
 		return nil, err
 	}
-	reports, matrix := tx.Bucket(bucketReports), tx.Bucket(bucketMatrix)
+	reports, matrix, rel := tx.Bucket(bucketReports), tx.Bucket(bucketMatrix), tx.Bucket(bucketReleases)
 	res := &ApplyResult{}
 	var key []byte
 	for i := range b.Reports {
@@ -289,6 +296,9 @@ func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult
 		if err != nil {
 			return nil, err
 		}
+		if err := putAnnouncement(rel, from, r); err != nil {
+			return nil, err
+		}
 		res.Applied++
 		res.evidence, res.evidenceAt = true, b.At
 		if len(r.Results) == 0 {
@@ -315,6 +325,20 @@ func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult
 		}
 	}
 	return res, nil
+}
+
+// putAnnouncement keeps what a member last said of its release: a report
+// without an announcement is of a release before levels existed, and clears
+// what an earlier one said.
+func putAnnouncement(rel *bbolt.Bucket, from []byte, r *zone.Report) error {
+	if r.Level == skew.Unannounced {
+		return rel.Delete(from)
+	}
+	a := skew.Announcement{Release: r.Release, Level: r.Level}
+	if old := rel.Get(from); old != nil && bytes.Equal(old, encodeAnnouncement(a)) {
+		return nil
+	}
+	return rel.Put(from, encodeAnnouncement(a))
 }
 
 func (r *ApplyResult) refuse(reason string) {
@@ -345,9 +369,9 @@ func applyMembers(tx *bbolt.Tx, m MemberSet, w Witness) (*ApplyResult, error) {
 
 // forget deletes every record keyed by node; dropColumns handles the cells
 // others hold about it.
-func forget(members, reports, matrix, verdicts *bbolt.Bucket, node string) error {
+func forget(members, reports, matrix, verdicts, releases *bbolt.Bucket, node string) error {
 	key := []byte(node)
-	for _, b := range []*bbolt.Bucket{members, reports, verdicts} {
+	for _, b := range []*bbolt.Bucket{members, reports, verdicts, releases} {
 		if err := b.Delete(key); err != nil {
 			return err
 		}

@@ -32,8 +32,11 @@ import (
 const (
 	snapshotMagic        = "EQSNAP"
 	snapshotFrameVersion = 1
-	snapshotHeaderLen    = len(snapshotMagic) + 2 + 8
-	snapshotTrailerLen   = 4
+	// oldestSnapshotFrame is the oldest frame this binary reads: release
+	// N−1's. The body is a store file, whose schema checkSchema judges.
+	oldestSnapshotFrame = 1
+	snapshotHeaderLen   = len(snapshotMagic) + 2 + 8
+	snapshotTrailerLen  = 4
 
 	// restoreSuffix marks the temporary file a Restore receives into, next to
 	// the store file so that the final rename stays within one file system.
@@ -190,7 +193,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 // reopenLocked opens s.path into s.db and returns cause, or the open error (then
 // the store is failed: there is no state left to serve).
 func (s *Store) reopenLocked(cause error) error {
-	db, err := s.openDB(s.path)
+	db, err := s.openDB(s.path, nil)
 	if err != nil {
 		err = fmt.Errorf("%w: restore: reopen: %w", ErrFailed, err)
 		s.failed.Store(&err)
@@ -224,7 +227,7 @@ func (s *Store) receive(r io.Reader) (path string, err error) {
 	if err := f.Close(); err != nil {
 		return "", err
 	}
-	if err := checkSnapshotFile(name, size); err != nil {
+	if err := checkSnapshotFile(name, size, s.opts.Release); err != nil {
 		return "", err
 	}
 	return name, nil
@@ -240,8 +243,8 @@ func copyFrame(w io.Writer, r io.Reader) (int64, error) {
 	if !bytes.HasPrefix(header, []byte(snapshotMagic)) {
 		return 0, fmt.Errorf("%w: no %s magic", ErrBadSnapshot, snapshotMagic)
 	}
-	if v := header[len(snapshotMagic)]; v != snapshotFrameVersion {
-		return 0, fmt.Errorf("%w: frame version %d, this binary reads %d", ErrBadSnapshot, v, snapshotFrameVersion)
+	if v := header[len(snapshotMagic)]; v < oldestSnapshotFrame || v > snapshotFrameVersion {
+		return 0, fmt.Errorf("%w: frame version %d, this binary reads %d to %d", ErrBadSnapshot, v, oldestSnapshotFrame, snapshotFrameVersion)
 	}
 	size := binary.BigEndian.Uint64(header[len(snapshotMagic)+2:])
 	if size == 0 || size > 1<<40 {
@@ -280,7 +283,7 @@ func copyBody(w io.Writer, r io.Reader, size int64) error {
 // snapshot of another schema, or one a bug damaged before checksumming, is
 // refused before it replaces anything. Faults from reading past the mapped file
 // become errors rather than crashes.
-func checkSnapshotFile(path string, size int64) (err error) {
+func checkSnapshotFile(path string, size int64, release string) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -296,7 +299,7 @@ func checkSnapshotFile(path string, size int64) (err error) {
 		if tx.Size() > size {
 			return fmt.Errorf("database of %d bytes in a %d-byte file", tx.Size(), size)
 		}
-		if err := checkSchema(tx); err != nil {
+		if _, err := checkSchema(tx, release); err != nil {
 			return err
 		}
 		return checkValues(tx)

@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -73,6 +75,14 @@ type Options struct {
 	// --vote-timeout, so a leader cannot count opinions older than every
 	// honest member would. Zero accepts any.
 	MaxVoteTimeout time.Duration
+	// Level is the protocol level this replica reads (package skew); zero
+	// means skew.Current(). Only a test that simulates a member of another
+	// release sets it.
+	Level skew.Level
+	// Release is this build's release, stamped into the file and named
+	// when a newer release's file is refused. Empty says "an unstamped
+	// build".
+	Release string
 }
 
 // Validate reports options that cannot work, naming the field.
@@ -92,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InitialMmapSize == 0 {
 		o.InitialMmapSize = DefaultInitialMmapSize
+	}
+	if o.Level == skew.Unannounced {
+		o.Level = skew.Current()
 	}
 	return o
 }
@@ -163,6 +176,63 @@ type Store struct {
 	// refusals count what this replica refused or held back on apply, by
 	// reason; see Refused.
 	refusals refusals
+
+	// unreadable counts committed entries this replica could not decode;
+	// see Unreadable.
+	unreadable unreadable
+}
+
+// unreadable counts log entries that did not decode and keeps the last
+// error, so a member of an older release can say what it met.
+type unreadable struct {
+	mu      sync.Mutex
+	total   uint64
+	tooNew  uint64
+	last    error
+	lastIdx uint64
+}
+
+func (u *unreadable) note(index uint64, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.total++
+	if errors.Is(err, skew.ErrTooNew) {
+		u.tooNew++
+	}
+	u.last, u.lastIdx = err, index
+}
+
+// Unreadable says how many committed log entries this replica skipped
+// because it could not decode them since the store was opened, how many of
+// those a newer release wrote (skew.ErrTooNew), and the last one's error
+// (nil if none). A non-zero tooNew means the zone's leader used a format
+// this member does not read: the zone judges on, this member's copy of the
+// state lacks those entries until it is upgraded.
+func (s *Store) Unreadable() (total, tooNew uint64, last error) {
+	s.unreadable.mu.Lock()
+	defer s.unreadable.mu.Unlock()
+	return s.unreadable.total, s.unreadable.tooNew, s.unreadable.last
+}
+
+// Announcements returns what each member last announced of its release,
+// by node; a member without an entry has announced nothing (a release
+// before levels, or no report yet).
+func (s *Store) Announcements() (map[string]skew.Announcement, error) {
+	out := make(map[string]skew.Announcement)
+	err := s.view(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketReleases).ForEach(func(k, v []byte) error {
+			a, err := decodeAnnouncement(v)
+			if err != nil {
+				return fmt.Errorf("announcement of %q: %w", k, err)
+			}
+			out[string(k)] = a
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: announcements: %w", err)
+	}
+	return out, nil
 }
 
 // Open opens or creates the store file at path. The directory must exist.
@@ -171,7 +241,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{path: path, opts: opts.withDefaults()}
-	db, err := s.openDB(path)
+	db, err := s.openDB(path, s.keepBeforeMigrating)
 	if err != nil {
 		return nil, err
 	}
@@ -182,16 +252,77 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) openDB(path string) (*bbolt.DB, error) {
+// openDB opens path and brings its schema up to date; beforeMigrate, if
+// set, runs on the old file first.
+func (s *Store) openDB(path string, beforeMigrate func(*bbolt.Tx, uint32) error) (*bbolt.DB, error) {
 	db, err := bbolt.Open(path, 0o600, s.opts.bolt())
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := initSchema(db); err != nil {
+	if _, err := initSchema(db, s.opts.Release, beforeMigrate); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// BackupSuffix names the copy Open keeps of a data dir it migrates forward:
+// the store file's name, then ".schema<N>.bak" for the schema the copy is
+// of. An operator rolls back to the release before by putting it in place
+// of the store file.
+func BackupSuffix(schema uint32) string { return fmt.Sprintf(".schema%d.bak", schema) }
+
+// keepBeforeMigrating copies the file, as it is before the migration, next
+// to it, synced, so a release that fails to start on the migrated file can
+// be rolled back with the data it had.
+func (s *Store) keepBeforeMigrating(tx *bbolt.Tx, schema uint32) error {
+	bak := s.path + BackupSuffix(schema)
+	tmp := bak + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("keep a copy before migrating: %w", err)
+	}
+	_, err = tx.WriteTo(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, bak)
+	}
+	if err == nil {
+		err = atomicfile.SyncDir(filepath.Dir(bak))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("keep a copy before migrating: %w", err)
+	}
+	return nil
+}
+
+// MigrationBackups are the copies earlier opens kept before migrating this
+// store's file. The agent drops them (DropMigrationBackups) once its member
+// has started cleanly on the migrated file; until then they are the way
+// back.
+func (s *Store) MigrationBackups() []string {
+	found, _ := filepath.Glob(filepath.Join(filepath.Dir(s.path), escapeGlob(filepath.Base(s.path))+".schema*.bak"))
+	return found
+}
+
+// DropMigrationBackups removes the copies MigrationBackups lists.
+func (s *Store) DropMigrationBackups() error {
+	var errs []error
+	for _, f := range s.MigrationBackups() {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: drop migration backups: %w", err)
+	}
+	return nil
 }
 
 // removeRestoreLeftovers deletes temporary files of a Restore that a crash

@@ -190,8 +190,8 @@ func settleMembers(tx *bbolt.Tx, w Witness, pinned map[string]zone.Member) (chan
 // node that came back with a new server ID (its data dir was wiped) restarts
 // its seq and its own row, but what others observed about it stays valid.
 func replaceMembers(tx *bbolt.Tx, current, next map[string]zone.Member) (bool, error) {
-	membersB, reports, matrix, verdicts :=
-		tx.Bucket(bucketMembers), tx.Bucket(bucketReports), tx.Bucket(bucketMatrix), tx.Bucket(bucketVerdicts)
+	membersB, reports, matrix, verdicts, releases := tx.Bucket(bucketMembers), tx.Bucket(bucketReports),
+		tx.Bucket(bucketMatrix), tx.Bucket(bucketVerdicts), tx.Bucket(bucketReleases)
 	changed := false
 	var removed []string
 	for _, node := range sortedKeys(current) {
@@ -200,7 +200,7 @@ func replaceMembers(tx *bbolt.Tx, current, next map[string]zone.Member) (bool, e
 		case !stays:
 			removed = append(removed, node)
 			changed = true
-			if err := forget(membersB, reports, matrix, verdicts, node); err != nil {
+			if err := forget(membersB, reports, matrix, verdicts, releases, node); err != nil {
 				return false, err
 			}
 		case mem.ServerID != current[node].ServerID:
