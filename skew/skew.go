@@ -96,13 +96,14 @@ func (a Announcement) String() string {
 
 // Zone is the level a zone's formats may use: the lowest any member
 // announced, never above what this build speaks (self). A member that has
-// announced nothing yet holds it at Unannounced, so a format is switched on
-// only once every member has said it reads it, spares included. With no
-// members it is self.
+// announced nothing yet counts as the oldest level this build reads, for it
+// may run release N−1; nothing older gets past the zone port's handshake.
+// So a format is switched on only once every member, spares included, has
+// said it reads it. With no members it is self.
 func Zone(self Level, members []Level) Level {
 	z := self
 	for _, l := range members {
-		z = min(z, l)
+		z = min(z, max(l, oldest))
 	}
 	return z
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/edgequorum/edgequorum/skew"
@@ -69,6 +70,12 @@ var typeLevels = map[CommandType]skew.Level{
 	TypeTalliedVerdictBatch:  skew.Level1,
 	TypeAnnouncedReportBatch: skew.Level1,
 }
+
+// reportTypes are the encodings of a report batch that carry
+// announcements, newest first: a leader writes the newest its zone reads
+// (Encode). A test build of the next release (tag skewnext) puts one in
+// front, so that a zone of mixed releases can be tested in one process.
+var reportTypes = []CommandType{TypeAnnouncedReportBatch}
 
 // TypeLevel is the protocol level that introduced t; ok is false for a type
 // this build does not know.
@@ -281,33 +288,58 @@ func (m MemberSet) Validate() error {
 	return nil
 }
 
-// EncodeReportBatch validates b and encodes it for raft.Apply.
-func EncodeReportBatch(b ReportBatch) ([]byte, error) { return encode(b) }
-
-// EncodeVerdictBatch validates b and encodes it for raft.Apply.
-func EncodeVerdictBatch(b VerdictBatch) ([]byte, error) { return encode(b) }
-
-// EncodeMemberSet validates m and encodes it for raft.Apply.
-func EncodeMemberSet(m MemberSet) ([]byte, error) { return encode(m) }
-
-func encode(c Command) ([]byte, error) {
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("encode %v: %w", c.Type(), err)
+// Encode validates c and encodes it for raft.Apply in a zone at level
+// zoneLevel (skew.Zone of what its members announced). A command whose type
+// that level does not read yet is refused with an error wrapping
+// ErrNotYet: some member could not apply it, so a leader keeps to the
+// formats its zone reads.
+func Encode(c Command, zoneLevel skew.Level) ([]byte, error) {
+	t := c.Type()
+	if _, ok := c.(ReportBatch); ok {
+		for _, rt := range reportTypes {
+			if l := typeLevels[rt]; skew.Reads(zoneLevel, l) {
+				t = rt
+				break
+			}
+		}
 	}
-	b, err := marshal(c)
+	if l, ok := TypeLevel(t); !ok || !skew.Reads(zoneLevel, l) {
+		return nil, fmt.Errorf("encode %v: %w: the zone is at %v, the type needs %v", t, ErrNotYet, zoneLevel, l)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("encode %v: %w", t, err)
+	}
+	b, err := marshalAs(c, t)
 	if err != nil {
-		return nil, fmt.Errorf("encode %v: %w", c.Type(), err)
+		return nil, fmt.Errorf("encode %v: %w", t, err)
 	}
 	return b, nil
 }
+
+// ErrNotYet means a command's format is newer than the zone reads.
+var ErrNotYet = errors.New("not every member of the zone reads this format yet")
+
+// EncodeReportBatch validates b and encodes it for a zone at this build's
+// level: for tests and tools; a leader uses Encode with its zone's level.
+func EncodeReportBatch(b ReportBatch) ([]byte, error) { return Encode(b, skew.Current()) }
+
+// EncodeVerdictBatch is EncodeReportBatch for a VerdictBatch.
+func EncodeVerdictBatch(b VerdictBatch) ([]byte, error) { return Encode(b, skew.Current()) }
+
+// EncodeMemberSet is EncodeReportBatch for a MemberSet.
+func EncodeMemberSet(m MemberSet) ([]byte, error) { return Encode(m, skew.Current()) }
+
+func encode(c Command) ([]byte, error) { return Encode(c, skew.Current()) }
 
 // marshal encodes without validating; tests use it to build invalid commands.
 //
 // A ReportBatch has a binary body: a full batch of a 129-member zone carries
 // 16,512 results, and decoding them from JSON took most of Apply's time on
 // every replica. The rare commands stay JSON, readable in a log dump.
-func marshal(c Command) ([]byte, error) {
-	b := []byte{FormatVersion, byte(c.Type())}
+func marshal(c Command) ([]byte, error) { return marshalAs(c, c.Type()) }
+
+func marshalAs(c Command, t CommandType) ([]byte, error) {
+	b := []byte{FormatVersion, byte(t)}
 	if rb, ok := c.(ReportBatch); ok {
 		return rb.appendBinary(b), nil
 	}
@@ -354,9 +386,9 @@ func DecodeCommandAt(data []byte, reader skew.Level) (Command, error) {
 		err error
 	)
 	switch t := CommandType(data[1]); t {
-	case TypeReportBatch, TypeSignedReportBatch, TypeAnnouncedReportBatch:
+	case TypeReportBatch, TypeSignedReportBatch:
 		var b ReportBatch
-		err = b.decodeBinary(body, t != TypeReportBatch, t == TypeAnnouncedReportBatch)
+		err = b.decodeBinary(body, t == TypeSignedReportBatch, false)
 		c = b
 	case TypeVerdictBatch, TypeTalliedVerdictBatch:
 		var b VerdictBatch
@@ -372,7 +404,12 @@ func DecodeCommandAt(data []byte, reader skew.Level) (Command, error) {
 		m.normalize()
 		c = m
 	default:
-		return nil, fmt.Errorf("%w: %d", ErrUnknownType, byte(t))
+		if !slices.Contains(reportTypes, t) {
+			return nil, fmt.Errorf("%w: %d", ErrUnknownType, byte(t))
+		}
+		var b ReportBatch
+		err = b.decodeBinary(body, true, true)
+		c = b
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v body: %w", ErrBadCommand, c.Type(), err)
