@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -36,6 +37,10 @@ type Peer struct {
 	// Pinned is true when Key is the key pinned in the zone's state. A peer
 	// known only from its Node registration may join, nothing more.
 	Pinned bool
+	// Release and Level are what the peer announced of itself in the
+	// handshake (package skew), under the zone key's proof.
+	Release string
+	Level   skew.Level
 }
 
 // peerBook tells the zone port whom to talk to: the pinned members of the

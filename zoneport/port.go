@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgequorum/edgequorum/internal/peerctx"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the port's metrics; nil keeps them private.
 	Registerer prometheus.Registerer
+	// Announce is what the member says of its release in every handshake
+	// (package skew); a zero Level means this build's level.
+	Announce skew.Announcement
 }
 
 // Member is the zone member a Port serves, as far as the port needs it: the
@@ -117,6 +121,13 @@ func New(cfg Config, candidates MemberSource) (*Port, error) {
 		cfg.Advertise, cfg.HandshakeTimeout, cfg.Logger, newPortMetrics(cfg.Registerer))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Announce.Level != skew.Unannounced {
+		sn.self.Level = cfg.Announce.Level
+	}
+	sn.self.Release = cfg.Announce.Release
+	if err := sn.self.Validate(); err != nil {
+		return nil, fmt.Errorf("zone port: Config.Announce: %w", err)
 	}
 	return &Port{net: sn, client: sn.httpClient(), key: key.Public().(ed25519.PublicKey)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +14,13 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/internal/promutil"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
 
@@ -36,17 +39,21 @@ const (
 )
 
 const (
-	// authVersion 3 carries everything after the channel byte as frames
-	// (frames.go); 2 added the node and server ID each side claims; 1 proved
-	// only the zone key.
-	authVersion    byte = 3
-	ekmLabel            = "EXPORTER-edgequorum-peer-auth"
-	maxHandshakes       = 64
-	roleClient          = "edgequorum client"
-	roleServer          = "edgequorum server"
-	authMACSize         = 32
-	maxKeyIDLength      = 64
-	maxClaimLength      = 253
+	// authVersion 4 carries each side's announcement (its protocol level
+	// and release, package skew); 3 carried everything after the channel
+	// byte as frames (frames.go); 2 added the node and server ID each side
+	// claims; 1 proved only the zone key.
+	authVersion byte = 4
+	// oldestAuthVersion is the oldest proof this build reads: release
+	// N−1's. v0.2.0 wrote 3, which no release of the skew policy reads.
+	oldestAuthVersion byte = 4
+	ekmLabel               = "EXPORTER-edgequorum-peer-auth"
+	maxHandshakes          = 64
+	roleClient             = "edgequorum client"
+	roleServer             = "edgequorum server"
+	authMACSize            = 32
+	maxKeyIDLength         = 64
+	maxClaimLength         = 253
 	// maxHandshakesPerSource bounds the handshakes one address may have in
 	// flight: a member needs one or two at a time (Raft, peer API), so a
 	// source holding more is not a member at work.
@@ -63,6 +70,7 @@ var (
 	errPeerUnknownK = errors.New("peer used an unknown key id")
 	errBadChannel   = errors.New("unknown channel")
 	errSilent       = errors.New("peer sent nothing within the first-bytes deadline")
+	errSkew         = errors.New("peer runs a release this one cannot share a zone with")
 )
 
 // secureNet is the zone port: TLS 1.3 in which both sides present a
@@ -74,17 +82,20 @@ var (
 // keying material, so it cannot relay a proof without the key, and it cannot
 // present a node's certificate without that node's key.
 type secureNet struct {
-	network   Network
-	keys      *zonekeys.Ring
-	cert      tls.Certificate
-	nodeKey   ed25519.PrivateKey
-	node      string
-	serverID  string
-	book      *peerBook
-	advertise string
-	timeout   time.Duration
-	log       *slog.Logger
-	metrics   *portMetrics
+	network  Network
+	keys     *zonekeys.Ring
+	cert     tls.Certificate
+	nodeKey  ed25519.PrivateKey
+	node     string
+	serverID string
+	self     skew.Announcement
+	book     *peerBook
+	// skewLogged limits the warnings about peers of other releases.
+	skewLogged everyMinute
+	advertise  string
+	timeout    time.Duration
+	log        *slog.Logger
+	metrics    *portMetrics
 
 	listener net.Listener
 	raft     *channelListener
@@ -106,7 +117,8 @@ func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateK
 	if err != nil {
 		return nil, err
 	}
-	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID, book: book,
+	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID,
+		self: skew.Announcement{Level: skew.Current()}, book: book,
 		advertise: advertise, timeout: timeout, log: log, metrics: m,
 		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.admitRaft}, nil
 }
@@ -288,11 +300,28 @@ func (s *secureNet) fail(c net.Conn, err error) {
 		reason = "wrong_server_id"
 	case errors.Is(err, ErrRaftCaller):
 		reason = "raft_caller"
+	case errors.Is(err, errSkew):
+		reason = "release_skew"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		reason = "eof"
 	}
 	s.metrics.handshakeFailures.WithLabelValues(reason).Inc()
-	s.log.Debug("zone port handshake failed", "peer", c.RemoteAddr().String(), "reason", reason, "err", err)
+	level := slog.LevelDebug
+	if reason == "release_skew" && s.skewLogged.allow(time.Now()) {
+		// An operator must see this one: a member of a release this one
+		// cannot share a zone with is knocking. At most once a minute,
+		// since anyone who reaches the port can make it happen.
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "zone port handshake failed", "peer", c.RemoteAddr().String(), "reason", reason, "err", err)
+}
+
+// everyMinute lets one event through per minute.
+type everyMinute struct{ last atomic.Int64 }
+
+func (e *everyMinute) allow(now time.Time) bool {
+	last := e.last.Load()
+	return now.UnixNano()-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now.UnixNano())
 }
 
 // serverAuth runs the server side: read and check the client's proof, its
@@ -306,11 +335,11 @@ func (s *secureNet) serverAuth(tc *tls.Conn) (byte, Peer, error) {
 	if err != nil {
 		return 0, Peer{}, err
 	}
-	node, sid, err := s.readProof(tc, ekm, roleClient)
+	claims, err := s.readProof(tc, ekm, roleClient)
 	if err != nil {
 		return 0, Peer{}, err
 	}
-	peer, err := s.identifyPeer(tc, node, sid)
+	peer, err := s.identifyPeer(tc, claims)
 	if err != nil {
 		return 0, Peer{}, err
 	}
@@ -329,12 +358,14 @@ func (s *secureNet) serverAuth(tc *tls.Conn) (byte, Peer, error) {
 
 // identifyPeer matches the certificate the peer proved in TLS with the node it
 // claims.
-func (s *secureNet) identifyPeer(tc *tls.Conn, node, serverID string) (Peer, error) {
+func (s *secureNet) identifyPeer(tc *tls.Conn, c proofClaims) (Peer, error) {
 	key, err := certKey(tc.ConnectionState().PeerCertificates)
 	if err != nil {
 		return Peer{}, fmt.Errorf("%w: %w", ErrPeerKey, err)
 	}
-	return s.book.identify(node, serverID, key)
+	p, err := s.book.identify(c.node, c.serverID, key)
+	p.Release, p.Level = c.self.Release, c.self.Level
+	return p, err
 }
 
 // dial opens an authenticated connection to address on the given channel. When
@@ -380,7 +411,7 @@ func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (Peer
 	if err := s.writeProof(tc, ekm, roleClient, ch); err != nil {
 		return Peer{}, err
 	}
-	node, sid, err := s.readProof(tc, ekm, roleServer)
+	claims, err := s.readProof(tc, ekm, roleServer)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return Peer{}, fmt.Errorf("peer closed the connection during authentication "+
@@ -388,10 +419,10 @@ func (s *secureNet) clientAuth(ctx context.Context, tc *tls.Conn, ch byte) (Peer
 		}
 		return Peer{}, err
 	}
-	if want := expectedPeer(ctx); want != "" && node != want {
-		return Peer{}, fmt.Errorf("%w: reached %s, meant %s", ErrWrongPeer, node, want)
+	if want := expectedPeer(ctx); want != "" && claims.node != want {
+		return Peer{}, fmt.Errorf("%w: reached %s, meant %s", ErrWrongPeer, claims.node, want)
 	}
-	return s.identifyPeer(tc, node, sid)
+	return s.identifyPeer(tc, claims)
 }
 
 func exportKeyingMaterial(tc *tls.Conn) ([]byte, error) {
@@ -406,19 +437,24 @@ func exportKeyingMaterial(tc *tls.Conn) ([]byte, error) {
 	return ekm, nil
 }
 
-// writeProof sends [version][len][keyID][len][node][len][serverID]
-// [HMAC(key, ekm ‖ role ‖ node ‖ serverID)] and any trailing bytes (the
-// channel) in one write.
+// writeProof sends [version][uint16 level][len][release][len][keyID][len]
+// [node][len][serverID][HMAC(key, ekm ‖ role ‖ level ‖ release ‖ node ‖
+// serverID)] and any trailing bytes (the channel) in one write.
 func (s *secureNet) writeProof(w io.Writer, ekm []byte, role string, trailer ...byte) error {
 	id, key := s.keys.SigningKey()
-	msg := make([]byte, 0, 4+len(id)+len(s.node)+len(s.serverID)+authMACSize+len(trailer))
-	msg = append(msg, authVersion, byte(len(id)))
+	rel := s.self.Release
+	msg := make([]byte, 0, 7+len(rel)+len(id)+len(s.node)+len(s.serverID)+authMACSize+len(trailer))
+	msg = append(msg, authVersion)
+	msg = binary.BigEndian.AppendUint16(msg, uint16(s.self.Level))
+	msg = append(msg, byte(len(rel)))
+	msg = append(msg, rel...)
+	msg = append(msg, byte(len(id)))
 	msg = append(msg, id...)
 	msg = append(msg, byte(len(s.node)))
 	msg = append(msg, s.node...)
 	msg = append(msg, byte(len(s.serverID)))
 	msg = append(msg, s.serverID...)
-	msg = append(msg, proofMAC(key, ekm, role, s.node, s.serverID)...)
+	msg = append(msg, proofMAC(key, ekm, role, s.self, s.node, s.serverID)...)
 	msg = append(msg, trailer...)
 	if _, err := w.Write(msg); err != nil {
 		return fmt.Errorf("send zone-key proof: %w", err)
@@ -426,47 +462,87 @@ func (s *secureNet) writeProof(w io.Writer, ekm []byte, role string, trailer ...
 	return nil
 }
 
-func proofMAC(key, ekm []byte, role, node, serverID string) []byte {
-	return mac(key, ekm, []byte(role), []byte{byte(len(node))}, []byte(node), []byte{byte(len(serverID))}, []byte(serverID))
+func proofMAC(key, ekm []byte, role string, a skew.Announcement, node, serverID string) []byte {
+	return mac(key, ekm, []byte(role), binary.BigEndian.AppendUint16(nil, uint16(a.Level)), []byte{byte(len(a.Release))}, []byte(a.Release),
+		[]byte{byte(len(node))}, []byte(node), []byte{byte(len(serverID))}, []byte(serverID))
 }
 
-// readProof reads and checks the other side's proof and returns the node and
-// server ID it claims.
-func (s *secureNet) readProof(r io.Reader, ekm []byte, role string) (node, serverID string, err error) {
-	var hdr [2]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return "", "", fmt.Errorf("read zone-key proof: %w", err)
+// proofClaims is what the other side's proof says of it.
+type proofClaims struct {
+	node, serverID string
+	self           skew.Announcement
+}
+
+// readProof reads and checks the other side's proof and returns what it
+// claims. A proof of another version, or of a release older than N−1, is
+// refused with errSkew: the two cannot share a zone.
+func (s *secureNet) readProof(r io.Reader, ekm []byte, role string) (proofClaims, error) {
+	var c proofClaims
+	var ver [1]byte
+	if _, err := io.ReadFull(r, ver[:]); err != nil {
+		return c, fmt.Errorf("read zone-key proof: %w", err)
 	}
-	if hdr[0] != authVersion {
-		return "", "", fmt.Errorf("%w: proof version %d, want %d (is the peer's agent older?)", errBadPeerMAC, hdr[0], authVersion)
+	if v := ver[0]; v < oldestAuthVersion || v > authVersion {
+		return c, fmt.Errorf("%w: proof version %d, this release (%s) reads %d to %d: %s", errSkew, v,
+			s.self, oldestAuthVersion, authVersion, skewAdvice(v < oldestAuthVersion))
 	}
-	if hdr[1] == 0 || int(hdr[1]) > maxKeyIDLength {
-		return "", "", fmt.Errorf("%w: key id length %d", errPeerUnknownK, hdr[1])
+	var lvl [3]byte
+	if _, err := io.ReadFull(r, lvl[:]); err != nil {
+		return c, fmt.Errorf("read zone-key proof: %w", err)
 	}
-	idBuf := make([]byte, hdr[1])
+	c.self.Level = skew.Level(binary.BigEndian.Uint16(lvl[:2]))
+	if lvl[2] > skew.MaxReleaseLen {
+		return c, fmt.Errorf("%w: release of %d bytes", errBadPeerMAC, lvl[2])
+	}
+	rel := make([]byte, lvl[2])
+	if _, err := io.ReadFull(r, rel); err != nil {
+		return c, fmt.Errorf("read zone-key proof: %w", err)
+	}
+	c.self.Release = string(rel)
+	var idLen [1]byte
+	if _, err := io.ReadFull(r, idLen[:]); err != nil {
+		return c, fmt.Errorf("read zone-key proof: %w", err)
+	}
+	if idLen[0] == 0 || int(idLen[0]) > maxKeyIDLength {
+		return c, fmt.Errorf("%w: key id length %d", errPeerUnknownK, idLen[0])
+	}
+	idBuf := make([]byte, idLen[0])
 	if _, err := io.ReadFull(r, idBuf); err != nil {
-		return "", "", fmt.Errorf("read zone-key proof: %w", err)
+		return c, fmt.Errorf("read zone-key proof: %w", err)
 	}
-	node, err = readClaim(r)
-	if err != nil {
-		return "", "", err
+	var err error
+	if c.node, err = readClaim(r); err != nil {
+		return c, err
 	}
-	serverID, err = readClaim(r)
-	if err != nil {
-		return "", "", err
+	if c.serverID, err = readClaim(r); err != nil {
+		return c, err
 	}
 	got := make([]byte, authMACSize)
 	if _, err := io.ReadFull(r, got); err != nil {
-		return "", "", fmt.Errorf("read zone-key proof: %w", err)
+		return c, fmt.Errorf("read zone-key proof: %w", err)
 	}
 	key, err := s.keys.Key(string(idBuf))
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %w", errPeerUnknownK, err)
+		return c, fmt.Errorf("%w: %w", errPeerUnknownK, err)
 	}
-	if !hmac.Equal(got, proofMAC(key, ekm, role, node, serverID)) {
-		return "", "", errBadPeerMAC
+	if !hmac.Equal(got, proofMAC(key, ekm, role, c.self, c.node, c.serverID)) {
+		return c, errBadPeerMAC
 	}
-	return node, serverID, nil
+	// Only now is the announcement the peer's own word.
+	if c.self.Level < skew.Oldest() {
+		return c, fmt.Errorf("%w: %s announces %s; this release (%s) shares a zone with %s and later: %s",
+			errSkew, c.node, c.self, s.self, skew.Oldest(), skewAdvice(true))
+	}
+	return c, nil
+}
+
+// skewAdvice says what an operator does about a peer of a release this one
+// cannot share a zone with.
+func skewAdvice(peerOlder bool) string {
+	if peerOlder {
+		return "upgrade the peer to this release or the one before it (docs/operating.md, \"Upgrades\")"
+	}
+	return "upgrade this member: the peer runs a release more than one ahead of it (docs/operating.md, \"Upgrades\")"
 }
 
 // readClaim reads one length-prefixed claim of the proof.
