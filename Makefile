@@ -61,10 +61,17 @@ $(BIN)/cyclonedx-gomod:
 
 test: build image controlplane noderuntime packages $(BIN)/cyclonedx-gomod ## build everything the tests need, then run every test with -race (as root)
 	EDGEQUORUM_REQUIRE_CONTROLPLANE=$${EDGEQUORUM_REQUIRE_CONTROLPLANE:-1} $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(SKEW_TEST)
 
 .PHONY: unit
 unit: ## run the tests that need neither root nor the control plane, with -race: what a developer runs every few minutes
 	EDGEQUORUM_UNIT=1 EDGEQUORUM_REQUIRE_CONTROLPLANE=0 $(GO) test -race -timeout 10m ./...
+	$(SKEW_TEST)
+
+# The version-skew tests again, built as the next release (tag skewnext:
+# one protocol level more, one command type more), so that members of this
+# release and the next run side by side in one process.
+SKEW_TEST := $(GO) test -race -timeout 10m -tags skewnext -run 'Mixed|Skew|Newer|Announce|Release' ./skew ./store ./zoneport ./raftzone
 
 .PHONY: packages
 packages: ## install the Debian packages the tests need (runc, CNI plugins, nftables, ...) if missing

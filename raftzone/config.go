@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zonekeys"
 	"github.com/edgequorum/edgequorum/zoneport"
 )
@@ -124,6 +125,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Network is the wire; nil dials from AdvertiseAddress over real sockets.
 	Network zoneport.Network
+
+	// Release is the release this member announces; empty means this
+	// build's (buildinfo.Version). Level is the protocol level it speaks
+	// and reads; zero means this build's (skew.Current). Only tests set
+	// them, to stand in for a member of another release.
+	Release string
+	Level   skew.Level
 }
 
 // DefaultConfig returns the defaults. With them a dead peer is judged within
@@ -174,6 +182,12 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Zone == "" {
 		errs = append(errs, errors.New("zone is empty: the node needs a value for the zone label"))
+	}
+	if c.Level != skew.Unannounced && (c.Level < skew.Oldest() || c.Level > skew.Current()) {
+		errs = append(errs, fmt.Errorf("Config.Level is %v; this build speaks %v to %v", c.Level, skew.Oldest(), skew.Current()))
+	}
+	if err := (skew.Announcement{Release: c.Release, Level: max(c.Level, skew.Oldest())}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Config.Release: %w", err))
 	}
 	if c.Keys == nil {
 		errs = append(errs, errors.New("--key-file is required: there is no built-in zone key"))

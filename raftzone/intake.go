@@ -254,7 +254,7 @@ func (in *intake) commit(ctx context.Context) {
 		reports[i] = p.r
 	}
 	var result *RejectError
-	cmd, err := store.EncodeReportBatch(store.ReportBatch{At: in.s.clock.Now().UTC(), Reports: reports})
+	cmd, err := in.s.encode(store.ReportBatch{At: in.s.clock.Now().UTC(), Reports: reports})
 	if err == nil {
 		_, err = in.s.apply(ctx, "reports", cmd)
 	}

@@ -123,7 +123,7 @@ func (s *Member) commitMembers(ctx context.Context, ms []zone.Member) error {
 		return err
 	}
 	ms = withRoles(ms, cfg)
-	cmd, err := store.EncodeMemberSet(store.MemberSet{Members: ms})
+	cmd, err := s.encode(store.MemberSet{Members: ms})
 	if err != nil {
 		return err
 	}

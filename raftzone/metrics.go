@@ -33,9 +33,32 @@ type metrics struct {
 	forcedElections    *prometheus.CounterVec
 	leaderStalls       prometheus.Counter
 	reportsUncommitted prometheus.Gauge
+	zoneLevel          prometheus.Gauge
 	// replica is the store the refused-report counters read; set once Run
 	// opened it.
 	replica atomic.Pointer[store.Store]
+}
+
+// unreadable counts the committed entries the replica skipped because it
+// could not decode them: newer_release for a format of a release newer than
+// this one (the zone was switched on before this member was upgraded, or a
+// leader broke the skew policy), other for the rest.
+func (m *metrics) unreadable(reason string) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "edgequorum_store_entries_unreadable_total",
+		Help:        "Committed log entries this replica skipped whole because it could not decode them, by reason: newer_release (a format of a newer release: upgrade this member) or other.",
+		ConstLabels: prometheus.Labels{"reason": reason},
+	}, func() float64 {
+		st := m.replica.Load()
+		if st == nil {
+			return 0
+		}
+		total, tooNew, _ := st.Unreadable()
+		if reason == "newer_release" {
+			return float64(tooNew)
+		}
+		return float64(total - tooNew)
+	})
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -88,6 +111,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		term: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_raft_term",
 			Help: "Current Raft term.",
+		}),
+		zoneLevel: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_zone_protocol_level",
+			Help: "The protocol level this member last found its zone at: the lowest any member announces, which the leader's formats keep to. Below edgequorum_build_info's release level while the zone is mixed.",
 		}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_zone_members",
@@ -154,7 +181,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,
-			m.forcedElections, m.leaderStalls, m.reportsUncommitted,
+			m.forcedElections, m.leaderStalls, m.reportsUncommitted, m.zoneLevel, m.unreadable("newer_release"), m.unreadable("other"),
 			refused(store.RefuseSignature), refused(store.RefuseSeqJump))
 		// The names v0.2.0 exported, until v0.4.
 		reg.MustRegister(

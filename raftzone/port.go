@@ -27,7 +27,7 @@ func NewPort(cfg Config, members zoneport.MemberSource) (*zoneport.Port, error) 
 		DataDir: cfg.DataDir, Node: cfg.Node, ServerID: id, Advertise: cfg.raftAddress(),
 		Keys: cfg.Keys, Network: cfg.Network, HandshakeTimeout: cfg.HandshakeTimeout,
 		Logger:     cfg.Logger.With("node", cfg.Node, "zone", cfg.Zone),
-		Registerer: cfg.Registerer,
+		Registerer: cfg.Registerer, Announce: cfg.announcement(),
 	}, members)
 }
 

@@ -160,7 +160,7 @@ func (s *Member) finishRecovery(ctx context.Context, term uint64) error {
 		if err != nil {
 			return err
 		}
-		cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: judge, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout, Recovery: true})
+		cmd, err := s.encode(store.VerdictBatch{Verdicts: judge, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout, Recovery: true})
 		if err != nil {
 			return err
 		}

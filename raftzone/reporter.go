@@ -50,6 +50,8 @@ func (s *Member) buildReport() (zone.Report, error) {
 	}
 	rep := zone.Report{Zone: s.cfg.Zone, From: s.cfg.Node, Seq: seq, SentAt: s.clock.Now().UTC(),
 		Results: delta, APIReachable: s.reachesAPI()}
+	a := s.announcement()
+	rep.Release, rep.Level = a.Release, a.Level
 	id, key := s.cfg.Keys.SigningKey()
 	if err := rep.Sign(id, key); err != nil {
 		return zone.Report{}, err

@@ -44,6 +44,8 @@ type Member struct {
 
 	serverID string
 	store    *store.Store
+	// levels caches the zone's protocol level (release.go).
+	levels zoneLevels
 	// viewStore is the view a spare copies from a server (spare.go); spare
 	// is set while the readers use it instead of store, viewCl holds its
 	// cluster part.
@@ -243,7 +245,7 @@ func (s *Member) open() error {
 	}
 	s.store = st
 	s.metrics.replica.Store(st)
-	if s.viewStore, err = store.Open(filepath.Join(s.cfg.DataDir, "view.db"), store.Options{}); err != nil {
+	if s.viewStore, err = store.Open(filepath.Join(s.cfg.DataDir, "view.db"), store.Options{Level: s.level(), Release: s.announcement().Release}); err != nil {
 		return fmt.Errorf("open the spare's zone view in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	s.loadViewCluster()
@@ -269,7 +271,7 @@ func (s *Member) open() error {
 // a leader may use.
 func (s *Member) replicaOptions() store.Options {
 	return store.Options{SigMemo: s.sigs, Witness: &clusterWitness{s: s}, MaxVoteTimeout: s.cfg.VoteTimeout,
-		Voters: s.configurationVoters}
+		Voters: s.configurationVoters, Level: s.level(), Release: s.announcement().Release}
 }
 
 // configurationVoters is the voters' server IDs of raft's latest

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/edgequorum/edgequorum/raftzone/seats"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -61,7 +62,20 @@ type Status struct {
 	// signed by their sender, member changes its view of the cluster does
 	// not confirm, verdicts the evidence does not support.
 	Held map[string]uint64 `json:"held,omitempty"`
-	At   time.Time         `json:"at"`
+	// Release and Level are what this member announces of itself;
+	// ZoneLevel the level its zone's formats keep to, the lowest any member
+	// announces (servers only: a spare's view does not carry it).
+	Release   string     `json:"release"`
+	Level     skew.Level `json:"level"`
+	ZoneLevel skew.Level `json:"zoneLevel,omitempty"`
+	// Unreadable counts the committed entries this replica skipped whole
+	// because it could not decode them; UnreadableNewer those of a newer
+	// release's format, UnreadableLast the last one's error. Non-zero means
+	// this member needs upgrading (DESIGN.md, "Versions").
+	Unreadable      uint64    `json:"unreadable,omitempty"`
+	UnreadableNewer uint64    `json:"unreadableNewer,omitempty"`
+	UnreadableLast  string    `json:"unreadableLast,omitempty"`
+	At              time.Time `json:"at"`
 }
 
 // MemberStatus is one member as seen in a Status.
@@ -81,6 +95,10 @@ type MemberStatus struct {
 	LastReportAgeSeconds *float64 `json:"lastReportAgeSeconds,omitempty"`
 	Seq                  uint64   `json:"seq"`
 	APIReachable         bool     `json:"apiReachable"`
+	// Release and Level are what the member last announced in a committed
+	// report; empty and zero for a release before levels or no report yet.
+	Release string     `json:"release,omitempty"`
+	Level   skew.Level `json:"level,omitempty"`
 }
 
 // readySlack is how far the applied index may trail the commit index for a
@@ -91,8 +109,9 @@ const readySlack = 64
 // answers even when the zone has no leader.
 func (s *Member) Status() Status {
 	now := s.clock.Now().UTC()
+	self := s.announcement()
 	st := Status{Node: s.cfg.Node, Zone: s.cfg.Zone, At: now,
-		APIReachable: s.reachesAPI()}
+		APIReachable: s.reachesAPI(), Release: self.Release, Level: self.Level}
 	if w := s.deps.Writes; w != nil {
 		if t := w.LastWrite(); !t.IsZero() {
 			t = t.UTC()
@@ -122,6 +141,9 @@ func (s *Member) Status() Status {
 			st.Held[reason] = n
 		}
 	}
+	if n, newer, last := s.store.Unreadable(); n > 0 {
+		st.Unreadable, st.UnreadableNewer, st.UnreadableLast = n, newer, last.Error()
+	}
 	leaderNode, leaderAddr, hasLeader := s.Leader()
 	st.Leader, st.LeaderAddress = leaderNode, leaderAddr
 	src := s.state()
@@ -149,6 +171,10 @@ func (s *Member) Status() Status {
 
 	members, _ := src.Members()
 	last := s.lastReports()
+	said, _ := src.Announcements()
+	if src == s.store {
+		st.ZoneLevel = s.zoneLevel()
+	}
 	for _, m := range members {
 		ms := MemberStatus{Node: m.Node, ServerID: m.ServerID, RaftAddress: m.RaftAddress, ProbeAddress: m.ProbeAddress,
 			Suffrage: servers[m.ServerID], Role: role(servers[m.ServerID])}
@@ -159,6 +185,9 @@ func (s *Member) Status() Status {
 			age := now.Sub(lr.ReceivedAt).Seconds()
 			ms.LastReportAgeSeconds = &age
 			ms.Seq, ms.APIReachable = lr.Seq, lr.APIReachable
+		}
+		if a, ok := said[m.Node]; ok {
+			ms.Release, ms.Level = a.Release, a.Level
 		}
 		st.Members = append(st.Members, ms)
 	}

@@ -77,7 +77,7 @@ func (s *Member) voteOnce(ctx context.Context, term uint64) (stale bool, err err
 	for i := range changes {
 		changes[i].Term, changes[i].Leader, changes[i].DecidedAt = term, s.cfg.Node, now
 	}
-	cmd, err := store.EncodeVerdictBatch(store.VerdictBatch{Verdicts: changes, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout})
+	cmd, err := s.encode(store.VerdictBatch{Verdicts: changes, Basis: in.Applied, VoteTimeout: s.cfg.VoteTimeout})
 	if err != nil {
 		return false, err
 	}
