@@ -91,3 +91,24 @@ func zoneLevelOf(st *store.Store, self skew.Level) (skew.Level, error) {
 func (s *Member) encode(c store.Command) ([]byte, error) {
 	return store.Encode(c, s.zoneLevel())
 }
+
+// dropMigrationBackups removes the copies the stores kept of files they
+// migrated to this release's schema, once this member has started cleanly
+// on them: its first report is committed by the zone. Until then, they are
+// how an operator rolls back (docs/operating.md, "Upgrades").
+func (s *Member) dropMigrationBackups() {
+	for _, st := range []*store.Store{s.store, s.viewStore} {
+		if st == nil {
+			continue
+		}
+		baks := st.MigrationBackups()
+		if len(baks) == 0 {
+			continue
+		}
+		if err := st.DropMigrationBackups(); err != nil {
+			s.log.Warn("could not remove the copy kept before migrating the data dir", "err", err)
+			continue
+		}
+		s.log.Info("started cleanly on the migrated data dir; removed the copy kept for a rollback", "copies", baks)
+	}
+}

@@ -101,6 +101,7 @@ func (s *Member) reportOnce(ctx context.Context) {
 	switch {
 	case err == nil:
 		s.metrics.reportsSent.WithLabelValues("ok").Inc()
+		s.cleanStart.Do(s.dropMigrationBackups)
 	case errors.As(err, &pe), errors.As(err, &rj):
 		s.metrics.reportsSent.WithLabelValues("rejected").Inc()
 		s.log.Debug("leader rejected our report", "err", err)

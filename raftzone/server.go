@@ -46,6 +46,8 @@ type Member struct {
 	store    *store.Store
 	// levels caches the zone's protocol level (release.go).
 	levels zoneLevels
+	// cleanStart drops the stores' migration copies once (release.go).
+	cleanStart sync.Once
 	// viewStore is the view a spare copies from a server (spare.go); spare
 	// is set while the readers use it instead of store, viewCl holds its
 	// cluster part.
@@ -247,6 +249,12 @@ func (s *Member) open() error {
 	s.metrics.replica.Store(st)
 	if s.viewStore, err = store.Open(filepath.Join(s.cfg.DataDir, "view.db"), store.Options{Level: s.level(), Release: s.announcement().Release}); err != nil {
 		return fmt.Errorf("open the spare's zone view in --data-dir %s: %w", s.cfg.DataDir, err)
+	}
+	for _, st := range []*store.Store{s.store, s.viewStore} {
+		if baks := st.MigrationBackups(); len(baks) > 0 {
+			s.log.Info("the data dir is of an earlier release; migrated it, keeping a copy until this member starts cleanly",
+				"file", st.Path(), "copies", baks)
+		}
 	}
 	s.loadViewCluster()
 	s.seq, err = openSeqAllocator(filepath.Join(s.cfg.DataDir, "report-seq"), s.clock.Now)

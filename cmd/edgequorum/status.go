@@ -114,14 +114,20 @@ func printStatus(w io.Writer, st raftzone.Status) {
 		voters = fmt.Sprintf("FORMING: %d of %d voters", st.Voters, st.WantVoters)
 	}
 	fmt.Fprintf(w, "node %s   zone %s   %s   term %d   leader %s   %s\n", st.Node, st.Zone, st.State, st.Term, orDash(st.Leader), voters)
-	fmt.Fprintf(w, "commit %d   applied %d   joined %s   ready %s   apiserver %s   last API write %s   pending writes %d\n\n",
+	fmt.Fprintf(w, "commit %d   applied %d   joined %s   ready %s   apiserver %s   last API write %s   pending writes %d\n",
 		st.CommitIndex, st.AppliedIndex, yes[st.Joined], yes[st.Ready], map[bool]string{true: "reachable", false: "unreachable"}[st.APIReachable], lastWrite, st.PendingWrites)
+	fmt.Fprintf(w, "release %s   speaks %s   zone at %s\n", orDash(st.Release), st.Level, zoneLevel(st))
+	if st.UnreadableNewer > 0 {
+		fmt.Fprintf(w, "SKEW: %d committed entries are of a newer release than this member reads: upgrade it (last: %s)\n",
+			st.UnreadableNewer, st.UnreadableLast)
+	}
+	fmt.Fprintln(w)
 	verdicts := map[string]zone.Verdict{}
 	for _, v := range st.Verdicts {
 		verdicts[v.Node] = v
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tROLE\tADDRESS\tLAST REPORT\tAPI\tVERDICT\tPROS/CONS\tTERM")
+	fmt.Fprintln(tw, "MEMBER\tROLE\tRELEASE\tADDRESS\tLAST REPORT\tAPI\tVERDICT\tPROS/CONS\tTERM")
 	for _, m := range st.Members {
 		age := "-"
 		if m.LastReportAgeSeconds != nil {
@@ -137,10 +143,19 @@ func printStatus(w io.Writer, st raftzone.Status) {
 			// An agent from before spares existed names suffrage only.
 			role = m.Suffrage
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(role), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Node, orDash(role), orDash(m.Release), m.RaftAddress, age, yes[m.APIReachable], state, pc, term)
 	}
 	tw.Flush()
 	printTrust(w, st)
+}
+
+// zoneLevel names the level a server found its zone at; a spare's view does
+// not carry it.
+func zoneLevel(st raftzone.Status) string {
+	if st.ZoneLevel == 0 {
+		return "- (a spare does not know)"
+	}
+	return st.ZoneLevel.String()
 }
 
 // printTrust prints what this member saw that a stolen or broken box does: the

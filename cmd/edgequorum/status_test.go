@@ -74,3 +74,18 @@ func TestPrintStatusShowsWhatAStolenBoxDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintStatusShowsReleases: each member's release, the zone's level, and
+// a member that met entries of a newer release is told to upgrade.
+func TestPrintStatusShowsReleases(t *testing.T) {
+	st := raftzone.Status{Node: "n1", Zone: "zone-a", State: "Follower", At: time.Now(),
+		Release: "v0.3.0", Level: 1, ZoneLevel: 1, UnreadableNewer: 3, UnreadableLast: "log 14: written by a newer release",
+		Members: []raftzone.MemberStatus{{Node: "n1", Role: "voter", Release: "v0.3.0"}, {Node: "n2", Role: "voter", Release: "v0.4.0"}}}
+	var b bytes.Buffer
+	printStatus(&b, st)
+	for _, want := range []string{"release v0.3.0   speaks level 1   zone at level 1", "SKEW: 3 committed entries", "n2      voter  v0.4.0"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status does not say %q:\n%s", want, b.String())
+		}
+	}
+}
