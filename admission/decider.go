@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -42,6 +44,10 @@ const (
 	ReasonNodeNotFound Reason = "node-not-found"
 	ReasonNoVerdict    Reason = "no-verdict"
 	ReasonBadVerdict   Reason = "bad-verdict"
+	// ReasonNewerFormat: the verdict is in a format of a newer release
+	// than this webhook reads; its agents were upgraded before it, against
+	// the skew policy (docs/operating.md, "Upgrades").
+	ReasonNewerFormat Reason = "newer-format"
 	// ReasonZoneMismatch: the verdict names another zone than the node's zone
 	// label, e.g. a node moved between zones with its old verdict still on.
 	ReasonZoneMismatch Reason = "zone-mismatch"
@@ -307,9 +313,12 @@ func (d *Decider) decide(node *corev1.Node) (Decision, *keptVerdict, *claim, err
 	)
 	if present {
 		a, err := zone.ParseAnnotation(raw)
-		if err != nil {
+		switch {
+		case errors.Is(err, skew.ErrTooNew):
+			refused = ReasonNewerFormat
+		case err != nil:
 			refused = ReasonBadVerdict
-		} else {
+		default:
 			cur = &keptVerdict{raw: raw, verdict: a}
 			if valid, refused, err = d.honours(node, cur); err != nil {
 				return Decision{Zone: a.Zone}, nil, nil, err

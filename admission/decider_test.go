@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -364,6 +365,16 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 		{"a Lease changed after it was signed", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
 			l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
 		}), ReasonNoZoneLease},
+		// The skew policy: agents upgraded before their webhook.
+		{"a verdict of a newer release's format", verdict("n1", func(a *zone.Annotation) { a.V = skew.Current() + 1 }, "n1"), lease(nil), ReasonNewerFormat},
+		{"a Lease of a newer release's format", verdict("n1", nil, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(skew.Current() + 1)
+			signLease(l)
+		}), ReasonNoZoneLease},
+		{"the formats of this release", verdict("n1", func(a *zone.Annotation) { a.V = zone.VerdictFormat }, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat)
+			signLease(l)
+		}), ReasonZoneLeaseFresh},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

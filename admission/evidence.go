@@ -3,6 +3,7 @@ package admission
 import (
 	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -51,6 +53,9 @@ const (
 	// leaseStaleTerm: a claim under a term below that of the honoured
 	// claim, which is still fresh: a deposed leader's, or a replay.
 	leaseStaleTerm = "stale-term"
+	// leaseNewerFormat: the Lease is of a newer release's format than this
+	// webhook reads (zone.LeaseFormatAnnotation): upgrade the webhook first.
+	leaseNewerFormat = "newer-format"
 )
 
 // renewal is a Lease renewal as the webhook saw it.
@@ -83,6 +88,8 @@ type claim struct {
 	// certified is set once a majority of them verified.
 	leadership string
 	certified  bool
+	// newer is set when the Lease is of a newer release's format.
+	newer bool
 	// downs is the zone's downs as they stood when the claim was
 	// honoured: what its members had said of dead nodes when the zone
 	// went dark, if this renewal turns out to be its last.
@@ -294,6 +301,8 @@ func (e *evidence) onZoneLease(obj any) {
 func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 	c := claim{LeaseClaim: zonek8s.LeaseClaimOf(l), sig: l.Annotations[zone.LeaseSignatureAnnotation],
 		leadership: l.Annotations[zone.LeaseLeadershipAnnotation]}
+	_, err := zone.ParseFormatLevel(l.Annotations[zone.LeaseFormatAnnotation])
+	c.newer = errors.Is(err, skew.ErrTooNew)
 	c.renewed = c.Renewed
 	endorses, err := zone.ParseEndorsements(c.Endorses)
 	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
@@ -362,6 +371,8 @@ func (e *evidence) honour(rec *zoneRecord, c claim) {
 // cache catches up with the holder's or a voter's Node.
 func (e *evidence) verifyClaim(name string, rec *zoneRecord, c *claim) (reason string, final bool) {
 	switch {
+	case c.newer:
+		return leaseNewerFormat, true
 	case c.sig == "":
 		return leaseUnsigned, true
 	case c.Zone == "" || zone.LeaseName(c.Zone) != name:

@@ -353,6 +353,7 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence, l
 		members = w.members.MemberCount()
 	}
 	l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
+	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat)
 	l.Annotations[LeaseMembersAnnotation] = strconv.Itoa(members)
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.cfg.Node {
 		l.Spec.HolderIdentity = ptr.To(w.cfg.Node)

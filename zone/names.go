@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 const (
@@ -57,6 +59,11 @@ type Annotation struct {
 	// Sig is Signer's Ed25519 signature over SigningBytes for the Node the
 	// annotation is on.
 	Sig []byte `json:"sig,omitempty"`
+	// V is the level of the annotation's format (VerdictFormat when this
+	// build wrote it); zero on verdicts of releases before levels. A
+	// format whose signed bytes change is signed under a new domain, so V
+	// itself need not be signed.
+	V skew.Level `json:"v,omitempty"`
 }
 
 // SigningTerm is the term the verdict was signed under: SignedTerm, or for a
@@ -71,15 +78,19 @@ func (a *Annotation) SigningTerm() uint64 {
 // AnnotationFor renders a committed verdict for the Node object of v.Node.
 func AnnotationFor(zoneName string, v Verdict) Annotation {
 	return Annotation{State: v.State, Zone: zoneName, Term: v.Term, Leader: v.Leader,
-		At: v.DecidedAt.UTC(), Pros: v.Pros, Cons: v.Cons, Members: v.Members}
+		At: v.DecidedAt.UTC(), Pros: v.Pros, Cons: v.Cons, Members: v.Members, V: VerdictFormat}
 }
 
 // ParseAnnotation decodes an annotation value, rejecting unknown states so that a
-// hand-edited or foreign annotation never vouches for a node.
+// hand-edited or foreign annotation never vouches for a node, and a format of
+// a newer release with an error wrapping skew.ErrTooNew.
 func ParseAnnotation(s string) (Annotation, error) {
 	var a Annotation
 	if err := json.Unmarshal([]byte(s), &a); err != nil {
 		return Annotation{}, fmt.Errorf("parse %s annotation: %w", AnnotationKey, err)
+	}
+	if _, err := checkLevel(AnnotationKey+" annotation", a.V); err != nil {
+		return Annotation{}, fmt.Errorf("parse %w", err)
 	}
 	if !a.State.Valid() || a.State == "" {
 		return Annotation{}, fmt.Errorf("parse %s annotation: unknown state %q", AnnotationKey, a.State)
