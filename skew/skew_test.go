@@ -55,3 +55,33 @@ func TestNewerSaysWhatToDo(t *testing.T) {
 		t.Errorf("this build speaks %v and reads from %v", Current(), Oldest())
 	}
 }
+
+func TestReleasesSideBySide(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"v0.3.0", "v0.3.2", true},
+		{"v0.3.0", "v0.4.0-rc.1", true},
+		{"v0.4.1+dirty", "v0.3.0", true},
+		{"v0.3.0", "v0.5.0", false},
+		{"v0.9.0", "v1.0.0", false},
+	} {
+		a, err := ParseRelease(tt.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseRelease(tt.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := SideBySide(a, b); got != tt.want {
+			t.Errorf("SideBySide(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"0.3.0", "v0.3", "vx.3.0", "latest"} {
+		if _, err := ParseRelease(bad); err == nil {
+			t.Errorf("ParseRelease(%q) succeeded", bad)
+		}
+	}
+}

@@ -40,7 +40,10 @@ only an operator can provide, and says what to do about each gap:
   - nodes carrying the zone label, at least 3 per zone, none a control-plane node;
   - the webhook's TLS Secret, and a caBundle in the webhook configuration that
     verifies it for the webhook's Service;
-  - the agent DaemonSet and the webhook Deployment, and how many pods are ready.
+  - the agent DaemonSet and the webhook Deployment, and how many pods are ready;
+  - the releases the agents and the webhook run, against the skew policy:
+    agents of at most two neighbouring releases, the webhook no older than
+    any agent, and the zones of mixed releases while a roll is under way.
 
 Exits 1 if anything required is missing; warnings alone exit 0.`
 
@@ -130,6 +133,7 @@ func preflight(ctx context.Context, client kubernetes.Interface, zoneLabel strin
 	out = append(out, checkZoneLabels(ctx, client, zoneLabel)...)
 	out = append(out, checkWebhookTLS(ctx, client)...)
 	out = append(out, checkWorkloads(ctx, client)...)
+	out = append(out, checkReleases(ctx, client, zoneLabel)...)
 	return out
 }
 
