@@ -14,9 +14,9 @@ func TestZoneIsTheLowestLevelAnnounced(t *testing.T) {
 	}{
 		{Level1, nil, Level1},
 		{Level1, []Level{Level1, Level1}, Level1},
-		{Level1, []Level{Level1, 2}, Level1},         // a newer member cannot lift the zone above this build
-		{2, []Level{2, Level1, 2}, Level1},           // one older member holds it down
-		{2, []Level{2, Unannounced, 2}, Oldest()},    // one that has said nothing yet may be of N−1
+		{Level1, []Level{Level1, 2}, Level1},      // a newer member cannot lift the zone above this build
+		{2, []Level{2, Level1, 2}, Level1},        // one older member holds it down
+		{2, []Level{2, Unannounced, 2}, Oldest()}, // one that has said nothing yet may be of N−1
 	} {
 		if got := Zone(tt.self, tt.members); got != tt.want {
 			t.Errorf("Zone(%v, %v) = %v, want %v", tt.self, tt.members, got, tt.want)
