@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 // TestReleaseIsReproducible writes the release twice from this tree, for one
@@ -103,4 +105,29 @@ func sbomTool(t *testing.T) (bin, tool string) {
 		t.Fatalf("no SBOM tool at %s: run `make test`, which builds it", tool)
 	}
 	return bin, tool
+}
+
+// TestChangelogDescribesTheVersion: a release's VERSION has its own section in
+// CHANGELOG.md, a development version (with a pre-release part) the
+// Unreleased one, and either parses as a release of the skew policy.
+func TestChangelogDescribesTheVersion(t *testing.T) {
+	raw, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(raw))
+	if _, err := skew.ParseRelease(version); err != nil {
+		t.Fatalf("VERSION: %v", err)
+	}
+	log, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "\n## [" + version + "] - "
+	if strings.Contains(version, "-") {
+		want = "\n## Unreleased\n"
+	}
+	if !strings.Contains(string(log), want) {
+		t.Errorf("CHANGELOG.md has no section %q for VERSION %s", strings.TrimSpace(want), version)
+	}
 }

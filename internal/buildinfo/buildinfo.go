@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Set by the linker: -X github.com/edgequorum/edgequorum/internal/buildinfo.version=v0.2.0
+// Set by the linker: -X github.com/edgequorum/edgequorum/internal/buildinfo.version=v0.3.0
 var (
 	version  = "v0.0.0-dev"
 	revision = "unknown"
