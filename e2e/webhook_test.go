@@ -872,7 +872,13 @@ func startWebhookWith(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, arg
 // end of the test.
 func startWebhookFrom(t *testing.T, c *testcluster.Cluster, z *zonerun.Zone, install string, args ...string) *zonerun.Webhook {
 	t.Helper()
-	wh, err := zonerun.StartWebhookFrom(context.Background(), c, install, z.Binary(), filepath.Join(t.TempDir(), "webhook"), args...)
+	return startWebhookBinary(t, c, z.Binary(), install, args...)
+}
+
+// startWebhookBinary is startWebhookFrom with the webhook of binary.
+func startWebhookBinary(t *testing.T, c *testcluster.Cluster, binary, install string, args ...string) *zonerun.Webhook {
+	t.Helper()
+	wh, err := zonerun.StartWebhookFrom(context.Background(), c, install, binary, filepath.Join(t.TempDir(), "webhook"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,6 +248,18 @@ type Agent struct {
 
 	mu   sync.Mutex
 	proc *proc.Process
+	// binary, when set, is the program Start runs instead of the zone's:
+	// an agent of another release in a rolling upgrade.
+	binary string
+}
+
+// SetBinary makes the next Start run binary instead of the zone's, as an
+// operator's rolling upgrade (or rollback) replaces one node's agent; ""
+// goes back to the zone's.
+func (a *Agent) SetBinary(binary string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.binary = binary
 }
 
 // CutCloud cuts the node from the cloud: its kubelet stops renewing and its
@@ -313,7 +325,11 @@ func (a *Agent) Start() error {
 	if a.proc != nil && a.proc.Running() {
 		return fmt.Errorf("agent %s already running", a.Name)
 	}
-	p, err := proc.Start(a.zone.opts.Binary, a.Args(), a.LogPath)
+	binary := a.zone.opts.Binary
+	if a.binary != "" {
+		binary = a.binary
+	}
+	p, err := proc.Start(binary, a.Args(), a.LogPath)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}

@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// TestRollingUpgradeFromTheLastRelease upgrades a zone of five agent
+// processes from the last release (built from the commit
+// hack/release/last-release pins) to this tree one member at a time, the
+// leader last, as the DaemonSet's rolling update would, under this tree's
+// webhook (the policy: webhook first). Mid-roll the whole zone is cut from
+// the cloud; after the roll a node dies; then one member is rolled back. No
+// verdict of a live node changes, no node is tainted unreachable nor loses a
+// pod, the dead node is judged on the usual schedule, and every stop of a
+// leader hands leadership over first.
+func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
+	last, lastVersion := lastReleaseBinary(t)
+	c, z := startZone(t, testcluster.Options{}, zonerun.Options{Zone: "edge-u", Nodes: 5, Binary: last})
+	ctx := context.Background()
+	client := c.Client()
+	all := names(z)
+	waitHealthy(t, client, 2*time.Minute, all)
+	requireReleases(t, z, map[string]string{"edge-u-1": lastVersion, "edge-u-2": lastVersion, "edge-u-3": lastVersion, "edge-u-4": lastVersion, "edge-u-5": lastVersion})
+
+	// This tree's webhook: the policy upgrades it first.
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWebhookBinary(t, c, filepath.Join(bin, "edgequorum"), zonerun.WebhookInstall)
+	web := deployApp(t, client, "web", all)
+	web.waitPodsReady(t, client, all...)
+	taints := watchTaints(t, client, all)
+	flips := watchVerdicts(t, client, all)
+
+	leader, err := z.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []*zonerun.Agent{}
+	for _, a := range z.Agents() {
+		if a != leader {
+			order = append(order, a)
+		}
+	}
+	order = append(order, leader)
+	releases := map[string]string{}
+	for _, n := range all {
+		releases[n] = lastVersion
+	}
+	for i, a := range order {
+		if i == 2 {
+			// A whole-zone cut in the middle of the roll: two members run
+			// this tree, three the last release.
+			z.CutCloud()
+			took := waitAllUnknown(t, client, all, 2*time.Minute)
+			t.Logf("mixed zone cut off: every node Unknown %s after the cut", took.Round(time.Second))
+			holdZoneProtected(t, client, web, taints, all, (tolerationSeconds+10)*time.Second)
+			if err := z.ReconnectCloud(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitNodesReady(t, client, "the reconnected zone", all)
+		}
+		upgrade(t, z, a, "", releases)
+		releases[a.Name] = buildinfo.Version()
+		requireReleases(t, z, releases)
+	}
+	if seen := flips.seen(); len(seen) > 0 {
+		t.Errorf("verdicts of live nodes changed during the roll: %v", seen)
+	}
+	if seen := taints.seen(); len(seen) > 0 {
+		t.Errorf("unreachable:NoExecute was stored during the roll on %v", seen)
+	}
+	if del := web.deletedPods(t, client); len(del) > 0 {
+		t.Errorf("pods deleted during the roll: %v", del)
+	}
+	flips.stop()
+
+	// A node dies after the roll: judged on the usual schedule.
+	victim := order[0]
+	killed := time.Now()
+	victim.Kill()
+	victim.Kubelet.Kill()
+	waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
+	t.Logf("dead node %s judged unhealthy %s after it died", victim.Name, time.Since(killed).Round(100*time.Millisecond))
+	if err := victim.Kubelet.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Healthy})
+
+	// A rollback of one member to the last release: it rejoins with its
+	// data dir and identity.
+	back := order[1]
+	upgrade(t, z, back, last, releases)
+	releases[back.Name] = lastVersion
+	requireReleases(t, z, releases)
+	waitHealthy(t, client, 2*time.Minute, all)
+}
+
+// upgrade replaces a's agent with binary ("" is this tree's) as a rolling
+// update does: stop, swap, start; then waits until it is back in its zone
+// with its server ID. A leader must hand leadership over before it stops.
+func upgrade(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, binary string, releases map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := a.Status(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", a.Name, err)
+	}
+	leading := before.State == "Leader"
+	stopped := time.Now()
+	a.Stop()
+	if leading {
+		poll.Until(t, 15*time.Second, "a new leader after "+a.Name+" stopped", func() (bool, string) {
+			l, err := z.Leader(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			return l != a, "still " + l.Name
+		})
+		log, _ := os.ReadFile(a.LogPath)
+		if !strings.Contains(string(log), "stopping as leader; handing leadership over") {
+			t.Errorf("leader %s stopped without handing leadership over", a.Name)
+		}
+		t.Logf("leader %s handed over; a new leader %s after it stopped", a.Name, time.Since(stopped).Round(100*time.Millisecond))
+	}
+	a.SetBinary(binary)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, a.Name+" back in its zone", func() (bool, string) {
+		st, err := a.Status(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Ready && st.ServerID == before.ServerID, fmt.Sprintf("state %s ready %v server %s", st.State, st.Ready, st.ServerID)
+	})
+}
+
+// requireReleases waits until the zone's leader has committed every member's
+// announcement of the release it runs, and its zone stays at a level every
+// member reads.
+func requireReleases(t *testing.T, z *zonerun.Zone, want map[string]string) {
+	t.Helper()
+	var st raftzone.Status
+	poll.Until(t, time.Minute, fmt.Sprintf("releases %v announced", want), func() (bool, string) {
+		l, err := z.Leader(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		if st, err = l.Status(context.Background()); err != nil {
+			return false, err.Error()
+		}
+		for _, m := range st.Members {
+			if w, ok := want[m.Node]; ok && m.Release != w {
+				return false, fmt.Sprintf("%s announces %q", m.Node, m.Release)
+			}
+		}
+		return true, ""
+	})
+	lowest := st.Level
+	for _, m := range st.Members {
+		lowest = min(lowest, m.Level)
+	}
+	if st.ZoneLevel != lowest {
+		t.Errorf("the leader keeps its zone at %v; its members announce down to %v", st.ZoneLevel, lowest)
+	}
+}
+
+// lastReleaseBinary builds the agent of the release hack/release/last-release
+// pins, from that commit checked out in a git worktree, once per commit into
+// the bin directory; it returns the binary and the release.
+func lastReleaseBinary(t *testing.T) (binary, version string) {
+	t.Helper()
+	raw, err := os.ReadFile("../hack/release/last-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(raw))
+	if len(f) != 2 {
+		t.Fatalf("hack/release/last-release: want \"<version> <commit>\", got %q", raw)
+	}
+	version, commit := f[0], f[1]
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary = filepath.Join(bin, "release", version+"-"+commit[:12], "edgequorum")
+	if _, err := os.Stat(binary); err == nil {
+		return binary, version
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	run := func(dir string, env []string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run(root, nil, "git", "worktree", "add", "--detach", src, commit)
+	t.Cleanup(func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", src).Run() })
+	const bi = "github.com/edgequorum/edgequorum/internal/buildinfo"
+	started := time.Now()
+	run(src, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath",
+		"-ldflags", "-X "+bi+".version="+version+" -X "+bi+".revision="+commit[:12],
+		"-o", binary, "./cmd/edgequorum")
+	t.Logf("built %s (%s) in %s", version, commit[:12], time.Since(started).Round(time.Second))
+	return binary, version
+}
+
+// verdictWatch records every verdict of watched nodes that is not healthy.
+type verdictWatch struct {
+	mu    sync.Mutex
+	flips map[string][]string
+	stop  func()
+}
+
+func watchVerdicts(t *testing.T, c kubernetes.Interface, nodes []string) *verdictWatch {
+	t.Helper()
+	watched := map[string]bool{}
+	for _, n := range nodes {
+		watched[n] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vw := &verdictWatch{flips: map[string][]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Error || !watched[n.Name] {
+				continue
+			}
+			a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
+			if err != nil || a.State == zone.Healthy {
+				continue
+			}
+			vw.mu.Lock()
+			vw.flips[n.Name] = append(vw.flips[n.Name], fmt.Sprintf("%s by %s in term %d", a.State, a.Leader, a.Term))
+			vw.mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	vw.stop = func() { once.Do(func() { cancel(); w.Stop(); <-done }) }
+	t.Cleanup(vw.stop)
+	return vw
+}
+
+func (vw *verdictWatch) seen() map[string][]string {
+	vw.mu.Lock()
+	defer vw.mu.Unlock()
+	out := make(map[string][]string, len(vw.flips))
+	for k, v := range vw.flips {
+		out[k] = v
+	}
+	return out
+}
