@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -26,15 +25,24 @@ import (
 
 // TestRollingUpgradeFromTheLastRelease upgrades a zone of five agent
 // processes from the last release (built from the commit
-// hack/release/last-release pins) to this tree one member at a time, the
-// leader last, as the DaemonSet's rolling update would, under this tree's
-// webhook (the policy: webhook first). Mid-roll the whole zone is cut from
-// the cloud; after the roll a node dies; then one member is rolled back. No
-// verdict of a live node changes, no node is tainted unreachable nor loses a
-// pod, the dead node is judged on the usual schedule, and every stop of a
+// hack/release/last-release pins) to this tree one member at a time, as the
+// DaemonSet's rolling update would, followers first and the leader last if it
+// still leads by then (after the cut, a leader that has not heard the
+// apiserver again yet hands leadership to a voter that has, which may be an
+// upgraded one), under this tree's webhook (the
+// policy: webhook first). Mid-roll the whole zone is cut from the cloud;
+// after the roll a node dies; then the leader is rolled back. No verdict of a
+// live node changes during the roll, no node is tainted unreachable nor loses
+// a pod, the dead node is judged on the usual schedule, and every stop of a
 // leader hands leadership over first.
 func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	last, lastVersion := lastReleaseBinary(t)
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := filepath.Join(bin, "edgequorum")
+	headVersion := treeVersion(t)
 	c, z := startZone(t, testcluster.Options{}, zonerun.Options{Zone: "edge-u", Nodes: 5, Binary: last})
 	ctx := context.Background()
 	client := c.Client()
@@ -43,32 +51,19 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	requireReleases(t, z, map[string]string{"edge-u-1": lastVersion, "edge-u-2": lastVersion, "edge-u-3": lastVersion, "edge-u-4": lastVersion, "edge-u-5": lastVersion})
 
 	// This tree's webhook: the policy upgrades it first.
-	bin, err := testcluster.FindBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWebhookBinary(t, c, filepath.Join(bin, "edgequorum"), zonerun.WebhookInstall)
+	startWebhookBinary(t, c, head, zonerun.WebhookInstall)
 	web := deployApp(t, client, "web", all)
 	web.waitPodsReady(t, client, all...)
 	taints := watchTaints(t, client, all)
 	flips := watchVerdicts(t, client, all)
 
-	leader, err := z.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	order := []*zonerun.Agent{}
-	for _, a := range z.Agents() {
-		if a != leader {
-			order = append(order, a)
-		}
-	}
-	order = append(order, leader)
 	releases := map[string]string{}
 	for _, n := range all {
 		releases[n] = lastVersion
 	}
-	for i, a := range order {
+	handovers := 0
+	var order []*zonerun.Agent
+	for i := range all {
 		if i == 2 {
 			// A whole-zone cut in the middle of the roll: two members run
 			// this tree, three the last release.
@@ -81,8 +76,13 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 			}
 			waitNodesReady(t, client, "the reconnected zone", all)
 		}
-		upgrade(t, z, a, "", releases)
-		releases[a.Name] = buildinfo.Version()
+		// The leader last: a member that follows, while one is left.
+		a := nextToRoll(t, z, releases, lastVersion)
+		order = append(order, a)
+		if upgrade(t, z, a, head) {
+			handovers++
+		}
+		releases[a.Name] = headVersion
 		requireReleases(t, z, releases)
 	}
 	if seen := flips.seen(); len(seen) > 0 {
@@ -111,19 +111,49 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	}
 	waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Healthy})
 
-	// A rollback of one member to the last release: it rejoins with its
-	// data dir and identity.
-	back := order[1]
-	upgrade(t, z, back, last, releases)
+	// A rollback of the leader to the last release: it hands over, rejoins
+	// with its data dir and identity, and the zone judges on.
+	back, err := z.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upgrade(t, z, back, last) {
+		handovers++
+	}
 	releases[back.Name] = lastVersion
 	requireReleases(t, z, releases)
 	waitHealthy(t, client, 2*time.Minute, all)
+	if handovers == 0 {
+		t.Error("no leader was stopped during the roll or the rollback")
+	}
 }
 
-// upgrade replaces a's agent with binary ("" is this tree's) as a rolling
-// update does: stop, swap, start; then waits until it is back in its zone
-// with its server ID. A leader must hand leadership over before it stops.
-func upgrade(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, binary string, releases map[string]string) {
+// nextToRoll picks a member still on release old, a follower while one is
+// left: a rolling update that leaves the leader for last.
+func nextToRoll(t *testing.T, z *zonerun.Zone, releases map[string]string, old string) *zonerun.Agent {
+	t.Helper()
+	leader, err := z.Leader(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pick *zonerun.Agent
+	for _, a := range z.Agents() {
+		if releases[a.Name] != old {
+			continue
+		}
+		if a != leader {
+			return a
+		}
+		pick = a
+	}
+	return pick
+}
+
+// upgrade replaces a's agent with binary as a rolling update does: stop,
+// swap, start; then waits until it is back in its zone with its server ID. A
+// leader must hand leadership over before it stops; upgrade says whether a
+// led.
+func upgrade(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, binary string) (led bool) {
 	t.Helper()
 	ctx := context.Background()
 	before, err := a.Status(ctx)
@@ -131,6 +161,7 @@ func upgrade(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, binary string, rel
 		t.Fatalf("%s: %v", a.Name, err)
 	}
 	leading := before.State == "Leader"
+	t.Logf("%s (%s, %s) stops for %s", a.Name, before.State, before.Release, filepath.Base(filepath.Dir(binary)))
 	stopped := time.Now()
 	a.Stop()
 	if leading {
@@ -158,6 +189,7 @@ func upgrade(t *testing.T, z *zonerun.Zone, a *zonerun.Agent, binary string, rel
 		}
 		return st.Ready && st.ServerID == before.ServerID, fmt.Sprintf("state %s ready %v server %s", st.State, st.Ready, st.ServerID)
 	})
+	return leading
 }
 
 // requireReleases waits until the zone's leader has committed every member's
@@ -188,6 +220,16 @@ func requireReleases(t *testing.T, z *zonerun.Zone, want map[string]string) {
 	if st.ZoneLevel != lowest {
 		t.Errorf("the leader keeps its zone at %v; its members announce down to %v", st.ZoneLevel, lowest)
 	}
+}
+
+// treeVersion is the release `make build` stamps this tree's binary with.
+func treeVersion(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
 }
 
 // lastReleaseBinary builds the agent of the release hack/release/last-release
