@@ -22,6 +22,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -200,6 +201,31 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		}
 	})
 
+	// The webhook Deployment rolls to an image of another version, as an
+	// upgrade does first (two replicas, maxUnavailable 0): the apiserver
+	// neither skips nor fails a review meanwhile. Before the node joins a
+	// zone: webhook pods keep off zone nodes.
+	var next string
+	t.Run("the webhook rolls to another build", func(t *testing.T) {
+		e.t = t
+		v := strings.TrimSpace(string(version)) + ".next"
+		dir := filepath.Join(t.TempDir(), "image-next")
+		e.sh(ctx, buildImageScript(t, dir, v))
+		if err := node.ImportImage(ctx, filepath.Join(dir, fmt.Sprintf("edgequorum-%s-linux-%s.tar", v, runtime.GOARCH))); err != nil {
+			t.Fatal(err)
+		}
+		before := admissionFailures(t, ctx, e.client)
+		load := reviewLoad(t, ctx, e.client, names[0])
+		e.sh(ctx, "kubectl -n "+webhookNS+" set image deployment/edgequorum-webhook webhook=ghcr.io/edgequorum/edgequorum:"+v)
+		e.sh(ctx, "kubectl -n "+webhookNS+" rollout status deployment/edgequorum-webhook --timeout=3m")
+		load()
+		requireNoAdmissionFailures(t, ctx, e.client, before)
+		if got := webhookMetric(ctx, e.client, `edgequorum_build_info{goversion="`+runtime.Version()+`",revision="next",version="`+v+`"}`); got < 1 {
+			t.Errorf("no webhook pod says it is build %s", v)
+		}
+		next = v
+	})
+
 	var first raftzone.Status
 	t.Run("agent pod joins the zone and its node gets a verdict", func(t *testing.T) {
 		e.t = t
@@ -258,6 +284,154 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		}
 		waitStates(t, e.client, time.Minute, map[string]zone.State{realNode: zone.Healthy})
 	})
+
+	// The DaemonSet rolls to the build the webhook rolled to above, on the
+	// shipped update settings: the pod keeps its Raft identity and state.
+	t.Run("the DaemonSet rolls to another build", func(t *testing.T) {
+		e.t = t
+		if first.ServerID == "" || next == "" {
+			t.Skip("no status from the first pod, or no second build")
+		}
+		before := admissionFailures(t, ctx, e.client)
+		load := reviewLoad(t, ctx, e.client, names[0])
+		old := waitAgentPod(t, ctx, e.client, "")
+		e.sh(ctx, "kubectl -n "+agentNS+" set image daemonset/edgequorum-agent agent=ghcr.io/edgequorum/edgequorum:"+next)
+		e.sh(ctx, "kubectl -n "+agentNS+" rollout status daemonset/edgequorum-agent --timeout=3m")
+		load()
+		pod := waitAgentPod(t, ctx, e.client, old.UID)
+		st := agentStatus(t, ctx, e, pod.Name)
+		if st.ServerID != first.ServerID {
+			t.Errorf("Raft server ID %s after the roll, %s before: the state did not survive", st.ServerID, first.ServerID)
+		}
+		if st.Release != next {
+			t.Errorf("the rolled agent announces %q, want %q", st.Release, next)
+		}
+		if body := agentMetricsText(t, ctx, e); !strings.Contains(body, `version="`+next+`"`) {
+			t.Errorf("the rolled agent's edgequorum_build_info does not say %s", next)
+		}
+		waitStates(t, e.client, time.Minute, map[string]zone.State{realNode: zone.Healthy})
+		requireNoAdmissionFailures(t, ctx, e.client, before)
+	})
+}
+
+// buildImageScript builds this tree into an image stamped version in dir,
+// as `make image` does for one platform, with the Go caches of the test's
+// own environment (the operator's shell has another HOME).
+func buildImageScript(t *testing.T, dir, version string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	env := strings.Fields(string(out))
+	if len(env) != 3 {
+		t.Fatalf("go env: %q", out)
+	}
+	const bi = "github.com/edgequorum/edgequorum/internal/buildinfo"
+	return fmt.Sprintf(`export GOCACHE=%[5]s GOMODCACHE=%[6]s GOPATH=%[7]s GOPROXY=off
+mkdir -p %[1]s
+CGO_ENABLED=0 GOOS=linux GOARCH=%[2]s go build -trimpath -ldflags '-s -w -X %[3]s.version=%[4]s -X %[3]s.revision=next' -o %[1]s/edgequorum ./cmd/edgequorum
+go run ./hack/mkimage -version %[4]s -revision next -out %[1]s linux/%[2]s=%[1]s/edgequorum`,
+		dir, runtime.GOARCH, bi, version, env[0], env[1], env[2])
+}
+
+// reviewLoad keeps the webhook busy until the returned func is called: four
+// times a second a server-side dry run of an update that gives node the
+// unreachable:NoExecute taint, which the nodes hook reviews and nothing
+// stores. A roll of the webhook is judged by these reviews too; none may
+// fail.
+func reviewLoad(t *testing.T, ctx context.Context, c kubernetes.Interface, node string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var sent, failed int
+	var last error
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+			_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			switch {
+			case err == nil:
+				sent++
+			case ctx.Err() != nil, apierrors.IsConflict(err):
+			default:
+				failed++
+				last = err
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		if failed > 0 {
+			t.Errorf("%d of %d reviewed updates failed during the roll; the last: %v", failed, sent+failed, last)
+		}
+		if sent == 0 {
+			t.Error("no reviewed update went through during the roll")
+		}
+	}
+}
+
+// requireNoAdmissionFailures checks that since before, the apiserver called
+// the webhooks (waiting for a call if the roll was quicker than the
+// kubelets' status updates) and neither skipped nor failed nor had refused
+// any call.
+func requireNoAdmissionFailures(t *testing.T, ctx context.Context, c kubernetes.Interface, before admission) {
+	t.Helper()
+	var after admission
+	poll.Until(t, time.Minute, "a review since the roll began", func() (bool, string) {
+		after = admissionFailures(t, ctx, c)
+		return after.calls > before.calls, "none yet"
+	})
+	if after.failOpen != before.failOpen || after.rejected != before.rejected {
+		t.Errorf("during the roll the apiserver skipped %v reviews (fail open) and had %v refused or failed",
+			after.failOpen-before.failOpen, after.rejected-before.rejected)
+	}
+	t.Logf("during the roll: %v reviews, none skipped, failed or refused", after.calls-before.calls)
+}
+
+// admission is what the apiserver's own metrics say of its calls to the
+// edgequorum webhooks: calls, calls skipped under failurePolicy Ignore, and
+// requests refused (by the webhook or by a failed call under Fail).
+type admission struct{ calls, failOpen, rejected float64 }
+
+func admissionFailures(t *testing.T, ctx context.Context, c kubernetes.Interface) admission {
+	t.Helper()
+	raw, err := c.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("apiserver /metrics: %v", err)
+	}
+	var a admission
+	for line := range strings.Lines(string(raw)) {
+		if !strings.Contains(line, `webhook.edgequorum.io"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "apiserver_admission_webhook_request_total{"):
+			a.calls += v
+		case strings.HasPrefix(line, "apiserver_admission_webhook_fail_open_count{"):
+			a.failOpen += v
+		case strings.HasPrefix(line, "apiserver_admission_webhook_rejection_count{"):
+			a.rejected += v
+		}
+	}
+	return a
 }
 
 func readyStatus(ctx context.Context, c kubernetes.Interface, node string) corev1.ConditionStatus {
