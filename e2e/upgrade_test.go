@@ -12,8 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -287,36 +285,16 @@ type verdictWatch struct {
 
 func watchVerdicts(t *testing.T, c kubernetes.Interface, nodes []string) *verdictWatch {
 	t.Helper()
-	watched := map[string]bool{}
-	for _, n := range nodes {
-		watched[n] = true
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	vw := &verdictWatch{flips: map[string][]string{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || ev.Type == watch.Error || !watched[n.Name] {
-				continue
-			}
-			a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
-			if err != nil || a.State == zone.Healthy {
-				continue
-			}
-			vw.mu.Lock()
-			vw.flips[n.Name] = append(vw.flips[n.Name], fmt.Sprintf("%s by %s in term %d", a.State, a.Leader, a.Term))
-			vw.mu.Unlock()
+	vw.stop = watchNodes(t, c, nodes, func(n *corev1.Node) {
+		a, err := zone.ParseAnnotation(n.Annotations[zone.AnnotationKey])
+		if err != nil || a.State == zone.Healthy {
+			return
 		}
-	}()
-	var once sync.Once
-	vw.stop = func() { once.Do(func() { cancel(); w.Stop(); <-done }) }
-	t.Cleanup(vw.stop)
+		vw.mu.Lock()
+		vw.flips[n.Name] = append(vw.flips[n.Name], fmt.Sprintf("%s by %s in term %d", a.State, a.Leader, a.Term))
+		vw.mu.Unlock()
+	})
 	return vw
 }
 

@@ -182,6 +182,23 @@ type taintWatch struct {
 
 func watchTaints(t *testing.T, c kubernetes.Interface, nodes []string) *taintWatch {
 	t.Helper()
+	tw := &taintWatch{tainted: map[string]int{}}
+	tw.stop = watchNodes(t, c, nodes, func(n *corev1.Node) {
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute {
+				tw.mu.Lock()
+				tw.tainted[n.Name]++
+				tw.mu.Unlock()
+			}
+		}
+	})
+	return tw
+}
+
+// watchNodes hands every state of the named nodes the apiserver stores to
+// seen, from a watch, until the returned stop (also run at cleanup).
+func watchNodes(t *testing.T, c kubernetes.Interface, nodes []string, seen func(*corev1.Node)) (stop func()) {
+	t.Helper()
 	watched := map[string]bool{}
 	for _, n := range nodes {
 		watched[n] = true
@@ -191,27 +208,19 @@ func watchTaints(t *testing.T, c kubernetes.Interface, nodes []string) *taintWat
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw := &taintWatch{tainted: map[string]int{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || ev.Type == watch.Error || !watched[n.Name] {
-				continue
-			}
-			for _, tn := range n.Spec.Taints {
-				if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute {
-					tw.mu.Lock()
-					tw.tainted[n.Name]++
-					tw.mu.Unlock()
-				}
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Error && watched[n.Name] {
+				seen(n)
 			}
 		}
 	}()
-	tw.stop = func() { cancel(); w.Stop(); <-done }
-	t.Cleanup(tw.stop)
-	return tw
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); w.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // reset forgets what was seen so far.

@@ -243,23 +243,30 @@ func answer[T any](v T, err error) string {
 func rawDump(t testing.TB, s *Store) map[string]string {
 	t.Helper()
 	out := map[string]string{}
+	if err := s.view(func(tx *bbolt.Tx) error { return dumpTx(tx, out) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dumpTx puts every key and value tx sees into out, by bucket path, values
+// in hex; every bucket, empty ones included, as its path alone.
+func dumpTx(tx *bbolt.Tx, out map[string]string) error {
 	var walk func(prefix string, b *bbolt.Bucket) error
 	walk = func(prefix string, b *bbolt.Bucket) error {
 		return b.ForEach(func(k, v []byte) error {
 			if v == nil {
+				out[prefix+string(k)+"/"] = ""
 				return walk(prefix+string(k)+"/", b.Bucket(k))
 			}
 			out[prefix+string(k)] = fmt.Sprintf("%x", v)
 			return nil
 		})
 	}
-	err := s.view(func(tx *bbolt.Tx) error {
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return walk(string(name)+"/", b) })
+	return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+		out[string(name)+"/"] = ""
+		return walk(string(name)+"/", b)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // memSink is a raft.SnapshotSink in memory.

@@ -207,23 +207,7 @@ func dumpFile(t *testing.T, path string) map[string]string {
 	}
 	defer db.Close()
 	out := map[string]string{}
-	var walk func(prefix string, b *bbolt.Bucket) error
-	walk = func(prefix string, b *bbolt.Bucket) error {
-		return b.ForEach(func(k, v []byte) error {
-			if v == nil {
-				return walk(prefix+string(k)+"/", b.Bucket(k))
-			}
-			out[prefix+string(k)] = string(v)
-			return nil
-		})
-	}
-	err = db.View(func(tx *bbolt.Tx) error {
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			out[string(name)+"/"] = ""
-			return walk(string(name)+"/", b)
-		})
-	})
-	if err != nil {
+	if err := db.View(func(tx *bbolt.Tx) error { return dumpTx(tx, out) }); err != nil {
 		t.Fatal(err)
 	}
 	return out
