@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/edgequorum/edgequorum/skew"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // asSchema1 turns a store file into the layout release v0.2.0 wrote: schema
@@ -112,10 +113,7 @@ func TestAReportsAnnouncementIsKeptPerMemberUntilItLeaves(t *testing.T) {
 	s := newStore(t)
 	a := newApplier(t, s)
 	a.mustApply(members("a", "b", "c"))
-	ra := report("a", 1, ok("b", 90))
-	ra.Release, ra.Level = "v0.3.0", skew.Level1
-	rb := report("b", 1, ok("a", 90))
-	a.mustApply(batch(1, resign(ra), rb))
+	a.mustApply(batch(1, announced(report("a", 1, ok("b", 90))), report("b", 1, ok("a", 90))))
 	got, err := s.Announcements()
 	if err != nil {
 		t.Fatal(err)
@@ -128,13 +126,17 @@ func TestAReportsAnnouncementIsKeptPerMemberUntilItLeaves(t *testing.T) {
 	if got, _ := s.Announcements(); len(got) != 0 {
 		t.Errorf("after an unannounced report: %v, want none", got)
 	}
-	ra = report("a", 3, ok("b", 90))
-	ra.Release, ra.Level = "v0.3.0", skew.Level1
-	a.mustApply(batch(3, resign(ra)))
+	a.mustApply(batch(3, announced(report("a", 3, ok("b", 90)))))
 	a.mustApply(members("b", "c"))
 	if got, _ := s.Announcements(); len(got) != 0 {
 		t.Errorf("after a left: %v, want none", got)
 	}
+}
+
+// announced is r as a v0.3.0 member says it, signed again.
+func announced(r zone.Report) zone.Report {
+	r.Release, r.Level = "v0.3.0", skew.Level1
+	return resign(r)
 }
 
 func TestAForgedAnnouncementIsNotTheSenders(t *testing.T) {
@@ -142,9 +144,7 @@ func TestAForgedAnnouncementIsNotTheSenders(t *testing.T) {
 	s := newStore(t)
 	a := newApplier(t, s)
 	a.mustApply(members("a", "b"))
-	r := report("a", 1, ok("b", 90))
-	r.Release, r.Level = "v0.3.0", skew.Level1
-	r = resign(r)
+	r := announced(report("a", 1, ok("b", 90)))
 	r.Level = 9 // changed after a signed it
 	res := a.mustApply(batch(1, r))
 	if res.Refused[RefuseSignature] != 1 {
