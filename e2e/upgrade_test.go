@@ -248,7 +248,7 @@ func lastReleaseBinary(t *testing.T) (binary, version string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary = filepath.Join(bin, "release", version+"-"+commit[:12], "edgequorum")
+	binary = filepath.Join(bin, "last-release", version+"-"+commit[:12], "edgequorum")
 	if _, err := os.Stat(binary); err == nil {
 		return binary, version
 	}
