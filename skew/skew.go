@@ -1,6 +1,7 @@
 // Package skew owns edgequorum's version-skew policy: which protocol level
-// each release speaks, the oldest level it still reads, and how a zone of
-// mixed releases agrees on the level its formats may use.
+// each release speaks, the oldest level it still reads, how a zone of mixed
+// releases agrees on the level its formats may use, and which releases may
+// run side by side (SideBySide).
 //
 // A level names a set of formats (zone-port proof, Raft command types,
 // report encoding, store schema, snapshots, annotations). Release N speaks
@@ -24,13 +25,14 @@ import (
 type Level uint16
 
 const (
-	// Unannounced is the level of a member that has announced none: one of
-	// the release before levels existed (v0.2.0), which the policy does not
-	// cover. It is below every level, so it holds a zone's level down.
+	// Unannounced is the level of a member that has announced none yet, or
+	// of a format from before levels existed (v0.2.0). Zone counts such a
+	// member as the oldest level this build reads: it may run N−1, and
+	// nothing older passes the zone port's handshake.
 	Unannounced Level = 0
 	// Level1 is v0.3.0's: zone-port proof 4, command format 1 (types up to
 	// AnnouncedReportBatch), store schema 2, snapshot frame 1, verdict
-	// annotation 2.
+	// annotation and zone Lease format 1.
 	Level1 Level = 1
 )
 
