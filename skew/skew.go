@@ -77,10 +77,18 @@ const MaxReleaseLen = 64
 // ErrBadAnnouncement means an announcement does not parse or is out of bounds.
 var ErrBadAnnouncement = errors.New("bad release announcement")
 
-// Validate checks the bounds a decoder relies on.
+// Validate checks the bounds a decoder relies on. A release is printed in
+// logs and in `edgequorum status` on an operator's terminal, and any member
+// can say one, so it holds only the characters of a version:
+// letters, digits and ".+-".
 func (a Announcement) Validate() error {
 	if len(a.Release) > MaxReleaseLen {
 		return fmt.Errorf("%w: release of %d bytes, at most %d", ErrBadAnnouncement, len(a.Release), MaxReleaseLen)
+	}
+	for _, r := range a.Release {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '.' || r == '+' || r == '-') {
+			return fmt.Errorf("%w: release %q holds %q; a version holds letters, digits and .+- only", ErrBadAnnouncement, a.Release, r)
+		}
 	}
 	if a.Level == Unannounced && a.Release != "" {
 		return fmt.Errorf("%w: release %q at no level", ErrBadAnnouncement, a.Release)
@@ -110,12 +118,24 @@ func Zone(self Level, members []Level) Level {
 	return z
 }
 
+// Advice a reader of a newer release's format gives with Newer.
+const (
+	// UpgradeMember: a zone member met it in the zone's log.
+	UpgradeMember = "upgrade this member, or hold the zone's other members at its release"
+	// UpgradeWebhook: the webhook met it in what agents wrote.
+	UpgradeWebhook = "upgrade the webhook first, as the skew policy says (docs/operating.md, \"Upgrades\")"
+)
+
 // Newer is the error a reader gives for a format of a level it does not
-// read: it names the level, what this build reads and what to do, so an
-// operator sees a skew problem, not a corrupt input.
-func Newer(what string, l, self Level) error {
-	return fmt.Errorf("%w: %s is of %s, this build reads up to %s: upgrade this member, or hold the zone's other members at its release",
-		ErrTooNew, what, l, self)
+// read: it names the level (Unannounced when the reader cannot tell which),
+// what this build reads and what to do, so an operator sees a skew problem,
+// not a corrupt input.
+func Newer(what string, l, self Level, advice string) error {
+	of := "of " + l.String()
+	if l == Unannounced {
+		of = "of a newer level"
+	}
+	return fmt.Errorf("%w: %s is %s, this build reads up to %s: %s", ErrTooNew, what, of, self, advice)
 }
 
 // ErrTooNew means an input was written by a newer release in a format this

@@ -28,12 +28,17 @@ func TestAnnouncementBounds(t *testing.T) {
 	if err := (Announcement{Release: "v0.3.0", Level: Level1}).Validate(); err != nil {
 		t.Errorf("a v0.3.0 announcement: %v", err)
 	}
+	if err := (Announcement{Release: "v0.4.0-rc.1+build.7", Level: Level1}).Validate(); err != nil {
+		t.Errorf("a pre-release with build metadata: %v", err)
+	}
 	if err := (Announcement{}).Validate(); err != nil {
 		t.Errorf("no announcement: %v", err)
 	}
 	for _, a := range []Announcement{
 		{Release: strings.Repeat("v", MaxReleaseLen+1), Level: Level1},
 		{Release: "v0.3.0"},
+		{Release: "v0.3.0\x1b]0;owned\a", Level: Level1}, // a terminal escape from a stolen box
+		{Release: "v0.3.0 (patched)", Level: Level1},
 	} {
 		if err := a.Validate(); !errors.Is(err, ErrBadAnnouncement) {
 			t.Errorf("Validate(%v) = %v, want ErrBadAnnouncement", a, err)
@@ -42,7 +47,7 @@ func TestAnnouncementBounds(t *testing.T) {
 }
 
 func TestNewerSaysWhatToDo(t *testing.T) {
-	err := Newer("command type 7", 2, Level1)
+	err := Newer("command type 7", 2, Level1, UpgradeMember)
 	if !errors.Is(err, ErrTooNew) {
 		t.Fatalf("Newer = %v, want ErrTooNew", err)
 	}
@@ -50,6 +55,9 @@ func TestNewerSaysWhatToDo(t *testing.T) {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("%q does not say %q", err, part)
 		}
+	}
+	if err := Newer("command type 200", Unannounced, Level1, UpgradeMember); !strings.Contains(err.Error(), "of a newer level") {
+		t.Errorf("an unknown type's level: %v", err)
 	}
 	if Current() < Oldest() || !Reads(Current(), Oldest()) {
 		t.Errorf("this build speaks %v and reads from %v", Current(), Oldest())

@@ -366,7 +366,7 @@ func DecodeCommandAt(data []byte, reader skew.Level) (Command, error) {
 	switch v := data[0]; {
 	case v > FormatVersion:
 		return nil, fmt.Errorf("%w: %w", ErrUnknownVersion,
-			skew.Newer(fmt.Sprintf("command format %d", v), reader+1, reader))
+			skew.Newer(fmt.Sprintf("command format %d", v), skew.Unannounced, reader, skew.UpgradeMember))
 	case v < OldestFormatVersion:
 		return nil, fmt.Errorf("%w: %d (this binary reads %d to %d)", ErrUnknownVersion, v, OldestFormatVersion, FormatVersion)
 	}
@@ -375,10 +375,10 @@ func DecodeCommandAt(data []byte, reader skew.Level) (Command, error) {
 		// ever written is in typeLevels: an unknown one is a newer
 		// release's.
 		return nil, fmt.Errorf("%w: %d: %w", ErrUnknownType, data[1],
-			skew.Newer(fmt.Sprintf("command type %d", data[1]), reader+1, reader))
+			skew.Newer(fmt.Sprintf("command type %d", data[1]), skew.Unannounced, reader, skew.UpgradeMember))
 	} else if !skew.Reads(reader, l) {
 		return nil, fmt.Errorf("%w: %v: %w", ErrUnknownType, CommandType(data[1]),
-			skew.Newer(CommandType(data[1]).String(), l, reader))
+			skew.Newer(CommandType(data[1]).String(), l, reader, skew.UpgradeMember))
 	}
 	body := data[headerLen:]
 	var (

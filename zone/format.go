@@ -43,7 +43,7 @@ func ParseFormatLevel(s string) (skew.Level, error) {
 
 func checkLevel(what string, l skew.Level) (skew.Level, error) {
 	if !skew.Reads(skew.Current(), l) {
-		return l, fmt.Errorf("%s: %w", what, skew.Newer("its format", l, skew.Current()))
+		return l, fmt.Errorf("%s: %w", what, skew.Newer("its format", l, skew.Current(), skew.UpgradeWebhook))
 	}
 	return l, nil
 }

@@ -2,6 +2,7 @@ package zoneport
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgequorum/edgequorum/internal/faultnet"
+	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testkeys"
 	"github.com/edgequorum/edgequorum/skew"
 )
@@ -49,9 +51,17 @@ func TestHandshakeCarriesEachSidesRelease(t *testing.T) {
 		c.Close()
 		t.Fatal("a member older than N−1 was admitted")
 	}
-	if n := testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("release_skew")); n != before+1 {
-		t.Errorf("release_skew failures = %v, want %v", n, before+1)
+	requireCounted(t, server, "release_skew", before+1)
+
+	// A release that is no version (a stolen box's terminal escape) is
+	// refused, under the zone key or not.
+	before = testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues("bad_mac"))
+	old.self = skew.Announcement{Release: "v1\x1b[2J", Level: skew.Current()}
+	if c, err := old.dial(ctx, server.advertise, channelRaft); err == nil {
+		c.Close()
+		t.Fatal("a peer announcing a release with control characters was admitted")
 	}
+	requireCounted(t, server, "bad_mac", before+1)
 
 	// The other way round: this build dialling a peer too old for it says
 	// what to do.
@@ -60,4 +70,14 @@ func TestHandshakeCarriesEachSidesRelease(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "upgrade the peer") {
 		t.Errorf("dialling a too old peer: %v, want advice to upgrade the peer", err)
 	}
+}
+
+// requireCounted waits until the server has counted want handshake failures
+// of reason: it counts after the dialer has seen the connection close.
+func requireCounted(t *testing.T, server *secureNet, reason string, want float64) {
+	t.Helper()
+	poll.Until(t, 5*time.Second, reason+" counted", func() (bool, string) {
+		n := testutil.ToFloat64(server.metrics.handshakeFailures.WithLabelValues(reason))
+		return n == want, fmt.Sprintf("%v", n)
+	})
 }

@@ -529,6 +529,9 @@ func (s *secureNet) readProof(r io.Reader, ekm []byte, role string) (proofClaims
 		return c, errBadPeerMAC
 	}
 	// Only now is the announcement the peer's own word.
+	if err := c.self.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", errBadPeerMAC, err)
+	}
 	if c.self.Level < skew.Oldest() {
 		return c, fmt.Errorf("%w: %s announces %s; this release (%s) shares a zone with %s and later: %s",
 			errSkew, c.node, c.self, s.self, skew.Oldest(), skewAdvice(true))
