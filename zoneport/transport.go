@@ -14,10 +14,10 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/time/rate"
 
 	"github.com/edgequorum/edgequorum/internal/promutil"
 	"github.com/edgequorum/edgequorum/skew"
@@ -91,7 +91,7 @@ type secureNet struct {
 	self     skew.Announcement
 	book     *peerBook
 	// skewLogged limits the warnings about peers of other releases.
-	skewLogged everyMinute
+	skewLogged rate.Sometimes
 	advertise  string
 	timeout    time.Duration
 	log        *slog.Logger
@@ -118,7 +118,7 @@ func newSecureNet(network Network, keys *zonekeys.Ring, nodeKey ed25519.PrivateK
 		return nil, err
 	}
 	return &secureNet{network: network, keys: keys, cert: cert, nodeKey: nodeKey, node: node, serverID: serverID,
-		self: skew.Announcement{Level: skew.Current()}, book: book,
+		self: skew.Announcement{Level: skew.Current()}, skewLogged: rate.Sometimes{Interval: time.Minute}, book: book,
 		advertise: advertise, timeout: timeout, log: log, metrics: m,
 		sem: make(chan struct{}, maxHandshakes), sources: map[string]int{}, raftConn: book.admitRaft}, nil
 }
@@ -307,21 +307,13 @@ func (s *secureNet) fail(c net.Conn, err error) {
 	}
 	s.metrics.handshakeFailures.WithLabelValues(reason).Inc()
 	level := slog.LevelDebug
-	if reason == "release_skew" && s.skewLogged.allow(time.Now()) {
+	if reason == "release_skew" {
 		// An operator must see this one: a member of a release this one
 		// cannot share a zone with is knocking. At most once a minute,
 		// since anyone who reaches the port can make it happen.
-		level = slog.LevelWarn
+		s.skewLogged.Do(func() { level = slog.LevelWarn })
 	}
 	s.log.Log(context.Background(), level, "zone port handshake failed", "peer", c.RemoteAddr().String(), "reason", reason, "err", err)
-}
-
-// everyMinute lets one event through per minute.
-type everyMinute struct{ last atomic.Int64 }
-
-func (e *everyMinute) allow(now time.Time) bool {
-	last := e.last.Load()
-	return now.UnixNano()-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now.UnixNano())
 }
 
 // serverAuth runs the server side: read and check the client's proof, its

@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ func checkReleases(ctx context.Context, client kubernetes.Interface, zoneLabel s
 
 	agentCount, webhookCount := countReleases(agents), countReleases(webhooks)
 	c := check{what: what, detail: "agents " + describeCounts(agentCount) + "; webhook " + describeCounts(webhookCount)}
-	all := append(keys(agentCount), keys(webhookCount)...)
+	all := append(slices.Sorted(maps.Keys(agentCount)), slices.Sorted(maps.Keys(webhookCount))...)
 	oldest, newest, unknown := span(all)
 	switch {
 	case unknown != "":
@@ -102,21 +103,12 @@ func countReleases(ps []podRelease) map[string]int {
 	return m
 }
 
-func keys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func describeCounts(m map[string]int) string {
 	if len(m) == 0 {
 		return "none running"
 	}
 	parts := make([]string, 0, len(m))
-	for _, r := range keys(m) {
+	for _, r := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s on %d", orDash(r), m[r]))
 	}
 	return strings.Join(parts, ", ")
@@ -143,8 +135,8 @@ func span(tags []string) (oldest, newest skew.Release, unknown string) {
 // olderWebhook reports whether some webhook replica runs an older release
 // than some agent.
 func olderWebhook(webhooks, agents map[string]int) bool {
-	oldestWebhook, _, _ := span(keys(webhooks))
-	_, newestAgent, _ := span(keys(agents))
+	oldestWebhook, _, _ := span(slices.Sorted(maps.Keys(webhooks)))
+	_, newestAgent, _ := span(slices.Sorted(maps.Keys(agents)))
 	return len(agents) > 0 && oldestWebhook.Less(newestAgent)
 }
 
@@ -162,7 +154,7 @@ func mixedZones(agents []podRelease, zoneOf map[string]string) string {
 		by[z][p.release]++
 	}
 	var mixed []string
-	for _, z := range keys(zoneCounts(by)) {
+	for _, z := range slices.Sorted(maps.Keys(by)) {
 		if len(by[z]) > 1 {
 			mixed = append(mixed, fmt.Sprintf("%s (%s)", z, describeCounts(by[z])))
 		}
@@ -171,12 +163,4 @@ func mixedZones(agents []podRelease, zoneOf map[string]string) string {
 		return ""
 	}
 	return "; zones of mixed releases: " + strings.Join(mixed, "; ")
-}
-
-func zoneCounts(by map[string]map[string]int) map[string]int {
-	m := make(map[string]int, len(by))
-	for z, rs := range by {
-		m[z] = len(rs)
-	}
-	return m
 }
