@@ -33,10 +33,11 @@ func asSchema1(t *testing.T, path string) {
 	})
 }
 
-func TestOpenMigratesTheReleaseBeforesDataDirAndKeepsACopy(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "fsm.db")
-	s, err := Open(path, Options{Release: "v0.2.0"})
+// releaseBeforeFile writes a populated store file at path in the layout
+// v0.2.0 wrote and returns its state as the read API shows it.
+func releaseBeforeFile(t *testing.T, path string) state {
+	t.Helper()
+	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +47,16 @@ func TestOpenMigratesTheReleaseBeforesDataDirAndKeepsACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	asSchema1(t, path)
+	return want
+}
+
+func TestOpenMigratesTheReleaseBeforesDataDirAndKeepsACopy(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "fsm.db")
+	want := releaseBeforeFile(t, path)
 	old := dumpFile(t, path)
 
-	s, err = Open(path, Options{Release: "v0.3.0"})
+	s, err := Open(path, Options{Release: "v0.3.0"})
 	if err != nil {
 		t.Fatalf("Open of a schema-1 data dir: %v", err)
 	}
@@ -216,16 +224,7 @@ func dumpFile(t *testing.T, path string) map[string]string {
 func TestASnapshotOfTheReleaseBeforeIsRestoredAndMigrated(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "leader.db")
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	populate(t, s)
-	want := readAPI(t, s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	asSchema1(t, path)
+	want := releaseBeforeFile(t, path)
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
