@@ -1,8 +1,6 @@
 package raftzone
 
 import (
-	"sync"
-
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/store"
@@ -36,54 +34,28 @@ func (c *Config) announcement() skew.Announcement {
 	return skew.Announcement{Release: release, Level: c.level()}
 }
 
-// zoneLevels caches the zone's level per applied index of the replica, so
-// the leader's intake asks the store once per change rather than per batch.
-type zoneLevels struct {
-	mu      sync.Mutex
-	src     *store.Store
-	applied uint64
-	known   bool
-	level   skew.Level
-}
-
 // zoneLevel is the level the zone's formats may use as this member's
-// replica knows it: the lowest its members announced (skew.Zone). A replica
-// that cannot be read counts as the oldest level this build reads.
+// replica knows it: the lowest its members announced (skew.Zone). The
+// members come from memberMaps, decoded once per applied index; their
+// announcements are a few bytes each. A replica that cannot be read counts
+// as the oldest level this build reads.
 func (s *Member) zoneLevel() skew.Level {
-	st := s.state()
-	applied, _ := st.AppliedIndex()
-	s.levels.mu.Lock()
-	defer s.levels.mu.Unlock()
-	if s.levels.known && s.levels.src == st && s.levels.applied == applied {
-		return s.levels.level
-	}
-	l, err := zoneLevelOf(st, s.level())
-	if err != nil {
+	_, byNode := s.memberMaps()
+	said, err := s.state().Announcements()
+	if byNode == nil || err != nil {
 		return min(skew.Oldest(), s.level())
 	}
-	if s.levels.known && l != s.levels.level {
-		s.log.Info("the zone's protocol level changed", "from", s.levels.level.String(), "to", l.String(),
+	levels := make([]skew.Level, 0, len(byNode))
+	for node := range byNode {
+		levels = append(levels, said[node].Level)
+	}
+	l := skew.Zone(s.level(), levels)
+	if prev := skew.Level(s.lastZoneLevel.Swap(uint32(l))); prev != skew.Unannounced && prev != l {
+		s.log.Info("the zone's protocol level changed", "from", prev.String(), "to", l.String(),
 			"why", "the lowest level any member announces")
 	}
-	s.levels.src, s.levels.applied, s.levels.known, s.levels.level = st, applied, true, l
 	s.metrics.zoneLevel.Set(float64(l))
 	return l
-}
-
-func zoneLevelOf(st *store.Store, self skew.Level) (skew.Level, error) {
-	members, err := st.Members()
-	if err != nil {
-		return 0, err
-	}
-	said, err := st.Announcements()
-	if err != nil {
-		return 0, err
-	}
-	levels := make([]skew.Level, 0, len(members))
-	for _, m := range members {
-		levels = append(levels, said[m.Node].Level)
-	}
-	return skew.Zone(self, levels), nil
 }
 
 // encode encodes a command for the zone as it stands: in a format every

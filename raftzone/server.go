@@ -44,8 +44,9 @@ type Member struct {
 
 	serverID string
 	store    *store.Store
-	// levels caches the zone's protocol level (release.go).
-	levels zoneLevels
+	// lastZoneLevel is the zone's protocol level last found (release.go),
+	// so a change is logged once.
+	lastZoneLevel atomic.Uint32
 	// cleanStart drops the stores' migration copies once (release.go).
 	cleanStart sync.Once
 	// viewStore is the view a spare copies from a server (spare.go); spare
