@@ -124,8 +124,18 @@ type Config struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	IdleTimeout  time.Duration
+	// ShutdownDelay is how long Run keeps answering reviews once its context
+	// is done, with /readyz failing and keep-alives off, before it closes the
+	// listener: the apiserver keeps sending reviews to a terminating replica
+	// until the Service's endpoints and kube-proxy have dropped it, and a
+	// review sent to a closed port is skipped (Ignore hooks: the node loses
+	// its protection for that write) or failed (the Fail nodestatus hook: a
+	// leader's verdict write is refused). Zero closes at once
+	// [--shutdown-delay].
+	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight requests once
-	// its context is done [--shutdown-timeout].
+	// it closes the listener [--shutdown-timeout]. ShutdownDelay plus
+	// ShutdownTimeout must stay below the pod's terminationGracePeriodSeconds.
 	ShutdownTimeout time.Duration
 
 	// Clock drives every freshness decision and the repair loop; tests inject
@@ -181,6 +191,7 @@ func DefaultConfig() Config {
 		ReadTimeout:     10 * time.Second,
 		WriteTimeout:    10 * time.Second,
 		IdleTimeout:     90 * time.Second,
+		ShutdownDelay:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -230,6 +241,9 @@ func (c *Config) Validate() error {
 	positive("http-read-timeout", c.ReadTimeout)
 	positive("http-write-timeout", c.WriteTimeout)
 	positive("http-idle-timeout", c.IdleTimeout)
+	if c.ShutdownDelay < 0 {
+		bad("--shutdown-delay must not be negative, got %s", c.ShutdownDelay)
+	}
 	positive("shutdown-timeout", c.ShutdownTimeout)
 	switch c.DeadNodeAction {
 	case DeadNodeActionNone:

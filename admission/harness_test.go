@@ -324,6 +324,7 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 	cfg.TLSCertFile = filepath.Join(dir, webhookcerts.CertFile)
 	cfg.TLSKeyFile = filepath.Join(dir, webhookcerts.KeyFile)
 	cfg.Repair = false
+	cfg.ShutdownDelay = 0
 	cfg.Identity = "test"
 	cfg.Clock = env.clock
 	cfg.Registerer = env.reg

@@ -212,3 +212,84 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Errorf("Run on a busy address: %v", err)
 	}
 }
+
+// TestShutdownAnswersReviewsWhileDraining: once its context ends, the webhook
+// says it is not ready but keeps answering reviews for --shutdown-delay, as
+// the apiserver keeps sending them until the Service drops the replica; only
+// then does it close the port.
+func TestShutdownAnswersReviewsWhileDraining(t *testing.T) {
+	env := newWebhook(t, func(c *Config) { c.ShutdownDelay = time.Minute })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.w.cfg.Listener = ln
+	base := "https://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.w.Run(ctx) }()
+	poll.UntilTrue(t, waitTimeout, "caches to sync", env.w.Ready)
+
+	c := tlsClient(t, env.caPool)
+	get := func(path string) (int, error) {
+		resp, err := c.Get(base + path)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	cancel()
+	poll.UntilTrue(t, waitTimeout, "/readyz to fail", func() bool {
+		code, err := get("/readyz")
+		return err == nil && code == http.StatusServiceUnavailable
+	})
+	if env.w.Ready() {
+		t.Error("Ready while draining")
+	}
+	review := readFixture(t, "node_vouched_zone_lease.json")
+	resp, err := c.Post(base+"/mutate/node", "application/json", bytes.NewReader(review))
+	if err != nil {
+		t.Fatalf("a review while draining: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a review while draining: %d %s", resp.StatusCode, body)
+	}
+	if r := decodeResponse(t, body, "uid-node_vouched_zone_lease"); r.Patch == nil {
+		t.Error("a review while draining was answered without its patch: the caches stopped with the context")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned before the delay: %v", err)
+	default:
+	}
+
+	// The delay runs on the webhook's clock.
+	var runErr error
+	poll.UntilTrue(t, waitTimeout, "Run to return once the delay passed", func() bool {
+		env.clock.Step(time.Minute)
+		select {
+		case runErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if runErr != nil {
+		t.Fatalf("Run: %v", runErr)
+	}
+	if _, err := get("/healthz"); err == nil {
+		t.Error("the port still answers after Run returned")
+	}
+}
+
+func TestShutdownDelayMustNotBeNegative(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.TLSCertFile, cfg.TLSKeyFile = "c", "k"
+	cfg.ShutdownDelay = -time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--shutdown-delay") {
+		t.Errorf("Validate with a negative delay: %v", err)
+	}
+}

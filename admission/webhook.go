@@ -41,6 +41,7 @@ type Webhook struct {
 	factories []informers.SharedInformerFactory
 	hasSynced []cache.InformerSynced
 	synced    atomic.Bool
+	draining  atomic.Bool
 }
 
 // New builds a Webhook from a valid cfg and a client. It reads the TLS pair once
@@ -160,8 +161,9 @@ func (w *Webhook) Decider() *Decider { return w.decider }
 // Answers are only meaningful once Run has synced the caches (see Ready).
 func (w *Webhook) Handler() http.Handler { return w.handler }
 
-// Ready reports whether the informer caches have synced, as /readyz does.
-func (w *Webhook) Ready() bool { return w.synced.Load() }
+// Ready reports whether the informer caches have synced and Run is not
+// shutting down, as /readyz does.
+func (w *Webhook) Ready() bool { return w.synced.Load() && !w.draining.Load() }
 
 // routes are the server's endpoints. Review routes check the method themselves
 // so a wrong one is counted, not just refused by the router.
@@ -176,7 +178,11 @@ func (w *Webhook) routes() http.Handler {
 		_, _ = rw.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !w.synced.Load() {
+		switch {
+		case w.draining.Load():
+			http.Error(rw, "shutting down", http.StatusServiceUnavailable)
+			return
+		case !w.synced.Load():
 			http.Error(rw, "informer caches not synced", http.StatusServiceUnavailable)
 			return
 		}
@@ -212,7 +218,10 @@ func (w *Webhook) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The caches and the server outlive stop by ShutdownDelay; the repair
+	// loop does not, so that its leadership passes on at once.
+	stop := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
 	defer cancel()
 	for _, f := range w.factories {
 		f.Start(ctx.Done())
@@ -244,14 +253,15 @@ func (w *Webhook) Run(ctx context.Context) error {
 			Client:     w.client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: w.cfg.Identity},
 		}
-		if err := w.repair.runElected(ctx, lock, w.cfg); err != nil {
+		if err := w.repair.runElected(stop, lock, w.cfg); err != nil {
 			w.log.Error("repair loop stopped", "err", err)
 		}
 	})
 
 	var err error
 	select {
-	case <-ctx.Done():
+	case <-stop.Done():
+		err = w.drain(srv, serveErr)
 	case err = <-serveErr:
 	}
 	w.synced.Store(false)
@@ -271,6 +281,26 @@ func (w *Webhook) Run(ctx context.Context) error {
 	}
 	w.log.Info("stopped")
 	return err
+}
+
+// drain keeps answering reviews for ShutdownDelay after a stop, while the
+// apiserver may still route reviews here, with /readyz failing and
+// keep-alives off so that every connection closes after its next request
+// and the apiserver reconnects through the Service to a replica that stays.
+// It returns early if the server fails meanwhile.
+func (w *Webhook) drain(srv *http.Server, serveErr <-chan error) error {
+	if w.cfg.ShutdownDelay <= 0 {
+		return nil
+	}
+	w.draining.Store(true)
+	srv.SetKeepAlivesEnabled(false)
+	w.log.Info("shutting down: answering reviews while endpoints drop this replica", "for", w.cfg.ShutdownDelay)
+	select {
+	case <-w.cfg.Clock.After(w.cfg.ShutdownDelay):
+		return nil
+	case err := <-serveErr:
+		return err
+	}
 }
 
 // slimPod keeps what qualifies reads of a pod: identity, node, deletion, and

@@ -70,7 +70,8 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ReadTimeout, "http-read-timeout", cfg.ReadTimeout, "bound on reading one request, headers included")
 	fs.DurationVar(&cfg.WriteTimeout, "http-write-timeout", cfg.WriteTimeout, "bound on answering one request")
 	fs.DurationVar(&cfg.IdleTimeout, "http-idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "how long reviews are still answered after SIGTERM, with /readyz failing, while the Service's endpoints drop this replica (0: stop at once)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may finish once the listener closes")
 	logFlags := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

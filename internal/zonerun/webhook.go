@@ -159,6 +159,10 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		"--leader-election-namespace=" + webhookNamespace,
 		"--leader-election-identity=webhook-0",
 		"--log-level=debug",
+		// No Service stands in front of this process: nothing routes
+		// reviews here that a drain would have to wait out, and Stop's
+		// SIGKILL after 10 s would cut the drain short.
+		"--shutdown-delay=0",
 	}, extraArgs...)
 	if err := w.Start(); err != nil {
 		return nil, err
