@@ -205,7 +205,7 @@ func (w *Webhook) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{
-		Handler: w.handler,
+		Handler: w.closingWhileDraining(w.handler),
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: w.certs.GetCertificate,
@@ -261,7 +261,7 @@ func (w *Webhook) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-stop.Done():
-		err = w.drain(srv, serveErr)
+		err = w.drain(serveErr)
 	case err = <-serveErr:
 	}
 	w.synced.Store(false)
@@ -284,16 +284,18 @@ func (w *Webhook) Run(ctx context.Context) error {
 }
 
 // drain keeps answering reviews for ShutdownDelay after a stop, while the
-// apiserver may still route reviews here, with /readyz failing and
-// keep-alives off so that every connection closes after its next request
-// and the apiserver reconnects through the Service to a replica that stays.
-// It returns early if the server fails meanwhile.
-func (w *Webhook) drain(srv *http.Server, serveErr <-chan error) error {
+// apiserver may still send reviews here, with /readyz failing. A connection
+// is closed only right after a response that says so (closingWhileDraining),
+// never while idle: the apiserver may pick an idle keep-alive connection at
+// any moment until its endpoints drop this replica, and a review written to
+// a connection the server just closed fails (a broken pipe), which is what
+// closing idle connections at the stop did. It returns early if the server
+// fails meanwhile.
+func (w *Webhook) drain(serveErr <-chan error) error {
 	if w.cfg.ShutdownDelay <= 0 {
 		return nil
 	}
 	w.draining.Store(true)
-	srv.SetKeepAlivesEnabled(false)
 	w.log.Info("shutting down: answering reviews while endpoints drop this replica", "for", w.cfg.ShutdownDelay)
 	select {
 	case <-w.cfg.Clock.After(w.cfg.ShutdownDelay):
@@ -301,6 +303,20 @@ func (w *Webhook) drain(srv *http.Server, serveErr <-chan error) error {
 	case err := <-serveErr:
 		return err
 	}
+}
+
+// closingWhileDraining asks the client to close each connection after the
+// response it carries while Run drains ("Connection: close"; over HTTP/2 the
+// server sends GOAWAY): a client that routes through a ClusterIP, whose
+// connections stay pinned to this replica, then reconnects to a replica that
+// stays, and only connections nobody uses are left for the final close.
+func (w *Webhook) closingWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w.draining.Load() {
+			rw.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(rw, r)
+	})
 }
 
 // slimPod keeps what qualifies reads of a pod: identity, node, deletion, and

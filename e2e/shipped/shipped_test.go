@@ -219,7 +219,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		e.sh(ctx, "kubectl -n "+webhookNS+" set image deployment/edgequorum-webhook webhook=ghcr.io/edgequorum/edgequorum:"+v)
 		e.sh(ctx, "kubectl -n "+webhookNS+" rollout status deployment/edgequorum-webhook --timeout=3m")
 		load()
-		requireNoAdmissionFailures(t, ctx, e.client, before)
+		requireNoAdmissionFailures(t, ctx, e.client, c.LogDir(), before)
 		if got := webhookMetric(ctx, e.client, `edgequorum_build_info{goversion="`+runtime.Version()+`",revision="next",version="`+v+`"}`); got < 1 {
 			t.Errorf("no webhook pod says it is build %s", v)
 		}
@@ -310,7 +310,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 			t.Errorf("the rolled agent's edgequorum_build_info does not say %s", next)
 		}
 		waitStates(t, e.client, time.Minute, map[string]zone.State{realNode: zone.Healthy})
-		requireNoAdmissionFailures(t, ctx, e.client, before)
+		requireNoAdmissionFailures(t, ctx, e.client, c.LogDir(), before)
 	})
 }
 
@@ -388,7 +388,7 @@ func reviewLoad(t *testing.T, ctx context.Context, c kubernetes.Interface, node 
 // the webhooks (waiting for a call if the roll was quicker than the
 // kubelets' status updates) and neither skipped nor failed nor had refused
 // any call.
-func requireNoAdmissionFailures(t *testing.T, ctx context.Context, c kubernetes.Interface, before admission) {
+func requireNoAdmissionFailures(t *testing.T, ctx context.Context, c kubernetes.Interface, logDir string, before admission) {
 	t.Helper()
 	var after admission
 	poll.Until(t, time.Minute, "a review since the roll began", func() (bool, string) {
@@ -398,6 +398,18 @@ func requireNoAdmissionFailures(t *testing.T, ctx context.Context, c kubernetes.
 	if after.failOpen != before.failOpen || after.rejected != before.rejected {
 		t.Errorf("during the roll the apiserver skipped %v reviews (fail open) and had %v refused or failed",
 			after.failOpen-before.failOpen, after.rejected-before.rejected)
+		// Why: the apiserver logs every call it could not make.
+		raw, err := os.ReadFile(filepath.Join(logDir, "kube-apiserver.log"))
+		if err != nil {
+			t.Log(err)
+		}
+		var why []string
+		for line := range strings.Lines(string(raw)) {
+			if strings.Contains(line, "webhook.edgequorum.io") && strings.Contains(strings.ToLower(line), "fail") {
+				why = append(why, line)
+			}
+		}
+		t.Logf("the apiserver's last words on the calls it could not make:\n%s", strings.Join(why[max(0, len(why)-8):], ""))
 	}
 	t.Logf("during the roll: %v reviews, none skipped, failed or refused", after.calls-before.calls)
 }
