@@ -69,9 +69,10 @@ unit: ## run the tests that need neither root nor the control plane, with -race:
 	$(SKEW_TEST)
 
 # The version-skew tests again, built as the next release (tag skewnext:
-# one protocol level more, one command type more), so that members of this
-# release and the next run side by side in one process.
-SKEW_TEST := $(GO) test -race -timeout 10m -tags skewnext -run 'Mixed|Skew|Newer|Announce|Release' ./skew ./store ./zoneport ./raftzone
+# one protocol level more, one command type more, a verdict and a zone Lease
+# format more), so that members, leaders and webhooks of this release and the
+# next run side by side in one process.
+SKEW_TEST := $(GO) test -race -timeout 10m -tags skewnext -run 'Mixed|Skew|Newer|Announce|Release' ./skew ./store ./zoneport ./raftzone ./zone ./apiwriter ./admission
 
 .PHONY: packages
 packages: ## install the Debian packages the tests need (runc, CNI plugins, nftables, ...) if missing

@@ -371,8 +371,8 @@ func TestDecideTrustsOnlyWhatTheZoneSigned(t *testing.T) {
 			l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(skew.Current() + 1)
 			signLease(l)
 		}), ReasonNoZoneLease},
-		{"the formats of this release", verdict("n1", func(a *zone.Annotation) { a.V = zone.VerdictFormat }, "n1"), lease(func(l *coordinationv1.Lease) {
-			l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat)
+		{"the formats of this release", verdict("n1", func(a *zone.Annotation) { a.V = zone.VerdictFormat(skew.Current()) }, "n1"), lease(func(l *coordinationv1.Lease) {
+			l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat(skew.Current()))
 			signLease(l)
 		}), ReasonZoneLeaseFresh},
 	}

@@ -129,6 +129,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	leadership := raftzone.NewLeadership()
 	wcfg := apiwriter.DefaultConfig()
 	wcfg.Zone, wcfg.Node, wcfg.LeaseNamespace = zoneName, cfg.Raft.Node, cfg.LeaseNamespace
+	wcfg.WebhookNamespace = cfg.WebhookNamespace
 	wcfg.NodeKey = port.NodeKey()
 	wcfg.LeaseRenew, wcfg.LeaseDuration = cfg.ZoneLeaseRenew, cfg.ZoneLeaseDuration()
 	wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.APICheckPeriod, cfg.APITimeout

@@ -33,6 +33,9 @@ type Config struct {
 	ZoneLabel string
 	// LeaseNamespace holds the zone and genesis Leases [--lease-namespace].
 	LeaseNamespace string
+	// WebhookNamespace is the webhook's, where its replicas say which
+	// formats they read [--webhook-namespace].
+	WebhookNamespace string
 	// ZoneLeaseRenew is the zone Lease renewal period [--zone-lease-renew].
 	ZoneLeaseRenew time.Duration
 	// APICheckPeriod is how often apiserver reachability is checked
@@ -69,6 +72,7 @@ func DefaultConfig() Config {
 		KeyRetireGrace:   zonekeys.DefaultRetireGrace,
 		ZoneLabel:        zone.DefaultZoneLabel,
 		LeaseNamespace:   zone.DefaultLeaseNamespace,
+		WebhookNamespace: zone.DefaultWebhookNamespace,
 		ZoneLeaseRenew:   5 * time.Second,
 		APICheckPeriod:   2 * time.Second,
 		APITimeout:       10 * time.Second,
@@ -125,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseNamespace == "" {
 		errs = append(errs, errors.New("--lease-namespace must not be empty"))
+	}
+	if c.WebhookNamespace == "" {
+		errs = append(errs, errors.New("--webhook-namespace must not be empty"))
 	}
 	if _, _, err := net.SplitHostPort(c.StatusAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--status-address %q: %w", c.StatusAddress, err))

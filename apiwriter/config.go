@@ -25,6 +25,13 @@ type Config struct {
 	NodeKey ed25519.PrivateKey
 	// LeaseNamespace holds zone Leases [--lease-namespace].
 	LeaseNamespace string
+	// WebhookNamespace holds the webhook's Lease saying what its replicas
+	// read (zone.WebhookReadsLease) [--webhook-namespace].
+	WebhookNamespace string
+	// WebhookReadsPeriod is how often that Lease is read while the zone
+	// could write a format above skew.Oldest: how soon a webhook rolled
+	// back to the release before is noticed.
+	WebhookReadsPeriod time.Duration
 	// LeaseRenew is the zone Lease renewal period [--zone-lease-renew].
 	LeaseRenew time.Duration
 	// LeaseDuration is written as the Lease's leaseDurationSeconds: how long
@@ -49,13 +56,15 @@ type Config struct {
 // every 5 s however large the zone is.
 func DefaultConfig() Config {
 	return Config{
-		LeaseNamespace: zone.DefaultLeaseNamespace,
-		LeaseRenew:     5 * time.Second,
-		LeaseDuration:  15 * time.Second,
-		HealthPeriod:   2 * time.Second,
-		RetryBase:      200 * time.Millisecond,
-		RetryMax:       30 * time.Second,
-		WriteTimeout:   10 * time.Second,
+		LeaseNamespace:     zone.DefaultLeaseNamespace,
+		WebhookNamespace:   zone.DefaultWebhookNamespace,
+		WebhookReadsPeriod: time.Minute,
+		LeaseRenew:         5 * time.Second,
+		LeaseDuration:      15 * time.Second,
+		HealthPeriod:       2 * time.Second,
+		RetryBase:          200 * time.Millisecond,
+		RetryMax:           30 * time.Second,
+		WriteTimeout:       10 * time.Second,
 	}
 }
 
@@ -74,11 +83,15 @@ func (c *Config) Validate() error {
 	if c.LeaseNamespace == "" {
 		errs = append(errs, errors.New("--lease-namespace is required"))
 	}
+	if c.WebhookNamespace == "" {
+		errs = append(errs, errors.New("--webhook-namespace is required"))
+	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"--zone-lease-renew", c.LeaseRenew}, {"--apiserver-check-period", c.HealthPeriod},
-		{"retry base", c.RetryBase}, {"retry max", c.RetryMax}, {"write timeout", c.WriteTimeout}} {
+		{"retry base", c.RetryBase}, {"retry max", c.RetryMax}, {"write timeout", c.WriteTimeout},
+		{"webhook reads period", c.WebhookReadsPeriod}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
 		}

@@ -57,6 +57,11 @@
 // and sooner (a bounded number of times per term) while its votes are short
 // of a majority.
 //
+// Both formats keep to the level every reader reads (format.go): the lowest
+// the zone's members announce (ZoneFacts) and, once that is above the
+// oldest level this build writes, the lowest any webhook replica says in
+// the webhook's reads Lease, read at most once per WebhookReadsPeriod.
+//
 // Events (a verdict that changes a node's state, a leader taking the Lease
 // over) are best effort: a failed Event is counted, never retried, and never
 // fails the write it records.
@@ -75,9 +80,10 @@
 // apiwriter must not decide verdicts, touch Raft or read the replicated
 // store, and must not import raftzone. It receives committed verdicts through
 // Verdicts (the VerdictSink raftzone defines) and sees the zone only through
-// the interfaces it defines: Fence and MemberCounter (raftzone.Leadership),
+// the interfaces it defines: Fence and ZoneFacts (raftzone.Leadership),
 // NodeVerdicts (the agent's Node informer and the zone's committed verdicts,
 // set by Follow) and EvidenceSource (raftzone.Member, set by Gather). It must
 // write nothing to the API but the verdict annotation and EdgeQuorum
-// condition on Nodes, the zone Lease and its Events.
+// condition on Nodes, the zone Lease and its Events, and read nothing of the
+// webhook's but its reads Lease.
 package apiwriter

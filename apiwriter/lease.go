@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -100,6 +101,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		wanted               []string
 		wg                   sync.WaitGroup
 	)
+	format := w.formatLevel(ctx)
 	wg.Go(func() { evidence, wanted = w.gather(ctx) })
 	wg.Go(func() { leadership = w.votes(ctx, term) })
 	wg.Wait()
@@ -110,7 +112,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		got, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			created, err := leases.Create(ctx, w.leaseObject(nil, term, evidence, leadership), metav1.CreateOptions{FieldManager: "edgequorum"})
+			created, err := leases.Create(ctx, w.leaseObject(nil, term, format, evidence, leadership), metav1.CreateOptions{FieldManager: "edgequorum"})
 			if err := w.observe(err); err != nil {
 				w.metrics.writes.WithLabelValues("lease", "error").Inc()
 				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
@@ -131,7 +133,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 			return fmt.Errorf("zone lease held under term %d, we lead term %d: %w", t, term, err)
 		}
 	}
-	updated, err := leases.Update(ctx, w.leaseObject(cur, term, evidence, leadership), metav1.UpdateOptions{FieldManager: "edgequorum"})
+	updated, err := leases.Update(ctx, w.leaseObject(cur, term, format, evidence, leadership), metav1.UpdateOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("lease", "error").Inc()
 		w.mu.Lock()
@@ -226,8 +228,8 @@ func (w *Writer) votes(ctx context.Context, term uint64) string {
 // for a majority then.
 func (w *Writer) voters() int {
 	n := 0
-	if w.members != nil {
-		n = w.members.MemberCount()
+	if w.facts != nil {
+		n = w.facts.MemberCount()
 	}
 	w.mu.Lock()
 	src := w.nodes
@@ -330,9 +332,10 @@ func (w *Writer) newlyWanted() bool {
 }
 
 // leaseObject returns the Lease to write: cur renewed by us under term, or a new
-// one when cur is nil, signed with our node key, carrying evidence and the
-// members' votes for our leadership (none when empty).
-func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence, leadership string) *coordinationv1.Lease {
+// one when cur is nil, in the format of level format, signed with our node
+// key, carrying evidence and the members' votes for our leadership (none
+// when empty).
+func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew.Level, evidence, leadership string) *coordinationv1.Lease {
 	// A Lease keeps its times to the microsecond; sign what it keeps.
 	now := metav1.NewMicroTime(w.clock.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -349,11 +352,11 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, evidence, l
 	}
 	l.Labels[zonek8s.ZoneLabel] = w.cfg.Zone
 	members := 0
-	if w.members != nil {
-		members = w.members.MemberCount()
+	if w.facts != nil {
+		members = w.facts.MemberCount()
 	}
 	l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
-	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat)
+	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat(format))
 	l.Annotations[LeaseMembersAnnotation] = strconv.Itoa(members)
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.cfg.Node {
 		l.Spec.HolderIdentity = ptr.To(w.cfg.Node)

@@ -17,6 +17,9 @@ type metrics struct {
 	evidence  prometheus.Gauge
 	// leaderVotes is how many members' votes the last Lease carried.
 	leaderVotes prometheus.Gauge
+	// formatLevel and webhookReads: format.go.
+	formatLevel  prometheus.Gauge
+	webhookReads *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,13 +56,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_leader_votes",
 			Help: "Members whose signed vote that this member leads in its term the leader's last zone Lease carried; the webhook honours the Lease only on a majority of the zone's members.",
 		}),
+		formatLevel: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiwriter_format_level",
+			Help: "The protocol level of the verdict and zone Lease formats this member last wrote or would write as leader: the lowest level the zone's members and every webhook replica read.",
+		}),
+		webhookReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgequorum_apiwriter_webhook_level_reads_total",
+			Help: "Reads of the webhook's Lease saying what its replicas read, by result (ok, missing, error); made only while the zone's members read a format newer than the oldest this build writes.",
+		}, []string{"result"}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_apiserver_reachable",
 			Help: "1 while the last apiserver call or health check succeeded.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes, m.formatLevel, m.webhookReads,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -49,9 +51,13 @@ type NodeVerdicts interface {
 	CommittedVerdict(node string) (zone.Verdict, bool)
 }
 
-// MemberCounter tells how many members the zone has, for the zone Lease.
-type MemberCounter interface {
+// ZoneFacts tells what the zone last committed that the writer keeps to:
+// how many members it has, for the zone Lease, and the protocol level every
+// member reads (skew.Unannounced before the member found it), for the
+// formats it writes.
+type ZoneFacts interface {
 	MemberCount() int
+	ZoneLevel() skew.Level
 }
 
 // Writer writes committed verdicts and the zone Lease while this member leads.
@@ -60,7 +66,7 @@ type Writer struct {
 	cfg     Config
 	client  kubernetes.Interface
 	fence   Fence
-	members MemberCounter
+	facts   ZoneFacts
 	log     *slog.Logger
 	clock   clock.WithTicker
 	metrics *metrics
@@ -90,10 +96,21 @@ type Writer struct {
 	votesTerm    uint64
 	soonRetries  int
 	soonFor      int
+	// webhook is what the webhook's Lease said when last read (format.go);
+	// lastFormat the level of the formats last written.
+	webhook    webhookLevel
+	lastFormat atomic.Uint32
+}
+
+// webhookLevel is the level every webhook replica reads, and when it was
+// read (zero: never).
+type webhookLevel struct {
+	level skew.Level
+	read  time.Time
 }
 
 // New returns a Writer; Run starts it.
-func New(cfg Config, client kubernetes.Interface, fence Fence, members MemberCounter) (*Writer, error) {
+func New(cfg Config, client kubernetes.Interface, fence Fence, facts ZoneFacts) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -104,7 +121,7 @@ func New(cfg Config, client kubernetes.Interface, fence Fence, members MemberCou
 		cfg.Logger = slog.Default()
 	}
 	w := &Writer{
-		cfg: cfg, client: client, fence: fence, members: members,
+		cfg: cfg, client: client, fence: fence, facts: facts,
 		log:      cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
 		clock:    cfg.Clock,
 		metrics:  newMetrics(cfg.Registerer),
@@ -269,7 +286,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 		w.metrics.skipped.WithLabelValues(skipSuperseded).Inc()
 		return nil
 	}
-	want := w.signed(v, term)
+	want := w.signed(v, term, w.formatLevel(ctx))
 	raw, had := node.Annotations[zone.AnnotationKey]
 	value := ""
 	switch skip := holds(node.Annotations, want, term, w.predecessorSigned(v.Node, term)); skip {
@@ -442,7 +459,7 @@ func (w *Writer) endorsements(term uint64) map[string]string {
 			continue
 		}
 		v, ok := src.CommittedVerdict(n.Name)
-		if !ok || !sameDecision(a, zone.AnnotationFor(w.cfg.Zone, v)) || !w.verified(n.Name, raw, &a, keys[a.Signer]) {
+		if !ok || !sameDecision(a, zone.AnnotationFor(w.cfg.Zone, v, skew.Oldest())) || !w.verified(n.Name, raw, &a, keys[a.Signer]) {
 			continue
 		}
 		d := zone.VerdictDigest(a.Sig)
@@ -490,9 +507,10 @@ func nodeKeys(nodes []*corev1.Node) map[string]ed25519.PublicKey {
 }
 
 // signed is the annotation for committed verdict v as this member writes it
-// leading term: signed with its node key under that term, whoever decided v.
-func (w *Writer) signed(v zone.Verdict, term uint64) zone.Annotation {
-	a := zone.AnnotationFor(w.cfg.Zone, v)
+// leading term, in the format of level format: signed with its node key
+// under that term, whoever decided v.
+func (w *Writer) signed(v zone.Verdict, term uint64, format skew.Level) zone.Annotation {
+	a := zone.AnnotationFor(w.cfg.Zone, v, format)
 	a.SignedTerm = term
 	a.Sign(v.Node, w.cfg.Node, w.cfg.NodeKey)
 	return a
@@ -514,7 +532,7 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node {
 		return false
 	}
-	want := w.signed(v, term)
+	want := w.signed(v, term, w.cachedFormatLevel())
 	switch holds(node.Annotations, want, term, w.predecessorSigned(node.Name, term)) {
 	case skipUnchanged:
 		if showsVerdict(node, want) {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
@@ -67,6 +68,9 @@ var testNodeKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 type fixedMembers int
 
 func (m fixedMembers) MemberCount() int { return int(m) }
+
+// ZoneLevel: every member announces the level this build speaks.
+func (fixedMembers) ZoneLevel() skew.Level { return skew.Current() }
 
 // harness wires a Writer to a fake clientset whose API can be made unreachable.
 type harness struct {
@@ -582,7 +586,7 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 	at := h.clock.Now()
 	v := verdict("node-2", zone.Healthy, 4, at)
 	v.Leader = "node-3"
-	decided := zone.AnnotationFor("zone-a", v)
+	decided := zone.AnnotationFor("zone-a", v, skew.Oldest())
 	decided.Sign("node-2", "node-3", node3Key)
 	h.setAnnotation("node-2", decided)
 	committed := map[string]zone.Verdict{"node-2": v}
@@ -628,7 +632,7 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 	// node-3 wrote node-9's decision: it stands too, the Lease naming it.
 	v.Leader = "node-9"
 	committed["node-2"] = v
-	restored := zone.AnnotationFor("zone-a", v)
+	restored := zone.AnnotationFor("zone-a", v, skew.Oldest())
 	restored.Sign("node-2", "node-3", node3Key)
 	h.setAnnotation("node-2", restored)
 	if h.w.Restore(get(), v) {
@@ -638,7 +642,7 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 
 	// Signed with a key node-3's Node does not register: signed again, and
 	// the Lease names it no more.
-	forged := zone.AnnotationFor("zone-a", v)
+	forged := zone.AnnotationFor("zone-a", v, skew.Oldest())
 	forged.Sign("node-2", "node-3", ed25519.NewKeyFromSeed(append([]byte{9}, make([]byte, ed25519.SeedSize-1)...)))
 	h.setAnnotation("node-2", forged)
 	if !h.w.Restore(get(), v) {
@@ -832,7 +836,7 @@ func TestEndorsementsFitThePolicy(t *testing.T) {
 	for _, n := range names[1:] {
 		v := verdict(n, zone.Healthy, 4, h.clock.Now())
 		committed[n] = v
-		a := zone.AnnotationFor("zone-a", v)
+		a := zone.AnnotationFor("zone-a", v, skew.Oldest())
 		a.SignedTerm = 4
 		a.Sign(n, "node-3", signerKey)
 		h.setAnnotation(n, a)
@@ -958,7 +962,7 @@ func TestFounderRenewsWithVotesAsTheZoneGrows(t *testing.T) {
 	h.fence.term.Store(2)
 	members := &growingMembers{}
 	members.n.Store(1)
-	h.w.members = members
+	h.w.facts = members
 	src := &fakeEvidence{term: 2, voters: []string{"node-1"}}
 	h.w.Gather(src)
 	if err := h.w.RenewLease(ctx); err != nil {
@@ -990,7 +994,7 @@ func TestFounderRenewsWithVotesAsTheZoneGrows(t *testing.T) {
 	h.fence.term.Store(2)
 	one := &growingMembers{}
 	one.n.Store(1)
-	h.w.members = one
+	h.w.facts = one
 	h.w.Follow(fakeNodeVerdicts{h: h})
 	h.w.Gather(&fakeEvidence{term: 2, voters: []string{"node-1"}})
 	if err := h.w.RenewLease(ctx); err != nil {
@@ -1005,6 +1009,8 @@ func TestFounderRenewsWithVotesAsTheZoneGrows(t *testing.T) {
 type growingMembers struct{ n atomic.Int64 }
 
 func (m *growingMembers) MemberCount() int { return int(m.n.Load()) }
+
+func (*growingMembers) ZoneLevel() skew.Level { return skew.Current() }
 
 func (f *fakeEvidence) WantEvidence() []string {
 	f.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -21,7 +22,10 @@ type Leadership struct {
 	// zoneSize is the member count the leader last committed, for the zone
 	// Lease.
 	zoneSize atomic.Int64
-	owned    atomic.Bool
+	// zoneLevel is the zone's protocol level as this member's replica
+	// last found it (skew.Unannounced before it did).
+	zoneLevel atomic.Uint32
+	owned     atomic.Bool
 }
 
 // leaderTerm is one term this member leads in; confirm asks a quorum.
@@ -64,6 +68,11 @@ func (l *Leadership) VerifyLeader(ctx context.Context) (uint64, error) {
 // MemberCount is how many members the zone had when its leader last committed the
 // member list (0 before that).
 func (l *Leadership) MemberCount() int { return int(l.zoneSize.Load()) }
+
+// ZoneLevel is the protocol level every member of the zone reads, as this
+// member's replica last found it, or skew.Unannounced before it did: the
+// writer keeps the API formats at or below it.
+func (l *Leadership) ZoneLevel() skew.Level { return skew.Level(l.zoneLevel.Load()) }
 
 // begin publishes a term this member leads in; end withdraws it.
 func (l *Leadership) begin(term uint64, confirm func(context.Context) error) {

@@ -55,6 +55,9 @@ func (s *Member) zoneLevel() skew.Level {
 			"why", "the lowest level any member announces")
 	}
 	s.metrics.zoneLevel.Set(float64(l))
+	if s.leadership != nil {
+		s.leadership.zoneLevel.Store(uint32(l))
+	}
 	return l
 }
 

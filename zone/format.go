@@ -17,12 +17,33 @@ import (
 // format, a decimal number; absent on Leases of releases before levels.
 const LeaseFormatAnnotation = "edgequorum.io/format"
 
-// VerdictFormat and LeaseFormat are the levels of the formats this build
-// writes.
-const (
-	VerdictFormat = skew.Level1
-	LeaseFormat   = skew.Level1
+// verdictFormats and leaseFormats are the levels at which the verdict
+// annotation's and the zone Lease's formats changed, oldest first: a writer
+// picks the newest its readers read (VerdictFormat, LeaseFormat). They are
+// variables only so that the test build of the next release (build tag
+// skewnext) can add one.
+var (
+	verdictFormats = []skew.Level{skew.Level1}
+	leaseFormats   = []skew.Level{skew.Level1}
 )
+
+// VerdictFormat is the level of the newest verdict annotation format a
+// reader of level at reads, or the oldest this build writes when at is
+// below every one of them.
+func VerdictFormat(at skew.Level) skew.Level { return formatAt(verdictFormats, at) }
+
+// LeaseFormat is VerdictFormat for the zone Lease's annotations.
+func LeaseFormat(at skew.Level) skew.Level { return formatAt(leaseFormats, at) }
+
+func formatAt(levels []skew.Level, at skew.Level) skew.Level {
+	f := levels[0]
+	for _, l := range levels[1:] {
+		if l <= at {
+			f = l
+		}
+	}
+	return f
+}
 
 // FormatLevel renders a level as LeaseFormatAnnotation's value.
 func FormatLevel(l skew.Level) string { return strconv.Itoa(int(l)) }

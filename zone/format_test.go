@@ -35,8 +35,8 @@ func TestFormatLevels(t *testing.T) {
 			t.Errorf("ParseFormatLevel(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
-	if FormatLevel(LeaseFormat) != "1" {
-		t.Errorf("FormatLevel(%v) = %q", LeaseFormat, FormatLevel(LeaseFormat))
+	if got := FormatLevel(LeaseFormat(skew.Level1)); got != "1" {
+		t.Errorf("FormatLevel(LeaseFormat(level 1)) = %q", got)
 	}
 }
 

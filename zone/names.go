@@ -59,8 +59,9 @@ type Annotation struct {
 	// Sig is Signer's Ed25519 signature over SigningBytes for the Node the
 	// annotation is on.
 	Sig []byte `json:"sig,omitempty"`
-	// V is the level of the annotation's format (VerdictFormat when this
-	// build wrote it); zero on verdicts of releases before levels. A
+	// V is the level of the annotation's format (VerdictFormat of the
+	// level its writer's readers read); zero on verdicts of releases
+	// before levels. A
 	// format whose signed bytes change is signed under a new domain, so V
 	// itself need not be signed.
 	V skew.Level `json:"v,omitempty"`
@@ -75,10 +76,11 @@ func (a *Annotation) SigningTerm() uint64 {
 	return a.Term
 }
 
-// AnnotationFor renders a committed verdict for the Node object of v.Node.
-func AnnotationFor(zoneName string, v Verdict) Annotation {
+// AnnotationFor renders a committed verdict for the Node object of v.Node,
+// in the newest format readers of level at read.
+func AnnotationFor(zoneName string, v Verdict, at skew.Level) Annotation {
 	return Annotation{State: v.State, Zone: zoneName, Term: v.Term, Leader: v.Leader,
-		At: v.DecidedAt.UTC(), Pros: v.Pros, Cons: v.Cons, Members: v.Members, V: VerdictFormat}
+		At: v.DecidedAt.UTC(), Pros: v.Pros, Cons: v.Cons, Members: v.Members, V: VerdictFormat(at)}
 }
 
 // ParseAnnotation decodes an annotation value, rejecting unknown states so that a

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 func sampleReport() Report {
@@ -96,7 +98,7 @@ func TestLeaseNames(t *testing.T) {
 func TestParseAnnotation(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	v := Verdict{Node: "n", State: Healthy, Pros: 3, Cons: 1, Members: 5, Term: 9, Leader: "l", DecidedAt: at}
-	a := AnnotationFor("z", v)
+	a := AnnotationFor("z", v, skew.Oldest())
 	if a.State != Healthy || a.Zone != "z" || a.Term != 9 || a.Members != 5 || !a.At.Equal(at) {
 		t.Fatalf("annotation %+v", a)
 	}

@@ -34,6 +34,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone and genesis Leases")
+	fs.StringVar(&cfg.WebhookNamespace, "webhook-namespace", cfg.WebhookNamespace, "the webhook's namespace, where its replicas say which formats they read")
 	fs.Func("status-allow-cidrs", "comma-separated networks (e.g. your Prometheus's) that may read /metrics and /v1/status besides this node itself; default none",
 		func(v string) error {
 			for _, part := range strings.Split(v, ",") {

@@ -1,0 +1,118 @@
+package zone
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
+)
+
+// What the webhook reads, told to the zone leaders that write for it: every
+// webhook replica keeps an entry in one Lease of the webhook's namespace,
+// WebhookReadsLease, under WebhookReadsAnnotation, saying the release it
+// runs and the highest format level it reads. A leader writes a verdict or
+// zone Lease format of a level above skew.Oldest only while every entry
+// reads it (WebhookLevel): a webhook replica of N−1, still serving in a
+// roll or put back by a rollback, would refuse it as newer.
+//
+// Only the webhook writes the Lease (agents may only read it); replicas
+// add their entry at start, renew it, remove it when they stop, and prune
+// entries a crashed replica left behind, by the cloud's clock. Readers never
+// judge an entry's age by their own clock: dropping an entry can only raise
+// the level, and an edge clock that runs ahead would drop a live replica's.
+
+const (
+	// WebhookReadsLease names the Lease, in the webhook's namespace.
+	WebhookReadsLease = "edgequorum-webhook-reads"
+	// WebhookReadsAnnotation holds the replicas' entries, as JSON: replica
+	// name to WebhookReplica.
+	WebhookReadsAnnotation = "edgequorum.io/reads"
+	// DefaultWebhookNamespace is where the webhook runs, as deploy/webhook
+	// installs it.
+	DefaultWebhookNamespace = "edgequorum-webhook"
+	// MaxWebhookReplicas bounds the entries a reader accepts: a Deployment
+	// of a few replicas, and those that crashed in the last minutes.
+	MaxWebhookReplicas = 64
+	// maxWebhookReads bounds the annotation a reader parses.
+	maxWebhookReads = 16 << 10
+)
+
+// WebhookReplica is one replica's entry.
+type WebhookReplica struct {
+	// Level is the highest format level the replica reads.
+	Level skew.Level `json:"level"`
+	// Release is the release it runs, for operators (preflight).
+	Release string `json:"release"`
+	// At is when the replica last renewed the entry, by its own clock.
+	At time.Time `json:"at"`
+}
+
+// ParseWebhookReads decodes WebhookReadsAnnotation's value ("" is no
+// entries). A value out of bounds or an entry that does not validate is an
+// error: the caller then writes the oldest formats.
+func ParseWebhookReads(s string) (map[string]WebhookReplica, error) {
+	if s == "" {
+		return map[string]WebhookReplica{}, nil
+	}
+	if len(s) > maxWebhookReads {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", WebhookReadsAnnotation, len(s), maxWebhookReads)
+	}
+	var rs map[string]WebhookReplica
+	if err := json.Unmarshal([]byte(s), &rs); err != nil {
+		return nil, fmt.Errorf("%s: %w", WebhookReadsAnnotation, err)
+	}
+	if len(rs) > MaxWebhookReplicas {
+		return nil, fmt.Errorf("%s: %d replicas, more than %d", WebhookReadsAnnotation, len(rs), MaxWebhookReplicas)
+	}
+	for name, r := range rs {
+		if name == "" || len(name) > 253 {
+			return nil, fmt.Errorf("%s: replica name %q: must be 1 to 253 bytes", WebhookReadsAnnotation, truncate(name, 16))
+		}
+		if r.Level == skew.Unannounced {
+			return nil, fmt.Errorf("%s: replica %s: no level", WebhookReadsAnnotation, truncate(name, 64))
+		}
+		if err := (skew.Announcement{Release: r.Release, Level: r.Level}).Validate(); err != nil {
+			return nil, fmt.Errorf("%s: replica %s: %w", WebhookReadsAnnotation, truncate(name, 64), err)
+		}
+	}
+	return rs, nil
+}
+
+// FormatWebhookReads encodes entries as WebhookReadsAnnotation's value.
+func FormatWebhookReads(rs map[string]WebhookReplica) (string, error) {
+	if len(rs) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", WebhookReadsAnnotation, err)
+	}
+	return string(b), nil
+}
+
+// WebhookLevel is the highest format level every webhook replica reads:
+// the lowest any entry says, or skew.Oldest when there are none (a webhook
+// of a release before entries existed, or none installed).
+func WebhookLevel(rs map[string]WebhookReplica) skew.Level {
+	if len(rs) == 0 {
+		return skew.Oldest()
+	}
+	l := skew.Level(^uint16(0))
+	for _, r := range rs {
+		l = min(l, r.Level)
+	}
+	return l
+}
+
+// WebhookReplicaNames returns the entries' names in order, for output that
+// must not change from run to run.
+func WebhookReplicaNames(rs map[string]WebhookReplica) []string {
+	names := make([]string, 0, len(rs))
+	for n := range rs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
