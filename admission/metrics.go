@@ -51,6 +51,9 @@ type metrics struct {
 	evidenceRefused *prometheus.CounterVec
 	zoneRechecks    prometheus.Counter
 	tlsReloads      *prometheus.CounterVec
+	// readsWrites counts this replica's writes of its entry in the
+	// webhook's reads Lease (announce.go).
+	readsWrites *prometheus.CounterVec
 	// verdictsRefused and leasesRefused count what the zone did not sign
 	// (or someone else did), once per distinct annotation or renewal.
 	verdictsRefused *prometheus.CounterVec
@@ -106,6 +109,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "tls_reloads_total",
 			Help: "Serving certificate reloads after the files changed, by result (ok, error: the previous pair stays in use).",
+		}, []string{"result"}),
+		readsWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "reads_lease_writes_total",
+			Help: "Writes of this replica's entry in the Lease edgequorum-webhook-reads, which tells zone leaders the formats the webhook reads, by result (ok, error).",
 		}, []string{"result"}),
 	}
 	m.verdictsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -191,6 +198,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.tlsReloads, err = register(reg, m.tlsReloads); err != nil {
 		return nil, err
 	}
+	if m.readsWrites, err = register(reg, m.readsWrites); err != nil {
+		return nil, err
+	}
+	m.readsWrites.WithLabelValues("ok")
+	m.readsWrites.WithLabelValues("error")
 	// Zero series up front, so a dashboard shows "no errors" rather than
 	// "no data".
 	m.repairs.WithLabelValues(resOutOfService, repairMutated)

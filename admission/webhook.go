@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -37,6 +38,8 @@ type Webhook struct {
 	repair   *repairer
 	memory   *memory
 	events   *eventer
+	// announcer tells zone leaders what this replica reads (announce.go).
+	announcer *announcer
 
 	factories []informers.SharedInformerFactory
 	hasSynced []cache.InformerSynced
@@ -60,6 +63,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads); err != nil {
 		return nil, err
 	}
+	w.announcer = newAnnouncer(cfg, client.CoordinationV1().Leases(cfg.ElectionNamespace), m)
 
 	all := informers.NewSharedInformerFactory(client, 0)
 	nodeLeases := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(NodeLeaseNamespace))
@@ -239,6 +243,10 @@ func (w *Webhook) Run(ctx context.Context) error {
 		}
 	})
 	w.log.Info("serving admission reviews", "address", ln.Addr().String(), "dryRun", w.cfg.DryRun, "repair", w.cfg.Repair)
+	announceCtx, stopAnnouncing := context.WithCancel(ctx)
+	defer stopAnnouncing()
+	announced := make(chan struct{})
+	go func() { defer close(announced); w.announcer.run(announceCtx) }()
 	wg.Go(func() {
 		if !cache.WaitForCacheSync(ctx.Done(), w.hasSynced...) {
 			return
@@ -271,6 +279,13 @@ func (w *Webhook) Run(ctx context.Context) error {
 		w.log.Warn("server shutdown", "err", serr)
 		_ = srv.Close()
 	}
+	// Answering no more reviews, this replica no longer holds the
+	// formats zone leaders write down to what it reads.
+	stopAnnouncing()
+	<-announced
+	withdrawCtx, cancelWithdraw := context.WithTimeout(context.WithoutCancel(stop), 5*time.Second)
+	w.announcer.withdraw(withdrawCtx)
+	cancelWithdraw()
 	cancel()
 	wg.Wait()
 	if w.events != nil {

@@ -90,7 +90,7 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 	// What RBAC grants the token (in force since the writes above got past
 	// it): Nodes cluster-wide, and Leases in the agent's namespace only. The
 	// rest of this test checks what the policies take away from that.
-	requireAgentRules(ctx, t, agentA, ns, ns, "default", "kube-system", "kube-node-lease", webhookNS)
+	requireAgentRules(ctx, t, agentA, ns, webhookNS, ns, "default", "kube-system", "kube-node-lease", webhookNS)
 
 	t.Run("nodes", func(t *testing.T) {
 		// What the agent writes: its node key on its own Node, as the leader a
@@ -305,6 +305,17 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		requireDeniedByRBAC(t, "the agent reading the webhook's repair lock", err)
 		requireDeniedByRBAC(t, "the agent taking the webhook's repair lock", updateLease(ctx, t, admin, agentA, webhookNS, repairLease, nodeA))
 
+		// What the webhook's replicas read: the agent reads it and writes
+		// nothing of it.
+		requireDeniedByRBAC(t, "the agent creating the webhook's reads Lease", createLease(ctx, agentA, webhookNS, zone.WebhookReadsLease, nodeA))
+		if err := createLease(ctx, admin, webhookNS, zone.WebhookReadsLease, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := agentA.CoordinationV1().Leases(webhookNS).Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{}); err != nil {
+			t.Errorf("the agent reading the webhook's reads Lease: %v", err)
+		}
+		requireDeniedByRBAC(t, "the agent writing the webhook's reads Lease", updateLease(ctx, t, admin, agentA, webhookNS, zone.WebhookReadsLease, nodeA))
+
 		// RBAC grants no delete; should a wider role be bound to the agent,
 		// the policy still refuses it.
 		requireDeniedByRBAC(t, "the agent deleting the zone Lease",
@@ -400,8 +411,11 @@ func installWebhookRBAC(ctx context.Context, t *testing.T, c *testcluster.Cluste
 		case "Role":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 			for _, r := range rules {
-				if names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames"); len(names) == 1 {
-					lock = names[0]
+				names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames")
+				for _, n := range names {
+					if strings.HasSuffix(n, "-repair") {
+						lock = n
+					}
 				}
 			}
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding":
@@ -420,10 +434,10 @@ func installWebhookRBAC(ctx context.Context, t *testing.T, c *testcluster.Cluste
 }
 
 // requireAgentRules checks with SelfSubjectRulesReviews what RBAC lets cs (the
-// agent) do in each namespace: read and patch Nodes, and in agentNS only, get,
-// create and update Leases. Self-reviews, which every user may make, are left
-// out.
-func requireAgentRules(ctx context.Context, t *testing.T, cs kubernetes.Interface, agentNS string, namespaces ...string) {
+// agent) do in each namespace: read and patch Nodes, in agentNS only, get,
+// create and update Leases, and in webhookNS get the webhook's reads Lease.
+// Self-reviews, which every user may make, are left out.
+func requireAgentRules(ctx context.Context, t *testing.T, cs kubernetes.Interface, agentNS, webhookNS string, namespaces ...string) {
 	t.Helper()
 	for _, ns := range namespaces {
 		r, err := cs.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
@@ -452,6 +466,9 @@ func requireAgentRules(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		want := []string{"/nodes get []", "/nodes list []", "/nodes patch []", "/nodes watch []", "/nodes/status patch []"}
 		if ns == agentNS {
 			want = append(want, "coordination.k8s.io/leases create []", "coordination.k8s.io/leases get []", "coordination.k8s.io/leases update []")
+		}
+		if ns == webhookNS {
+			want = append(want, "coordination.k8s.io/leases get ["+zone.WebhookReadsLease+"]")
 		}
 		// Everywhere; the event policy narrows it.
 		want = append(want, "events.k8s.io/events create []")

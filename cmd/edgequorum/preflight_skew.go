@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgequorum/edgequorum/skew"
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // checkReleases reports the releases the agents and the webhook run, read
@@ -61,7 +63,56 @@ func checkReleases(ctx context.Context, client kubernetes.Interface, zoneLabel s
 		c.detail += ": a roll is in progress" + mixedZones(agents, zoneOf)
 		c.fix = "kubectl -n " + agentNamespace + " rollout status daemonset/" + agentDaemonSet
 	}
-	return []check{c}
+	return []check{c, checkWebhookReads(ctx, client, webhooks)}
+}
+
+// checkWebhookReads reports what each webhook replica says it reads
+// (zone.WebhookReadsLease): zone leaders write no format newer than the
+// lowest. No entry while replicas of a release that writes them run means
+// the replicas cannot write it, and leaders keep to the oldest formats.
+func checkWebhookReads(ctx context.Context, client kubernetes.Interface, webhooks []podRelease) check {
+	c := check{what: "webhook formats"}
+	l, err := client.CoordinationV1().Leases(webhookNamespace).Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
+	var rs map[string]zone.WebhookReplica
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		c.level, c.detail = checkWarn, "lease "+zone.WebhookReadsLease+": "+describeErr(err)
+		return c
+	default:
+		if rs, err = zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation]); err != nil {
+			c.level, c.detail = checkWarn, describeErr(err)
+			c.fix = "zone leaders keep to the oldest formats; the webhook's replicas write it anew within 30 s"
+			return c
+		}
+	}
+	if len(rs) == 0 {
+		c.detail = "no webhook replica says which formats it reads: zone leaders keep to the oldest formats"
+		if announcing(webhooks) {
+			c.level = checkWarn
+			c.fix = "read the webhook's logs; its Role edgequorum-webhook in " + webhookNamespace + " must let it get and update the Lease " + zone.WebhookReadsLease
+		}
+		return c
+	}
+	parts := make([]string, 0, len(rs))
+	for _, name := range zone.WebhookReplicaNames(rs) {
+		parts = append(parts, fmt.Sprintf("%s reads %s (%s)", name, rs[name].Level, orDash(rs[name].Release)))
+	}
+	c.detail = strings.Join(parts, ", ") + fmt.Sprintf("; zone leaders write formats up to %s", zone.WebhookLevel(rs))
+	return c
+}
+
+// announcing reports whether a webhook replica runs a release that says
+// which formats it reads (v0.4 on), or one whose release its tag does not
+// tell.
+func announcing(webhooks []podRelease) bool {
+	for _, p := range webhooks {
+		r, err := skew.ParseRelease(p.release)
+		if err != nil || !r.Less(skew.Release{Major: 0, Minor: 4}) {
+			return true
+		}
+	}
+	return false
 }
 
 // podRelease is one pod's node and the release its image tag names.

@@ -8,6 +8,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -249,9 +250,11 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 			}
 		}
 	}
-	// Every Role and ClusterRole rendered, so that a new one cannot slip by.
+	// Every Role and ClusterRole rendered, so that a new one cannot slip
+	// by, but the agents' (below).
+	const agentReads = "Role/" + ns + "/edgequorum-agent-reads"
 	for key, o := range objs {
-		if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+		if (o.GetKind() == "Role" || o.GetKind() == "ClusterRole") && key != agentReads {
 			collect(key)
 		}
 	}
@@ -279,6 +282,9 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 		{ns, leases, "leases", "create", ""},
 		{ns, leases, "leases", "get", "edgequorum-webhook-repair"},
 		{ns, leases, "leases", "update", "edgequorum-webhook-repair"},
+		// what each replica reads, told to zone leaders
+		{ns, leases, "leases", "get", "edgequorum-webhook-reads"},
+		{ns, leases, "leases", "update", "edgequorum-webhook-reads"},
 		// the webhook's memory, in its own namespace, where no agent
 		// credential writes: read from a cache, written by the repair
 		// loop's leader
@@ -312,13 +318,27 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 			continue
 		}
 		s := subjects[0].(map[string]any)
+		if key == "RoleBinding/"+ns+"/edgequorum-agent-reads" {
+			if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); s["kind"] != "ServiceAccount" ||
+				s["name"] != "edgequorum-agent" || s["namespace"] != agentNS || ref != "edgequorum-agent-reads" {
+				t.Errorf("%s binds %v to %s, want the ServiceAccount edgequorum-agent in %s to edgequorum-agent-reads", key, subjects, ref, agentNS)
+			}
+			continue
+		}
 		if s["kind"] != "ServiceAccount" || s["name"] != "edgequorum-webhook" || s["namespace"] != ns {
 			t.Errorf("%s binds %v, want the ServiceAccount edgequorum-webhook in %s", key, subjects, ns)
 		}
 	}
+	// The agents may read one Lease here, and do nothing else.
+	rules, _, _ := unstructured.NestedSlice(get(t, objs, agentReads).Object, "rules")
+	if len(rules) != 1 || fmt.Sprint(rules[0]) != fmt.Sprint(map[string]any{"apiGroups": []any{leases}, "resources": []any{"leases"},
+		"resourceNames": []any{"edgequorum-webhook-reads"}, "verbs": []any{"get"}}) {
+		t.Errorf("%s grants %v, want get on the Lease edgequorum-webhook-reads alone", agentReads, rules)
+	}
 	wantBindings := append([]string{"ClusterRoleBinding//edgequorum-webhook", "ClusterRoleBinding//edgequorum-webhook-repair",
 		"RoleBinding/kube-node-lease/edgequorum-webhook", "RoleBinding/" + agentNS + "/edgequorum-webhook",
-		"RoleBinding/" + ns + "/edgequorum-webhook", "RoleBinding/default/edgequorum-webhook-events"}, moreBindings...)
+		"RoleBinding/" + ns + "/edgequorum-webhook", "RoleBinding/default/edgequorum-webhook-events",
+		"RoleBinding/" + ns + "/edgequorum-agent-reads"}, moreBindings...)
 	for _, b := range wantBindings {
 		get(t, objs, b)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/raftzone"
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -223,6 +224,12 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		if got := webhookMetric(ctx, e.client, `edgequorum_build_info{goversion="`+runtime.Version()+`",revision="next",version="`+v+`"}`); got < 1 {
 			t.Errorf("no webhook pod says it is build %s", v)
 		}
+		// What the replicas tell zone leaders they read: the replicas that
+		// run, each of the new build; those replaced took theirs out.
+		took := poll.Until(t, time.Minute, "the webhook's reads Lease to name the running replicas alone", func() (bool, string) {
+			return webhookReadsMatch(ctx, e.client, v)
+		})
+		t.Logf("the reads Lease named the running replicas alone %s after the roll", took.Round(time.Millisecond))
 		next = v
 	})
 
@@ -517,6 +524,35 @@ func agentMetricsText(t *testing.T, ctx context.Context, e *env) string {
 }
 
 // webhookMetric sums name over the webhook's pods, read from each pod's IP.
+// webhookReadsMatch reports whether the webhook's reads Lease holds one
+// entry per running webhook pod, each of release v at the level this build
+// reads, and nothing else.
+func webhookReadsMatch(ctx context.Context, c kubernetes.Interface, v string) (bool, string) {
+	l, err := c.CoordinationV1().Leases(webhookNS).Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	rs, err := zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation])
+	if err != nil {
+		return false, err.Error()
+	}
+	pods, err := c.CoreV1().Pods(webhookNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=edgequorum-webhook"})
+	if err != nil {
+		return false, err.Error()
+	}
+	want := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			want[p.Name] = true
+		}
+	}
+	ok := len(rs) == len(want)
+	for name, r := range rs {
+		ok = ok && want[name] && r.Release == v && r.Level == skew.Current()
+	}
+	return ok, fmt.Sprintf("entries %v, running pods %v", rs, want)
+}
+
 func webhookMetric(ctx context.Context, c kubernetes.Interface, name string) float64 {
 	pods, err := c.CoreV1().Pods(webhookNS).List(ctx, metav1.ListOptions{})
 	if err != nil {

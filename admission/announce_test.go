@@ -1,0 +1,87 @@
+package admission
+
+import (
+	"context"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/skew"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// readsEntries is what the webhook's reads Lease says, by replica.
+func readsEntries(t *testing.T, env *testEnv) map[string]zone.WebhookReplica {
+	t.Helper()
+	l, err := env.client.CoordinationV1().Leases(env.cfg.ElectionNamespace).Get(context.Background(), zone.WebhookReadsLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestReplicasAnnounceWhatTheyRead: every replica keeps its entry, with the
+// level this build reads; a replica that stopped without removing its own
+// is dropped once stale; one that stops cleanly removes its own.
+func TestReplicasAnnounceWhatTheyRead(t *testing.T) {
+	ctx := context.Background()
+	env := newWebhook(t, nil)
+	leases := env.client.CoordinationV1().Leases(env.cfg.ElectionNamespace)
+	other := newAnnouncer(func() Config { c := env.w.cfg; c.Identity = "webhook-killed"; return c }(), leases, env.w.metrics)
+	if err := other.write(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	stop := env.start(t)
+	poll.UntilTrue(t, waitTimeout, "this replica's entry", func() bool { _, ok := readsEntries(t, env)["test"]; return ok })
+	rs := readsEntries(t, env)
+	if e := rs["test"]; e.Level != skew.Current() || e.Release == "" {
+		t.Errorf("this replica's entry: %+v, want level %v and a release", e, skew.Current())
+	}
+	if _, ok := rs["webhook-killed"]; !ok {
+		t.Fatal("another replica's fresh entry was dropped")
+	}
+
+	// The other replica was killed: its entry ages while this one renews.
+	first := rs["test"].At
+	poll.UntilTrue(t, waitTimeout, "the killed replica's entry to be dropped", func() bool {
+		env.clock.Step(readsRenew)
+		_, ok := readsEntries(t, env)["webhook-killed"]
+		return !ok
+	})
+	rs = readsEntries(t, env)
+	if !rs["test"].At.After(first) {
+		t.Errorf("this replica's entry was not renewed: %v, first written %v", rs["test"].At, first)
+	}
+	if got := counter(t, env.w.metrics.readsWrites.WithLabelValues("ok")); got < 3 {
+		t.Errorf("reads_lease_writes_total{ok} = %v", got)
+	}
+
+	stop()
+	if rs := readsEntries(t, env); len(rs) != 0 {
+		t.Errorf("after a clean stop the Lease still holds %v", rs)
+	}
+}
+
+// TestAGarbledReadsLeaseIsWrittenAnew: what no leader can read is replaced
+// by this replica's entry, not kept or refused.
+func TestAGarbledReadsLeaseIsWrittenAnew(t *testing.T) {
+	ctx := context.Background()
+	env := newWebhook(t, nil)
+	leases := env.client.CoordinationV1().Leases(env.cfg.ElectionNamespace)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.WebhookReadsLease,
+		Annotations: map[string]string{zone.WebhookReadsAnnotation: "{not json"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.w.announcer.write(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if rs := readsEntries(t, env); len(rs) != 1 || rs["test"].Level != skew.Current() {
+		t.Errorf("entries %+v, want this replica's alone", rs)
+	}
+}
