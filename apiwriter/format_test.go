@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgequorum/edgequorum/skew"
@@ -51,28 +50,6 @@ func (h *harness) webhookReads() int {
 		}
 	}
 	return n
-}
-
-// setWebhookReads makes the webhook's Lease say what the replicas read.
-func (h *harness) setWebhookReads(rs map[string]zone.WebhookReplica) {
-	h.t.Helper()
-	ctx := context.Background()
-	raw, err := zone.FormatWebhookReads(rs)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	leases := h.client.CoordinationV1().Leases(zone.DefaultWebhookNamespace)
-	l, err := leases.Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
-	if err != nil {
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.WebhookReadsLease, Namespace: zone.DefaultWebhookNamespace}}
-		if l, err = leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	l.Annotations = map[string]string{zone.WebhookReadsAnnotation: raw}
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
 }
 
 // TestFormatsOfTheOldestLevelReadNoWebhookLease: while the zone's level is
