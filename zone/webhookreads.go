@@ -3,7 +3,8 @@ package zone
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/edgequorum/edgequorum/skew"
@@ -109,10 +110,5 @@ func WebhookLevel(rs map[string]WebhookReplica) skew.Level {
 // WebhookReplicaNames returns the entries' names in order, for output that
 // must not change from run to run.
 func WebhookReplicaNames(rs map[string]WebhookReplica) []string {
-	names := make([]string, 0, len(rs))
-	for n := range rs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(rs))
 }
