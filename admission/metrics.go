@@ -51,6 +51,7 @@ type metrics struct {
 	evidenceRefused *prometheus.CounterVec
 	zoneRechecks    prometheus.Counter
 	tlsReloads      *prometheus.CounterVec
+	certExpiry      prometheus.Gauge
 	// readsWrites counts this replica's writes of its entry in the
 	// webhook's reads Lease (announce.go).
 	readsWrites *prometheus.CounterVec
@@ -110,6 +111,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "tls_reloads_total",
 			Help: "Serving certificate reloads after the files changed, by result (ok, error: the previous pair stays in use).",
 		}, []string{"result"}),
+		certExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "certificate_expiry_timestamp_seconds",
+			Help: "When the serving certificate this replica presents expires, in seconds since the epoch. After it the apiserver cannot call the webhook: the Ignore hooks stop protecting every zone and the nodestatus hook refuses every leader's verdict write.",
+		}),
 		readsWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "reads_lease_writes_total",
 			Help: "Writes of this replica's entry in the Lease edgequorum-webhook-reads, which tells zone leaders the formats the webhook reads, by result (ok, error).",
@@ -196,6 +201,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.tlsReloads, err = register(reg, m.tlsReloads); err != nil {
+		return nil, err
+	}
+	if m.certExpiry, err = register(reg, m.certExpiry); err != nil {
 		return nil, err
 	}
 	if m.readsWrites, err = register(reg, m.readsWrites); err != nil {

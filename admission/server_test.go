@@ -111,6 +111,15 @@ func leafSerial(t *testing.T, b *webhookcerts.Bundle) *big.Int {
 	return pair.Leaf.SerialNumber
 }
 
+func leafNotAfter(t *testing.T, b *webhookcerts.Bundle) time.Time {
+	t.Helper()
+	pair, err := tls.X509KeyPair(b.Cert, b.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair.Leaf.NotAfter
+}
+
 // rotate writes a new pair and moves the files' mtime forward, so the change is
 // seen even on a file system with coarse timestamps.
 func rotate(t *testing.T, dir string, b *webhookcerts.Bundle, at time.Time) {
@@ -128,11 +137,22 @@ func rotate(t *testing.T, dir string, b *webhookcerts.Bundle, at time.Time) {
 func TestCertReload(t *testing.T) {
 	env := startWebhook(t, nil)
 	first := servedSerial(t, env.addr, env.caPool)
+	expiry := func() float64 { return counter(t, env.w.metrics.certExpiry) }
+	served, err := tls.LoadX509KeyPair(filepath.Join(env.dir, webhookcerts.CertFile), filepath.Join(env.dir, webhookcerts.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := expiry(), float64(served.Leaf.NotAfter.Unix()); got != want {
+		t.Errorf("certificate_expiry_timestamp_seconds = %v, want the served certificate's %v", got, want)
+	}
 
 	next := writeTestCerts(t, t.TempDir())
 	rotate(t, env.dir, next, time.Now().Add(time.Hour))
 	if got, want := servedSerial(t, env.addr, next.CACert), leafSerial(t, next); got.Cmp(want) != 0 || got.Cmp(first) == 0 {
 		t.Errorf("after rotation the server presents serial %v, want the new %v", got, want)
+	}
+	if got, want := expiry(), float64(leafNotAfter(t, next).Unix()); got != want {
+		t.Errorf("after rotation certificate_expiry_timestamp_seconds = %v, want the new certificate's %v", got, want)
 	}
 	if got := counter(t, env.w.metrics.tlsReloads.WithLabelValues("ok")); got != 1 {
 		t.Errorf("tls_reloads_total{ok} = %v, want 1", got)

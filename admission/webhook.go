@@ -60,7 +60,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		return nil, err
 	}
 	w := &Webhook{cfg: cfg, client: client, log: cfg.Logger, metrics: m}
-	if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads); err != nil {
+	if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads, m.certExpiry); err != nil {
 		return nil, err
 	}
 	w.announcer = newAnnouncer(cfg, client.CoordinationV1().Leases(cfg.ElectionNamespace), m)

@@ -2,6 +2,7 @@ package webhookcerts
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,7 @@ type Reloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
 	reloads           *prometheus.CounterVec
+	expiry            prometheus.Gauge
 
 	mu     sync.Mutex
 	cert   *tls.Certificate
@@ -39,9 +41,11 @@ type fileStamp struct {
 
 // NewReloader loads the pair in certFile and keyFile, which must load now,
 // and serves it until the files change. reloads counts the reloads after the
-// first by result ("ok", "error"); log receives one line per reload.
-func NewReloader(certFile, keyFile string, log *slog.Logger, reloads *prometheus.CounterVec) (*Reloader, error) {
-	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log, reloads: reloads}
+// first by result ("ok", "error"); expiry, when not nil, is set to when the
+// certificate served expires (Unix seconds), so that an alert fires before
+// the apiserver stops trusting it; log receives one line per reload.
+func NewReloader(certFile, keyFile string, log *slog.Logger, reloads *prometheus.CounterVec, expiry prometheus.Gauge) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log, reloads: reloads, expiry: expiry}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -66,6 +70,7 @@ func (r *Reloader) current() (*tls.Certificate, error) {
 		if pair, err = tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
 			first := r.cert == nil
 			r.cert, r.seen = &pair, stamps
+			r.showExpiry(&pair)
 			if !first {
 				r.reloads.WithLabelValues("ok").Inc()
 				r.log.Info("reloaded serving certificate", "cert", r.certFile)
@@ -95,4 +100,19 @@ func (r *Reloader) stat() ([2]fileStamp, error) {
 		s[i] = fileStamp{size: fi.Size(), mtime: fi.ModTime()}
 	}
 	return s, nil
+}
+
+// showExpiry sets the expiry gauge from pair's leaf certificate.
+func (r *Reloader) showExpiry(pair *tls.Certificate) {
+	if r.expiry == nil || len(pair.Certificate) == 0 {
+		return
+	}
+	leaf := pair.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return
+		}
+	}
+	r.expiry.Set(float64(leaf.NotAfter.Unix()))
 }
