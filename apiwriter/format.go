@@ -37,18 +37,6 @@ func (w *Writer) formatLevel(ctx context.Context) skew.Level {
 	return w.setFormatLevel(min(zl, wl))
 }
 
-// cachedFormatLevel is formatLevel without I/O, for callers on an informer's
-// goroutine: the webhook's level as last read.
-func (w *Writer) cachedFormatLevel() skew.Level {
-	zl := w.zoneLevel()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if zl <= skew.Oldest() || w.webhook.read.IsZero() {
-		return min(zl, skew.Oldest())
-	}
-	return min(zl, w.webhook.level)
-}
-
 // zoneLevel is the level every member of the zone reads, or skew.Oldest
 // before the member found it.
 func (w *Writer) zoneLevel() skew.Level {

@@ -532,7 +532,10 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	if term == 0 || node.Name != v.Node {
 		return false
 	}
-	want := w.signed(v, term, w.cachedFormatLevel())
+	// Whether node holds v does not depend on the format's level (holds
+	// and showsVerdict compare decisions), so Restore, on an informer's
+	// goroutine, reads nothing to learn it.
+	want := w.signed(v, term, skew.Oldest())
 	switch holds(node.Annotations, want, term, w.predecessorSigned(node.Name, term)) {
 	case skipUnchanged:
 		if showsVerdict(node, want) {
