@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -125,7 +124,7 @@ func (a *announcer) writeOnce(ctx context.Context, present bool) error {
 	if err != nil {
 		return fmt.Errorf("read lease %s: %w", zone.WebhookReadsLease, err)
 	}
-	rs, perr := zone.ParseWebhookReads(cur.Annotations[zone.WebhookReadsAnnotation])
+	rs, perr := zone.ParseWebhookReads(cur.Annotations)
 	if perr != nil {
 		// Only replicas write it; what they cannot read, no leader can
 		// either, and a leader that cannot read it keeps to the oldest
@@ -139,30 +138,26 @@ func (a *announcer) writeOnce(ctx context.Context, present bool) error {
 			delete(rs, name)
 		}
 	}
-	if present {
+	switch _, mine := rs[a.name]; {
+	case present:
 		e := a.self
 		e.At = now.UTC().Truncate(time.Second)
 		rs[a.name] = e
-	} else if _, ok := rs[a.name]; !ok {
-		return nil
-	} else {
+	case !mine:
+		return nil // withdrawn already, or dropped by another replica
+	default:
 		delete(rs, a.name)
 	}
 	if len(rs) > zone.MaxWebhookReplicas {
-		return errors.New("more webhook replicas than a leader reads; scale the Deployment down")
-	}
-	raw, err := zone.FormatWebhookReads(rs)
-	if err != nil {
-		return err
+		return fmt.Errorf("%d webhook replicas have entries in lease %s, more than the %d a zone leader reads: run fewer replicas",
+			len(rs), zone.WebhookReadsLease, zone.MaxWebhookReplicas)
 	}
 	l := cur.DeepCopy()
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	if raw == "" {
-		delete(l.Annotations, zone.WebhookReadsAnnotation)
-	} else {
-		l.Annotations[zone.WebhookReadsAnnotation] = raw
+	if err := zone.SetWebhookReads(l.Annotations, rs); err != nil {
+		return err
 	}
 	if !exists {
 		_, err = a.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "edgequorum-webhook"})

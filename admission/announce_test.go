@@ -19,7 +19,7 @@ func readsEntries(t *testing.T, env *testEnv) map[string]zone.WebhookReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation])
+	rs, err := zone.ParseWebhookReads(l.Annotations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,5 +83,12 @@ func TestAGarbledReadsLeaseIsWrittenAnew(t *testing.T) {
 	}
 	if rs := readsEntries(t, env); len(rs) != 1 || rs["test"].Level != skew.Current() {
 		t.Errorf("entries %+v, want this replica's alone", rs)
+	}
+	l, err := leases.Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Annotations[zone.LeaseFormatAnnotation]; got != zone.FormatLevel(zone.WebhookReadsFormat) {
+		t.Errorf("the Lease says format %q, want %q", got, zone.FormatLevel(zone.WebhookReadsFormat))
 	}
 }

@@ -64,7 +64,7 @@ func (w *Writer) readWebhookLevel(ctx context.Context) skew.Level {
 	case gerr != nil:
 		result, err = "error", gerr
 	default:
-		rs, perr := zone.ParseWebhookReads(lease.Annotations[zone.WebhookReadsAnnotation])
+		rs, perr := zone.ParseWebhookReads(lease.Annotations)
 		if perr != nil {
 			result, err = "error", perr
 		} else {

@@ -87,16 +87,28 @@ func TestSkewFormatsWaitForEveryWebhookReplica(t *testing.T) {
 	if got := counterValue(t, h.w.metrics.webhookReads.WithLabelValues("error")); got != 1 {
 		t.Errorf("webhook reads error = %v, want 1", got)
 	}
+
+	// A Lease of a format newer than this leader reads: the oldest formats.
+	h.setWebhookReads(map[string]zone.WebhookReplica{"webhook-new": replica(next)})
+	h.clock.Step(h.w.cfg.WebhookReadsPeriod)
+	step(now, "a Lease that parses again")
+	leases := h.client.CoordinationV1().Leases(zone.DefaultWebhookNamespace)
+	l, err := leases.Get(context.Background(), zone.WebhookReadsLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(next + 1)
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(h.w.cfg.WebhookReadsPeriod)
+	step(old, "a Lease of a newer format")
 }
 
 // setWebhookReads makes the webhook's Lease say what the replicas read.
 func (h *harness) setWebhookReads(rs map[string]zone.WebhookReplica) {
 	h.t.Helper()
 	ctx := context.Background()
-	raw, err := zone.FormatWebhookReads(rs)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	leases := h.client.CoordinationV1().Leases(zone.DefaultWebhookNamespace)
 	l, err := leases.Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
 	if err != nil {
@@ -105,7 +117,10 @@ func (h *harness) setWebhookReads(rs map[string]zone.WebhookReplica) {
 			h.t.Fatal(err)
 		}
 	}
-	l.Annotations = map[string]string{zone.WebhookReadsAnnotation: raw}
+	l.Annotations = map[string]string{}
+	if err := zone.SetWebhookReads(l.Annotations, rs); err != nil {
+		h.t.Fatal(err)
+	}
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}

@@ -48,10 +48,15 @@ func formatAt(levels []skew.Level, at skew.Level) skew.Level {
 // FormatLevel renders a level as LeaseFormatAnnotation's value.
 func FormatLevel(l skew.Level) string { return strconv.Itoa(int(l)) }
 
-// ParseFormatLevel reads LeaseFormatAnnotation's value: "" is
-// skew.Unannounced (a release before levels); a level above what this build
-// reads is an error wrapping skew.ErrTooNew.
+// ParseFormatLevel reads LeaseFormatAnnotation's value on a zone Lease: ""
+// is skew.Unannounced (a release before levels); a level above what this
+// build reads is an error wrapping skew.ErrTooNew, which tells the webhook's
+// operator to upgrade it first.
 func ParseFormatLevel(s string) (skew.Level, error) {
+	return parseFormatLevel(s, skew.UpgradeWebhook)
+}
+
+func parseFormatLevel(s, advice string) (skew.Level, error) {
 	if s == "" {
 		return skew.Unannounced, nil
 	}
@@ -59,12 +64,12 @@ func ParseFormatLevel(s string) (skew.Level, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s %q: %w", LeaseFormatAnnotation, truncate(s, 16), err)
 	}
-	return checkLevel(LeaseFormatAnnotation, skew.Level(n))
+	return checkLevel(LeaseFormatAnnotation, skew.Level(n), advice)
 }
 
-func checkLevel(what string, l skew.Level) (skew.Level, error) {
+func checkLevel(what string, l skew.Level, advice string) (skew.Level, error) {
 	if !skew.Reads(skew.Current(), l) {
-		return l, fmt.Errorf("%s: %w", what, skew.Newer("its format", l, skew.Current(), skew.UpgradeWebhook))
+		return l, fmt.Errorf("%s: %w", what, skew.Newer("its format", l, skew.Current(), advice))
 	}
 	return l, nil
 }

@@ -91,7 +91,7 @@ func ParseAnnotation(s string) (Annotation, error) {
 	if err := json.Unmarshal([]byte(s), &a); err != nil {
 		return Annotation{}, fmt.Errorf("parse %s annotation: %w", AnnotationKey, err)
 	}
-	if _, err := checkLevel(AnnotationKey+" annotation", a.V); err != nil {
+	if _, err := checkLevel(AnnotationKey+" annotation", a.V, skew.UpgradeWebhook); err != nil {
 		return Annotation{}, fmt.Errorf("parse %w", err)
 	}
 	if !a.State.Valid() || a.State == "" {

@@ -3,8 +3,6 @@ package zone
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/edgequorum/edgequorum/skew"
@@ -13,7 +11,8 @@ import (
 // What the webhook reads, told to the zone leaders that write for it: every
 // webhook replica keeps an entry in one Lease of the webhook's namespace,
 // WebhookReadsLease, under WebhookReadsAnnotation, saying the release it
-// runs and the highest format level it reads. A leader writes a verdict or
+// runs and the highest format level it reads; LeaseFormatAnnotation says the
+// level of the Lease's own format (WebhookReadsFormat). A leader writes a verdict or
 // zone Lease format of a level above skew.Oldest only while every entry
 // reads it (WebhookLevel): a webhook replica of N−1, still serving in a
 // roll or put back by a rollback, would refuse it as newer.
@@ -33,6 +32,10 @@ const (
 	// DefaultWebhookNamespace is where the webhook runs, as deploy/webhook
 	// installs it.
 	DefaultWebhookNamespace = "edgequorum-webhook"
+	// WebhookReadsFormat is the level of the reads Lease's format: a
+	// reader of a lower level refuses it, and its leader writes the oldest
+	// formats.
+	WebhookReadsFormat = skew.Level1
 	// MaxWebhookReplicas bounds the entries a reader accepts: a Deployment
 	// of a few replicas, and those that crashed in the last minutes.
 	MaxWebhookReplicas = 64
@@ -50,10 +53,15 @@ type WebhookReplica struct {
 	At time.Time `json:"at"`
 }
 
-// ParseWebhookReads decodes WebhookReadsAnnotation's value ("" is no
-// entries). A value out of bounds or an entry that does not validate is an
-// error: the caller then writes the oldest formats.
-func ParseWebhookReads(s string) (map[string]WebhookReplica, error) {
+// ParseWebhookReads decodes the entries from the reads Lease's annotations
+// (none when it holds none). A newer format (an error wrapping
+// skew.ErrTooNew), a value out of bounds or an entry that does not validate
+// is an error: the caller then writes the oldest formats.
+func ParseWebhookReads(annotations map[string]string) (map[string]WebhookReplica, error) {
+	if _, err := parseFormatLevel(annotations[LeaseFormatAnnotation], skew.UpgradeMember); err != nil {
+		return nil, fmt.Errorf("lease %s: %w", WebhookReadsLease, err)
+	}
+	s := annotations[WebhookReadsAnnotation]
 	if s == "" {
 		return map[string]WebhookReplica{}, nil
 	}
@@ -81,16 +89,20 @@ func ParseWebhookReads(s string) (map[string]WebhookReplica, error) {
 	return rs, nil
 }
 
-// FormatWebhookReads encodes entries as WebhookReadsAnnotation's value.
-func FormatWebhookReads(rs map[string]WebhookReplica) (string, error) {
+// SetWebhookReads writes entries rs into the reads Lease's annotations, in
+// the format WebhookReadsFormat; with no entries it removes them.
+func SetWebhookReads(annotations map[string]string, rs map[string]WebhookReplica) error {
 	if len(rs) == 0 {
-		return "", nil
+		delete(annotations, WebhookReadsAnnotation)
+	} else {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", WebhookReadsAnnotation, err)
+		}
+		annotations[WebhookReadsAnnotation] = string(b)
 	}
-	b, err := json.Marshal(rs)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", WebhookReadsAnnotation, err)
-	}
-	return string(b), nil
+	annotations[LeaseFormatAnnotation] = FormatLevel(WebhookReadsFormat)
+	return nil
 }
 
 // WebhookLevel is the highest format level every webhook replica reads:
@@ -105,10 +117,4 @@ func WebhookLevel(rs map[string]WebhookReplica) skew.Level {
 		l = min(l, r.Level)
 	}
 	return l
-}
-
-// WebhookReplicaNames returns the entries' names in order, for output that
-// must not change from run to run.
-func WebhookReplicaNames(rs map[string]WebhookReplica) []string {
-	return slices.Sorted(maps.Keys(rs))
 }

@@ -80,7 +80,7 @@ func checkWebhookReads(ctx context.Context, client kubernetes.Interface, webhook
 		c.level, c.detail = checkWarn, "lease "+zone.WebhookReadsLease+": "+describeErr(err)
 		return c
 	default:
-		if rs, err = zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation]); err != nil {
+		if rs, err = zone.ParseWebhookReads(l.Annotations); err != nil {
 			c.level, c.detail = checkWarn, describeErr(err)
 			c.fix = "zone leaders keep to the oldest formats; the webhook's replicas write it anew within 30 s"
 			return c
@@ -95,20 +95,23 @@ func checkWebhookReads(ctx context.Context, client kubernetes.Interface, webhook
 		return c
 	}
 	parts := make([]string, 0, len(rs))
-	for _, name := range zone.WebhookReplicaNames(rs) {
+	for _, name := range slices.Sorted(maps.Keys(rs)) {
 		parts = append(parts, fmt.Sprintf("%s reads %s (%s)", name, rs[name].Level, orDash(rs[name].Release)))
 	}
 	c.detail = strings.Join(parts, ", ") + fmt.Sprintf("; zone leaders write formats up to %s", zone.WebhookLevel(rs))
 	return c
 }
 
+// firstAnnouncing is the first release whose webhook replicas say which
+// formats they read.
+var firstAnnouncing = skew.Release{Major: 0, Minor: 4}
+
 // announcing reports whether a webhook replica runs a release that says
-// which formats it reads (v0.4 on), or one whose release its tag does not
-// tell.
+// which formats it reads, or one whose release its tag does not tell.
 func announcing(webhooks []podRelease) bool {
 	for _, p := range webhooks {
 		r, err := skew.ParseRelease(p.release)
-		if err != nil || !r.Less(skew.Release{Major: 0, Minor: 4}) {
+		if err != nil || !r.Less(firstAnnouncing) {
 			return true
 		}
 	}

@@ -75,12 +75,12 @@ func testPod(ns, name, app, node, tag string) *corev1.Pod {
 // from a webhook that should have written one is a warning.
 func TestPreflightShowsWhatTheWebhookReads(t *testing.T) {
 	reads := func(rs map[string]zone.WebhookReplica) runtime.Object {
-		raw, err := zone.FormatWebhookReads(rs)
-		if err != nil {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.WebhookReadsLease, Namespace: webhookNamespace,
+			Annotations: map[string]string{}}}
+		if err := zone.SetWebhookReads(l.Annotations, rs); err != nil {
 			t.Fatal(err)
 		}
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.WebhookReadsLease, Namespace: webhookNamespace,
-			Annotations: map[string]string{zone.WebhookReadsAnnotation: raw}}}
+		return l
 	}
 	webhook := func(v string) runtime.Object {
 		return testPod(webhookNamespace, "webhook-"+v, "edgequorum-webhook", "", v)

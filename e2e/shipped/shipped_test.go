@@ -532,7 +532,7 @@ func webhookReadsMatch(ctx context.Context, c kubernetes.Interface, v string) (b
 	if err != nil {
 		return false, err.Error()
 	}
-	rs, err := zone.ParseWebhookReads(l.Annotations[zone.WebhookReadsAnnotation])
+	rs, err := zone.ParseWebhookReads(l.Annotations)
 	if err != nil {
 		return false, err.Error()
 	}
