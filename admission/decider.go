@@ -433,8 +433,7 @@ func (d *Decider) honours(node *corev1.Node, v *keptVerdict) (*claim, Reason, er
 // cloud not too long ago.
 func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, error) {
 	now := d.clock.Now()
-	renewed, staleAt := valid.at(), d.staleAt(valid)
-	if now.Before(staleAt) {
+	if now.Before(d.staleAt(valid)) {
 		// The zone reaches the cloud, so its word on a node the cloud
 		// cannot hear from is the word of a majority of that node's
 		// peers, each signed with its own key: no one member, the
@@ -458,35 +457,16 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 	// broken link (keep trusting its last verdicts, for a while) or a zone the
 	// cloud still reaches whose quorum is gone (trust nothing). The evidence:
 	// a member whose kubelet renewed its Lease once the zone Lease was stale
-	// reaches the cloud. No flag has to match the controller manager's
-	// grace period: the zone Lease is renewed every few seconds, kubelets
-	// every 10 s, so a zone cut off as a whole is known as such the moment its
-	// Lease goes stale. A node that joined the zone after the zone's last
-	// renewal is not one of the members that Lease spoke for, and is not
-	// asked.
-	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: dec.Zone}))
+	// reaches the cloud (see zoneDark).
+	heard, dark, err := d.zoneDark(dec.Zone, valid)
 	if err != nil {
-		return dec, fmt.Errorf("list nodes of zone %s from cache: %w", dec.Zone, err)
+		return dec, err
 	}
-	newest := renewed
-	for _, m := range members {
-		if d.evidence.memberSince(m.Name, dec.Zone).After(renewed) {
-			continue
-		}
-		l, err := d.lease(d.caches.NodeLeases, m.Name)
-		if err != nil {
-			return dec, err
-		}
-		t := d.evidence.kubeletRenewed(l)
-		if !t.Before(staleAt) {
-			dec.Reason = ReasonZoneNotCutOff
-			return dec, nil
-		}
-		if t.After(newest) {
-			newest = t
-		}
+	if heard {
+		dec.Reason = ReasonZoneNotCutOff
+		return dec, nil
 	}
-	if now.Sub(newest) >= d.maxCutoffProtection {
+	if now.Sub(dark) >= d.maxCutoffProtection {
 		dec.Reason = ReasonCutOffExpired
 		return dec, nil
 	}
@@ -503,6 +483,42 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 	}
 	dec.Vouched, dec.Reason = true, ReasonZoneCutOff
 	return dec, nil
+}
+
+// zoneDark tells, of zoneName whose last honoured zone Lease renewal valid
+// has gone stale, whether the cloud still hears one of the members that
+// renewal spoke for (heard: a kubelet renewed its Lease once the zone Lease
+// was stale, so the zone's quorum is what is missing), and otherwise when the
+// zone went dark: the newest of that renewal and its members' kubelet
+// renewals. No flag has to match the controller manager's grace period: the
+// zone Lease is renewed every few seconds, kubelets every 10 s, so a zone cut
+// off as a whole is known as such the moment its Lease goes stale. A node that
+// joined the zone after the zone's last renewal is not one of the members that
+// Lease spoke for, and is not asked.
+func (d *Decider) zoneDark(zoneName string, valid *claim) (heard bool, dark time.Time, err error) {
+	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: zoneName}))
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("list nodes of zone %s from cache: %w", zoneName, err)
+	}
+	renewed, staleAt := valid.at(), d.staleAt(valid)
+	dark = renewed
+	for _, m := range members {
+		if d.evidence.memberSince(m.Name, zoneName).After(renewed) {
+			continue
+		}
+		l, err := d.lease(d.caches.NodeLeases, m.Name)
+		if err != nil {
+			return false, time.Time{}, err
+		}
+		t := d.evidence.kubeletRenewed(l)
+		if !t.Before(staleAt) {
+			return true, time.Time{}, nil
+		}
+		if t.After(dark) {
+			dark = t
+		}
+	}
+	return false, dark, nil
 }
 
 // deadWhenDark says why the cloud cannot count node alive when its zone went

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -702,25 +703,54 @@ func (e *evidence) confirmedDown(node, zoneName string, ttl time.Duration) bool 
 func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.Time, says func(*zone.Attestation) bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	need := e.majorityOfPeers(node, zoneName)
+	count := 0
+	e.eachValid(node, zoneName, ttl, now, func(a *zone.Attestation) {
+		if says(a) {
+			count++
+		}
+	})
+	return count >= e.majorityOfPeers(node, zoneName)
+}
+
+// peerWord is what node's peers in zoneName say of it in valid attestations
+// made no later than now and less than ttl before: who reaches it, and who
+// does not, each sorted. A peer with no such attestation is in neither.
+func (e *evidence) peerWord(node, zoneName string, ttl time.Duration, now time.Time) (reach, not []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.eachValid(node, zoneName, ttl, now, func(a *zone.Attestation) {
+		if a.Reaches(node) {
+			reach = append(reach, a.Signer)
+		} else {
+			not = append(not, a.Signer)
+		}
+	})
+	slices.Sort(reach)
+	slices.Sort(not)
+	return reach, not
+}
+
+// eachValid calls fn with the newest attestation of each of node's peers in
+// zoneName that was made no later than now and less than ttl before, and
+// checks out against its signer's key. Called with mu held.
+func (e *evidence) eachValid(node, zoneName string, ttl time.Duration, now time.Time, fn func(*zone.Attestation)) {
 	rec := e.zones[zone.LeaseName(zoneName)]
 	if rec == nil {
-		return false
+		return
 	}
-	count := 0
 	for signer, a := range rec.attests {
-		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) || !says(&a.Attestation) {
+		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) {
 			continue
 		}
 		checked := a.checkedKey
-		if e.attestationValid(zoneName, &a) {
-			count++
-		}
+		valid := e.attestationValid(zoneName, &a)
 		if !bytes.Equal(checked, a.checkedKey) {
 			rec.attests[signer] = a // remember the answer
 		}
+		if valid {
+			fn(&a.Attestation)
+		}
 	}
-	return count >= need
 }
 
 // downWhenDark reports whether, when its zone went dark with valid (the zone
