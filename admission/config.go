@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -80,6 +82,16 @@ type Config struct {
 	// [--repair-qps, --repair-burst].
 	RepairQPS   float64
 	RepairBurst int
+	// ZoneStatusPeriod is how often the repair loop's leader judges every
+	// zone for the EdgeZones and the zone gauges; ZoneStatusQPS and
+	// ZoneStatusBurst bound its EdgeZone writes, each a zone whose status
+	// changed [--zone-status-period, --zone-status-qps, --zone-status-burst].
+	ZoneStatusPeriod time.Duration
+	ZoneStatusQPS    float64
+	ZoneStatusBurst  int
+	// ZoneClient writes the EdgeZones; nil writes none, and the zone gauges
+	// are still exported.
+	ZoneClient dynamic.Interface
 	// DeadNodeAction is what the repair loop does to a node its zone confirms
 	// dead: DeadNodeActionNone, or DeadNodeActionOutOfService to apply the
 	// out-of-service taint (see failover) [--dead-node-action].
@@ -175,6 +187,9 @@ func DefaultConfig() Config {
 		RepairPeriod:         30 * time.Second,
 		RepairQPS:            5,
 		RepairBurst:          10,
+		ZoneStatusPeriod:     10 * time.Second,
+		ZoneStatusQPS:        10,
+		ZoneStatusBurst:      50,
 		DeadNodeAction:       DeadNodeActionNone,
 		DeadNodeDwell:        20 * time.Second,
 		FailoverMaxPerZone:   1,
@@ -271,6 +286,13 @@ func (c *Config) Validate() error {
 		}
 		if c.RepairBurst < 1 {
 			bad("--repair-burst must be at least 1, got %d", c.RepairBurst)
+		}
+		positive("zone-status-period", c.ZoneStatusPeriod)
+		if c.ZoneStatusQPS <= 0 {
+			bad("--zone-status-qps must be positive, got %g", c.ZoneStatusQPS)
+		}
+		if c.ZoneStatusBurst < 1 {
+			bad("--zone-status-burst must be at least 1, got %d", c.ZoneStatusBurst)
 		}
 		if msgs := validation.IsDNS1123Subdomain(c.LeaderElectionID); len(msgs) > 0 {
 			bad("--leader-election-id %q: %s", c.LeaderElectionID, msgs[0])

@@ -4,6 +4,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -85,4 +86,15 @@ func (e *eventer) record(ev nodeEvent) {
 		action = "Admit"
 	}
 	e.recorder.Eventf(node, nil, typ, ev.reason, action, "%s", ev.note)
+}
+
+// recordOn records an Event on obj, an object of the webhook's own (an
+// EdgeZone), under the same bucket as the Node Events.
+func (e *eventer) recordOn(obj runtime.Object, typ, reason, action, note string) {
+	if !e.limiter.Allow() {
+		e.metrics.events.WithLabelValues(reason, "rate_limited").Inc()
+		return
+	}
+	e.metrics.events.WithLabelValues(reason, "recorded").Inc()
+	e.recorder.Eventf(obj, nil, typ, reason, action, "%s", note)
 }

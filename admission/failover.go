@@ -509,6 +509,9 @@ func (f *failover) write(ctx context.Context, n *corev1.Node, taint bool) error 
 	}
 	f.brake.tainted(n.Name, n.Labels[f.decider.zoneLabel], taint, n.Annotations[outOfServiceAnnotation], n.ResourceVersion, written.ResourceVersion)
 	f.brake.release(n.Name)
+	if taint {
+		f.metrics.failovers.Inc()
+	}
 	f.log.Info(note, "node", n.Name)
 	if f.events != nil {
 		typ := corev1.EventTypeNormal

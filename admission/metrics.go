@@ -55,6 +55,12 @@ type metrics struct {
 	// readsWrites counts this replica's writes of its entry in the
 	// webhook's reads Lease (announce.go).
 	readsWrites *prometheus.CounterVec
+	// zoneStatusWrites counts the zone view's EdgeZone status writes;
+	// failovers counts nodes given the out-of-service taint.
+	zoneStatusWrites *prometheus.CounterVec
+	failovers        prometheus.Counter
+	// zones exports the zone view of the replica leading the repair loop.
+	zones *zoneCollector
 	// verdictsRefused and leasesRefused count what the zone did not sign
 	// (or someone else did), once per distinct annotation or renewal.
 	verdictsRefused *prometheus.CounterVec
@@ -119,6 +125,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "reads_lease_writes_total",
 			Help: "Writes of this replica's entry in the Lease edgequorum-webhook-reads, which tells zone leaders the formats the webhook reads, by result (ok, error).",
 		}, []string{"result"}),
+		zoneStatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "zone_status_writes_total",
+			Help: "EdgeZone status writes by the repair loop's leader, by result (ok; error: retried next pass; deferred: held back by the zone view's token bucket, --zone-status-qps, to a later pass). A zone is written only when its status changed.",
+		}, []string{"result"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "failovers_total",
+			Help: "Nodes the failover gave the out-of-service taint: their zone confirmed them dead, and their pods were deleted and volumes detached.",
+		}),
 	}
 	m.verdictsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "edgequorum", Subsystem: "admission", Name: "verdicts_refused_total",
@@ -208,6 +222,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if m.readsWrites, err = register(reg, m.readsWrites); err != nil {
 		return nil, err
+	}
+	if m.zoneStatusWrites, err = register(reg, m.zoneStatusWrites); err != nil {
+		return nil, err
+	}
+	if m.zones, err = register(reg, newZoneCollector()); err != nil {
+		return nil, err
+	}
+	if m.failovers, err = register(reg, m.failovers); err != nil {
+		return nil, err
+	}
+	for _, r := range []string{"ok", repairError, "deferred"} {
+		m.zoneStatusWrites.WithLabelValues(r)
 	}
 	m.readsWrites.WithLabelValues("ok")
 	m.readsWrites.WithLabelValues("error")

@@ -86,6 +86,8 @@ type repairer struct {
 	// memory is the webhook's memory of honoured verdicts, which the
 	// leader writes (not in a dry run).
 	memory *memory
+	// zones is the zone view (zoneview.go), which the leader keeps.
+	zones *zoneViewer
 
 	// informers are the node, EndpointSlice and Endpoints informers: their
 	// events, and a rescan of their caches every period, bring the keys.
@@ -145,6 +147,9 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 			var remembering sync.WaitGroup
 			if r.memory != nil && !r.dryRun {
 				remembering.Go(func() { r.memory.run(lctx) })
+			}
+			if r.zones != nil {
+				remembering.Go(func() { r.zones.run(lctx) })
 			}
 			r.lead(lctx)
 			remembering.Wait()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -152,6 +153,16 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 			clock:       cfg.Clock, period: cfg.RepairPeriod, qps: cfg.RepairQPS, burst: cfg.RepairBurst,
 			dryRun: cfg.DryRun, metrics: m, log: log,
 		}
+		view := &zoneViewer{
+			decider: w.decider, nodes: caches.Nodes, events: w.events, clock: cfg.Clock,
+			period: cfg.ZoneStatusPeriod, limiter: rate.NewLimiter(rate.Limit(cfg.ZoneStatusQPS), cfg.ZoneStatusBurst),
+			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "zones"),
+		}
+		if cfg.ZoneClient != nil {
+			view.client = cfg.ZoneClient.Resource(EdgeZoneResource)
+		}
+		m.zones.add(view)
+		w.repair.zones = view
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}
 	w.handler = w.routes()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -336,6 +338,48 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("edgezones", func(t *testing.T) {
+		// The zone view is the webhook's word on each zone, computed in the
+		// cloud: the webhook's token writes it, no agent token may.
+		webhook := tokenClient(t, c, createToken(ctx, t, admin, webhookNS, "edgequorum-webhook", nil))
+		edgeZones := func(cs kubernetes.Interface) *rest.Request {
+			return cs.CoreV1().RESTClient().Verb("").AbsPath("/apis/edgequorum.io/v1alpha1/edgezones")
+		}
+		create := func(cs kubernetes.Interface, name string) error {
+			return edgeZones(cs).Verb(http.MethodPost).Body([]byte(fmt.Sprintf(
+				`{"apiVersion":"edgequorum.io/v1alpha1","kind":"EdgeZone","metadata":{"name":%q},"spec":{"zone":%q}}`, name, name))).
+				Do(ctx).Error()
+		}
+		patchStatus := func(cs kubernetes.Interface, name, state string) error {
+			return edgeZones(cs).Verb(http.MethodPatch).Suffix(name, "status").SetHeader("Content-Type", string(types.MergePatchType)).
+				Body([]byte(fmt.Sprintf(`{"status":{"state":%q,"nodes":2}}`, state))).Do(ctx).Error()
+		}
+		// The resource is served once its CRD is established.
+		poll.UntilTrue(t, time.Minute, "the webhook creating the EdgeZone "+zoneName, func() bool {
+			return create(webhook, zoneName) == nil
+		})
+		if err := patchStatus(webhook, zoneName, "CutOff"); err != nil {
+			t.Errorf("the webhook writing the status of EdgeZone %s: %v", zoneName, err)
+		}
+		for what, err := range map[string]error{
+			"creating an EdgeZone":            create(agentA, "edge-forged"),
+			"writing an EdgeZone's status":    patchStatus(agentA, zoneName, "Connected"),
+			"deleting an EdgeZone":            edgeZones(agentA).Verb(http.MethodDelete).Suffix(zoneName).Do(ctx).Error(),
+			"writing an EdgeZone (no status)": edgeZones(agentA).Verb(http.MethodPatch).Suffix(zoneName).SetHeader("Content-Type", string(types.MergePatchType)).Body([]byte(`{"spec":{"zone":"x"}}`)).Do(ctx).Error(),
+		} {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("the agent %s: %v, want forbidden", what, err)
+			}
+		}
+		var got struct {
+			Status struct{ State string } `json:"status"`
+		}
+		raw, err := edgeZones(admin).Verb(http.MethodGet).Suffix(zoneName).DoRaw(ctx)
+		if err != nil || json.Unmarshal(raw, &got) != nil || got.Status.State != "CutOff" {
+			t.Errorf("EdgeZone %s after the agent's tries: %s, %v; want the webhook's state CutOff", zoneName, raw, err)
+		}
+	})
+
 	t.Run("events", func(t *testing.T) {
 		// The leader's Event on a Node, and on the zone Lease it took over,
 		// each as its own node.
@@ -393,8 +437,8 @@ func createEvent(ctx context.Context, cs kubernetes.Interface, ns, instance, kin
 	return err
 }
 
-// installWebhookRBAC applies deploy/webhook's Namespace, ServiceAccount and
-// RBAC (no Deployment or webhook configuration: nothing serves them here) and
+// installWebhookRBAC applies deploy/webhook's Namespace, ServiceAccount,
+// RBAC and the EdgeZone resource (no Deployment or webhook configuration: nothing serves them here) and
 // returns the webhook's namespace and the name of its repair-loop lock, the
 // one Lease its Role lets it get and update.
 func installWebhookRBAC(ctx context.Context, t *testing.T, c *testcluster.Cluster) (ns, lock string) {
@@ -418,7 +462,7 @@ func installWebhookRBAC(ctx context.Context, t *testing.T, c *testcluster.Cluste
 					}
 				}
 			}
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "CustomResourceDefinition":
 		default:
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,6 +52,9 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RepairPeriod, "repair-period", cfg.RepairPeriod, "how often the repair loop's leader rescans every node, EndpointSlice and Endpoints")
 	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
 	fs.IntVar(&cfg.RepairBurst, "repair-burst", cfg.RepairBurst, "repair writes allowed in a burst")
+	fs.DurationVar(&cfg.ZoneStatusPeriod, "zone-status-period", cfg.ZoneStatusPeriod, "how often the repair loop's leader judges every zone for the EdgeZones (kubectl get edgezones) and the zone gauges")
+	fs.Float64Var(&cfg.ZoneStatusQPS, "zone-status-qps", cfg.ZoneStatusQPS, "most EdgeZone writes per second; only zones whose status changed are written, state changes first")
+	fs.IntVar(&cfg.ZoneStatusBurst, "zone-status-burst", cfg.ZoneStatusBurst, "EdgeZone writes allowed in a burst")
 	fs.StringVar(&cfg.DeadNodeAction, "dead-node-action", cfg.DeadNodeAction, "what the repair loop does to a node its zone, reaching the cloud, judged unhealthy while the cloud sees it Unknown: none, or out-of-service (the node.kubernetes.io/out-of-service taint: its pods are evicted and their volumes detached without waiting for their toleration, and its terminating pods force-deleted, which needs delete on pods; the node must really be down)")
 	fs.StringVar(&cfg.AgentUser, "agent-user", cfg.AgentUser, "username the agents write under; their nodes/status writes (verdicts and the EdgeQuorum condition) are checked")
 	fs.DurationVar(&cfg.DeadNodeDwell, "dead-node-dwell", cfg.DeadNodeDwell, "how long a node must stay confirmed dead before --dead-node-action acts")
@@ -102,6 +106,9 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	if cfg.ZoneClient, err = dynamic.NewForConfig(restCfg); err != nil {
+		return fmt.Errorf("kubernetes client for EdgeZones: %w", err)
 	}
 	w, err := admission.New(cfg, client)
 	if err != nil {

@@ -269,6 +269,11 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 		{"", "", "endpoints", "list", ""}, {"", "", "endpoints", "watch", ""}, {"", "", "endpoints", "update", ""},
 		// handing a kept pod back to not ready: its status, patched
 		{"", "", "pods/status", "patch", ""},
+		// the zone view: EdgeZones, created, read once per leadership,
+		// their status patched, removed with their zone's last node
+		{"", "edgequorum.io", "edgezones", "get", ""}, {"", "edgequorum.io", "edgezones", "list", ""},
+		{"", "edgequorum.io", "edgezones", "create", ""}, {"", "edgequorum.io", "edgezones", "delete", ""},
+		{"", "edgequorum.io", "edgezones/status", "patch", ""},
 		// kubelet Leases, read
 		{"kube-node-lease", leases, "leases", "get", ""}, {"kube-node-lease", leases, "leases", "list", ""},
 		{"kube-node-lease", leases, "leases", "watch", ""},
@@ -405,6 +410,7 @@ func TestFailoverComponent(t *testing.T) {
 // clusterScoped are the kinds deploy/webhook renders without a namespace.
 var clusterScoped = map[string]bool{
 	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true,
+	"CustomResourceDefinition": true,
 }
 
 // TestNamespaces: the webhook and everything it owns live in its own
