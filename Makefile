@@ -59,7 +59,7 @@ release: image $(BIN)/cyclonedx-gomod ## write what a release ships into bin/rel
 $(BIN)/cyclonedx-gomod:
 	GOBIN=$(BIN) $(GO) install $(SBOM_TOOL)
 
-test: build image controlplane noderuntime packages $(BIN)/cyclonedx-gomod ## build everything the tests need, then run every test with -race (as root)
+test: build image controlplane noderuntime monitoring-tools packages $(BIN)/cyclonedx-gomod ## build everything the tests need, then run every test with -race (as root)
 	EDGEQUORUM_REQUIRE_CONTROLPLANE=$${EDGEQUORUM_REQUIRE_CONTROLPLANE:-1} $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(SKEW_TEST)
 
@@ -184,3 +184,37 @@ $(NODERUNTIME_BINS): $(BIN)/%: $(NODERUNTIME_DEPS)
 	@echo "building $* (first build of the three takes ~2 min)..."
 	CGO_ENABLED=0 $(GO) build -C $(NODERUNTIME_DIR) -tags '$(CONTAINERD_TAGS)' -ldflags '$(CONTAINERD_LDFLAGS)' -o $@ $(CONTAINERD_PKG)/cmd/$*
 	@touch $@
+
+# The monitoring component's tests (deploy/monitoring_test.go) run promtool on
+# the shipped PrometheusRule and the dashboard's queries, and create the
+# PodMonitor and PrometheusRule on a real apiserver that knows their CRDs.
+# Both come from the tools module hack/monitoring, so that Prometheus' and
+# prometheus-operator's dependency graphs never enter the root module; see
+# hack/monitoring/README.md. Cached on that module's go.mod and go.sum like
+# the control plane.
+MONITORING_DIR  := hack/monitoring
+MONITORING_DEPS := $(MONITORING_DIR)/go.mod $(MONITORING_DIR)/go.sum
+PROMETHEUS_MOD  := github.com/prometheus/prometheus
+PROMOP_MOD      := github.com/prometheus-operator/prometheus-operator
+# Only the CRDs of the kinds deploy/webhook/components/monitoring ships.
+MONITORING_CRDS := $(addprefix $(BIN)/prometheus-operator-crd/monitoring.coreos.com_,podmonitors.yaml prometheusrules.yaml)
+# Lazy (=): asks go.mod for the version only when promtool is built, so that
+# `promtool --version` names the module it came from.
+PROMTOOL_LDFLAGS = -X github.com/prometheus/common/version.Version=$(shell $(GO) list -C $(MONITORING_DIR) -m -f '{{.Version}}' $(PROMETHEUS_MOD))
+
+.PHONY: monitoring-tools
+monitoring-tools: $(BIN)/promtool $(MONITORING_CRDS) ## build promtool and copy the PodMonitor and PrometheusRule CRDs into bin/ (first build ~5 min)
+
+$(BIN)/promtool: $(MONITORING_DEPS)
+	@echo "building promtool (first build takes ~5 min)..."
+	$(GO) build -C $(MONITORING_DIR) -ldflags '$(PROMTOOL_LDFLAGS)' -o $@ $(PROMETHEUS_MOD)/cmd/promtool
+	@touch $@
+
+# From the module cache, which go verifies against go.sum; install, not cp:
+# the cache's files are read-only, and a later copy must overwrite ours.
+$(MONITORING_CRDS): $(BIN)/prometheus-operator-crd/%: $(MONITORING_DEPS)
+	@echo "copying the CRD $* from $(PROMOP_MOD)..."
+	@$(GO) mod download -C $(MONITORING_DIR) $(PROMOP_MOD)
+	@src=$$($(GO) list -C $(MONITORING_DIR) -m -f '{{.Dir}}' $(PROMOP_MOD)); \
+	  test -n "$$src" || { echo "no module directory for $(PROMOP_MOD)"; exit 1; }; \
+	  install -D -m 0644 "$$src/example/prometheus-operator-crd/$*" $@

@@ -19,6 +19,17 @@ import (
 // dryRun), resolving each kind through discovery. Objects that already exist
 // are left as they are.
 func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, dryRun bool) error {
+	opts := metav1.CreateOptions{FieldManager: "edgequorum-deploy"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return create(ctx, cfg, objs, opts)
+}
+
+// create creates objs with opts, as Apply does; tests pass
+// FieldValidation Strict, with which the apiserver refuses a field the
+// schema lacks instead of dropping it.
+func create(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, opts metav1.CreateOptions) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
@@ -27,10 +38,6 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
-	}
-	opts := metav1.CreateOptions{FieldManager: "edgequorum-deploy"}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()

@@ -110,8 +110,8 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 
 // TestInstallFilesUpToDate keeps install/*.yaml, which the demo and the test
 // harness embed and operators may apply, equal to what kustomize renders now:
-// every one of kustomize.Installs (webhook-failover.yaml from
-// webhook/overlays/failover included), and no other file.
+// every one of kustomize.Installs (webhook-failover.yaml and
+// webhook-monitoring.yaml from their overlays included), and no other file.
 func TestInstallFilesUpToDate(t *testing.T) {
 	for _, in := range kustomize.Installs {
 		name := in.Name

@@ -17,9 +17,10 @@ import (
 //go:embed install/*.yaml
 var installs embed.FS
 
-// Objects returns the objects of install/<name>.yaml ("agent", "webhook", or
+// Objects returns the objects of install/<name>.yaml ("agent", "webhook",
 // "webhook-failover": the webhook with --dead-node-action=out-of-service and
-// the `delete pods` right it needs): the kustomization under deploy/ as
+// the `delete pods` right it needs, or "webhook-monitoring": the webhook with
+// its PodMonitor, PrometheusRule and dashboard): the kustomization under deploy/ as
 // `kubectl kustomize` renders it, embedded in the binary so the demo and the
 // test harness install the same RBAC an operator does without linking
 // kustomize.

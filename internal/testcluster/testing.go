@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -47,6 +48,28 @@ func RequireBinaries(t testing.TB) {
 		t.Fatalf("%v; %s is set, so the control plane is required", err, RequireEnv)
 	}
 	t.Skipf("skipping: needs the control plane: %v (set %s=1 to make this a failure)", err, RequireEnv)
+}
+
+// RequireTool returns the path of name (a file, or a path below the bin
+// directory) in the bin directory FindBinDir finds, which `make target`
+// puts there. When it is missing the test is skipped, or fails if RequireEnv
+// is set, as RequireBinaries does for the control plane: tools that need
+// neither the control plane nor root (promtool, the Prometheus Operator's
+// CRDs) still run in EDGEQUORUM_UNIT runs if they are there.
+func RequireTool(t testing.TB, name, target string) string {
+	t.Helper()
+	dir, err := FindBinDir()
+	if err == nil {
+		p := filepath.Join(dir, name)
+		if _, err = os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if required() {
+		t.Fatalf("%v (run `make %s`); %s is set, so it is required", err, target, RequireEnv)
+	}
+	t.Skipf("skipping: %v (run `make %s`; set %s=1 to make this a failure)", err, target, RequireEnv)
+	return ""
 }
 
 func required() bool {

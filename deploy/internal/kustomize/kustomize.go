@@ -88,6 +88,10 @@ var Installs = []Install{
 	// The webhook with --dead-node-action=out-of-service and the `delete
 	// pods` right that needs (webhook/components/failover).
 	{Name: "webhook-failover", Dir: "webhook/overlays/failover"},
+	// The webhook with its PodMonitor, PrometheusRule and Grafana dashboard
+	// (webhook/components/monitoring), for clusters with the Prometheus
+	// Operator.
+	{Name: "webhook-monitoring", Dir: "webhook/overlays/monitoring"},
 }
 
 // InstallFile is the content of deploy/install/<in.Name>.yaml for its
