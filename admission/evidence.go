@@ -714,20 +714,23 @@ func (e *evidence) majority(node, zoneName string, ttl time.Duration, now time.T
 
 // peerWord is what node's peers in zoneName say of it in valid attestations
 // made no later than now and less than ttl before: who reaches it, and who
-// does not, each sorted. A peer with no such attestation is in neither.
-func (e *evidence) peerWord(node, zoneName string, ttl time.Duration, now time.Time) (reach, not []string) {
+// finds every probe of theirs failing on it, each sorted. Members attest only
+// on the nodes their leader asks about (those the cloud may not hear from, and
+// those judged unhealthy), so of a node nobody asked about both are empty.
+func (e *evidence) peerWord(node, zoneName string, ttl time.Duration, now time.Time) (reach, down []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.eachValid(node, zoneName, ttl, now, func(a *zone.Attestation) {
-		if a.Reaches(node) {
+		switch {
+		case a.Reaches(node):
 			reach = append(reach, a.Signer)
-		} else {
-			not = append(not, a.Signer)
+		case a.FindsDown(node):
+			down = append(down, a.Signer)
 		}
 	})
 	slices.Sort(reach)
-	slices.Sort(not)
-	return reach, not
+	slices.Sort(down)
+	return reach, down
 }
 
 // eachValid calls fn with the newest attestation of each of node's peers in

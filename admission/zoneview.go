@@ -119,10 +119,12 @@ type EdgeZoneMember struct {
 	Reason  string `json:"reason"`
 	// Ready is the status of the Node's Ready condition.
 	Ready string `json:"ready,omitempty"`
-	// ReachedBy and NotReachedBy are the peers whose fresh signed
-	// attestation says they reach the node, and that it does not.
-	ReachedBy    []string `json:"reachedBy,omitempty"`
-	NotReachedBy []string `json:"notReachedBy,omitempty"`
+	// ReachedBy and DownBy are the peers whose fresh signed attestation
+	// says they reach the node, and that every probe of theirs fails on
+	// it. Members attest only on the nodes the cloud may not hear from and
+	// those judged unhealthy; of others both are empty.
+	ReachedBy []string `json:"reachedBy,omitempty"`
+	DownBy    []string `json:"downBy,omitempty"`
 	// FailedOver is set while the node carries the failover's
 	// out-of-service taint.
 	FailedOver bool `json:"failedOver,omitempty"`
@@ -314,6 +316,13 @@ func (v *zoneViewer) view(now time.Time) (map[string]*EdgeZoneStatus, error) {
 	}
 	out := make(map[string]*EdgeZoneStatus, len(byZone))
 	for z, members := range byZone {
+		edge, err := v.edgeZone(z, members)
+		if err != nil {
+			return nil, err
+		}
+		if !edge {
+			continue
+		}
 		st, err := v.zone(z, members, now)
 		if err != nil {
 			return nil, err
@@ -321,6 +330,23 @@ func (v *zoneViewer) view(now time.Time) (map[string]*EdgeZoneStatus, error) {
 		out[z] = st
 	}
 	return out, nil
+}
+
+// edgeZone reports whether zone z, whose nodes are members, is one of
+// edgequorum's: a member registers a node key or carries a verdict, or the
+// zone has a zone Lease. The zone label is topology.kubernetes.io/zone by
+// default, which the cloud's own nodes carry too; their zones have none of
+// these and are not shown.
+func (v *zoneViewer) edgeZone(z string, members []*corev1.Node) (bool, error) {
+	for _, n := range members {
+		_, key := n.Annotations[zone.NodeKeyAnnotation]
+		_, verdict := n.Annotations[zone.AnnotationKey]
+		if key || verdict {
+			return true, nil
+		}
+	}
+	l, err := v.decider.lease(v.decider.caches.ZoneLeases, zone.LeaseName(z))
+	return l != nil, err
 }
 
 // zone judges zone z, whose nodes are members, at now.
@@ -407,7 +433,7 @@ func (v *zoneViewer) member(n *corev1.Node, z string, valid *claim, asOf time.Ti
 	}
 	_, m.FailedOver = n.Annotations[outOfServiceAnnotation]
 	if valid != nil {
-		m.ReachedBy, m.NotReachedBy = d.evidence.peerWord(n.Name, z, d.leaseTerm(valid), asOf)
+		m.ReachedBy, m.DownBy = d.evidence.peerWord(n.Name, z, d.leaseTerm(valid), asOf)
 	}
 	return m, nil
 }

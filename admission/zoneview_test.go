@@ -124,7 +124,7 @@ func TestZoneViewFollowsAZone(t *testing.T) {
 		t.Errorf("connected zone: %+v", st)
 	}
 	if len(st.Members) != 3 || st.Members[0].Name != "n1" || !st.Members[0].Vouched || st.Members[0].Verdict != "healthy" ||
-		strings.Join(st.Members[0].ReachedBy, ",") != "n2,n3" || len(st.Members[0].NotReachedBy) != 0 || st.Members[0].Ready != "True" {
+		strings.Join(st.Members[0].ReachedBy, ",") != "n2,n3" || len(st.Members[0].DownBy) != 0 || st.Members[0].Ready != "True" {
 		t.Errorf("connected zone's members: %+v", st.Members)
 	}
 	wantGauges(t, m.zones, `
@@ -227,7 +227,8 @@ func TestZoneViewPacesItsWrites(t *testing.T) {
 	env := newZoneViewEnv(t,
 		testNode("edge-a1", "zone-a", zone.Healthy, corev1.ConditionTrue),
 		testNode("edge-b1", "zone-b", zone.Healthy, corev1.ConditionTrue),
-		testNode("edge-c1", "zone-c", zone.Healthy, corev1.ConditionTrue))
+		testNode("edge-c1", "zone-c", zone.Healthy, corev1.ConditionTrue),
+		cloudNode("cloud-1", "us-east-1a"))
 	m := env.d.evidence.metrics
 	v := env.viewer(t)
 	v.limiter = rate.NewLimiter(0, 2)
@@ -246,6 +247,18 @@ func TestZoneViewPacesItsWrites(t *testing.T) {
 			t.Errorf("%s: %+v, want forming with one node (no zone Lease)", z, st)
 		}
 	}
+	// The cloud's own nodes carry topology.kubernetes.io/zone too: their
+	// zones are no edge zones.
+	if _, err := env.dyn.Resource(EdgeZoneResource).Get(ctx, "us-east-1a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("EdgeZone of a cloud zone (no node key, verdict or zone Lease): %v, want none", err)
+	}
+}
+
+// cloudNode is a node of the cloud in zone z: no agent runs on it.
+func cloudNode(name, z string) *corev1.Node {
+	n := testNode(name, z, "", corev1.ConditionTrue)
+	delete(n.Annotations, zone.NodeKeyAnnotation)
+	return n
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

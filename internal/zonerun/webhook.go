@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -98,7 +99,7 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 			if o.GetName() == webhookNamespace {
 				namespace = o
 			}
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "CustomResourceDefinition":
 			rbac = append(rbac, o)
 		case "MutatingWebhookConfiguration":
 			mwc = o
@@ -273,6 +274,25 @@ func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 	return fmt.Errorf("webhook not ready after %s: %w (log: %s)", timeout, last, w.LogPath)
+}
+
+// Metrics returns what the webhook's /metrics serves, in the text format.
+func (w *Webhook) Metrics(ctx context.Context) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.caPool}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+w.Address+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("zonerun: webhook metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("zonerun: webhook metrics: %s: %v", resp.Status, err)
+	}
+	return string(b), nil
 }
 
 // LogTail returns the last n bytes of the webhook's log.
