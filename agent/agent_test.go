@@ -211,6 +211,23 @@ func TestAgentRunsOneNodeZone(t *testing.T) {
 	if st.Zone != testZone {
 		t.Fatalf("status zone = %q, want %q", st.Zone, testZone)
 	}
+	// The zone's matrix, from the member itself through the same server.
+	var mx raftzone.MatrixView
+	poll.Until(t, 30*time.Second, "the status server to serve edge-1's matrix", func() (bool, string) {
+		resp, err := http.Get("http://" + w.cfg.StatusAddress + "/v1/status/matrix")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		mx = raftzone.MatrixView{}
+		if err := json.NewDecoder(resp.Body).Decode(&mx); err != nil {
+			return false, fmt.Sprintf("%s: %v", resp.Status, err)
+		}
+		return len(mx.Members) == 1, fmt.Sprintf("%s: members %v", resp.Status, mx.Members)
+	})
+	if mx.Zone != testZone || mx.Node != "edge-1" || mx.Leader != "edge-1" || mx.Members[0] != "edge-1" || mx.Rows[0].Cells[0].State != raftzone.CellNone {
+		t.Fatalf("matrix of a zone of one = %+v, want edge-1's view of %s, leading, with one cell of none", mx, testZone)
+	}
 
 	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
 	poll.Until(t, 30*time.Second, "the zone Lease held by edge-1 under the leader's term", func() (bool, string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgequorum/edgequorum/internal/matrixsvg"
 	"github.com/edgequorum/edgequorum/raftzone"
 )
 
@@ -21,6 +22,8 @@ import (
 type statusSource interface {
 	Status() raftzone.Status
 	FetchLeaderStatus(ctx context.Context) (raftzone.Status, error)
+	Matrix() (raftzone.MatrixView, error)
+	FetchLeaderMatrix(ctx context.Context) (raftzone.MatrixView, error)
 }
 
 // newStatusRouter serves the agent's operator endpoints. It is plain HTTP on
@@ -28,7 +31,10 @@ type statusSource interface {
 // and /readyz are open, for the kubelet's probes; the zone's details
 // (/v1/status, /v1/status/leader, /metrics) only to this node itself (loopback or
 // the address the request came in on: `kubectl exec … edgequorum status` in the
-// hostNetwork pod) and to allow, the --status-allow-cidrs networks.
+// hostNetwork pod) and to allow, the --status-allow-cidrs networks. So is the
+// zone's opinion matrix, as JSON (/v1/status/matrix) and as a picture to open
+// in a browser (/v1/status/matrix.svg), this member's or, under
+// /v1/status/leader/, the leader's.
 func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []netip.Prefix) http.Handler {
 	r := mux.NewRouter()
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,7 +53,7 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []net
 	r.Handle("/v1/status", local(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.Status())
 	}))).Methods(http.MethodGet)
-	leader := &leaderCache{src: src}
+	leader := &onceASecond[raftzone.Status]{fetch: src.FetchLeaderStatus}
 	r.Handle("/v1/status/leader", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		st, err := leader.get(req.Context())
 		if err != nil {
@@ -56,6 +62,31 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []net
 		}
 		writeJSON(w, http.StatusOK, st)
 	}))).Methods(http.MethodGet)
+	own := &onceASecond[raftzone.MatrixView]{fetch: func(context.Context) (raftzone.MatrixView, error) { return src.Matrix() }}
+	leaderMatrix := &onceASecond[raftzone.MatrixView]{fetch: src.FetchLeaderMatrix}
+	for prefix, c := range map[string]*onceASecond[raftzone.MatrixView]{"/v1/status": own, "/v1/status/leader": leaderMatrix} {
+		r.Handle(prefix+"/matrix", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			v, err := c.get(req.Context())
+			if err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}))).Methods(http.MethodGet)
+		r.Handle(prefix+"/matrix.svg", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			v, err := c.get(req.Context())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			// The picture holds names from the zone, not the agent's: it
+			// may run no script and load nothing, whatever got into it.
+			w.Header().Set("Content-Type", "image/svg+xml")
+			w.Header().Set("Content-Security-Policy", "default-src 'none'")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			matrixsvg.Write(w, v) // a write error means the client went away
+		}))).Methods(http.MethodGet)
+	}
 	return r
 }
 
@@ -129,29 +160,30 @@ func allowed(r *http.Request, allow []netip.Prefix) bool {
 	return false
 }
 
-// leaderCache answers /v1/status/leader from one fetch a second at most, so
-// callers cannot make the agent open a peer connection per request.
-type leaderCache struct {
-	src statusSource
-	mu  sync.Mutex
-	at  time.Time
-	st  raftzone.Status
-	err error
+// onceASecond answers from one fetch a second at most, so callers cannot make
+// the agent open a peer connection per request (/v1/status/leader), nor read
+// a zone of 129's 16k cells per request (the matrix).
+type onceASecond[T any] struct {
+	fetch func(context.Context) (T, error)
+	mu    sync.Mutex
+	at    time.Time
+	v     T
+	err   error
 }
 
-const leaderCacheFor = time.Second
+const fetchCacheFor = time.Second
 
-func (c *leaderCache) get(ctx context.Context) (raftzone.Status, error) {
+func (c *onceASecond[T]) get(ctx context.Context) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.at.IsZero() && time.Since(c.at) < leaderCacheFor {
-		return c.st, c.err
+	if !c.at.IsZero() && time.Since(c.at) < fetchCacheFor {
+		return c.v, c.err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c.st, c.err = c.src.FetchLeaderStatus(ctx)
+	c.v, c.err = c.fetch(ctx)
 	c.at = time.Now()
-	return c.st, c.err
+	return c.v, c.err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -95,8 +95,9 @@
 // reports), verdict.go (tally and verdict commits), membership.go and
 // bootstrap.go (members, genesis, join), voters.go (voter placement, with
 // package seats), spare.go (spares and the view they copy), placement.go
-// (handovers), recover.go (lost quorum), view.go and status.go (read-only
-// views for callers outside), port.go and raftguard.go (the member's side of
+// (handovers), recover.go (lost quorum), view.go, status.go and matrix.go
+// (read-only views for callers outside; matrix.go the opinion matrix, who
+// sees whom), port.go and raftguard.go (the member's side of
 // its zone port: the server ID it hands the port, the members it pins and how
 // it admits a Raft connection), attest.go and
 // stall.go (whom it follows when its configuration lags, and a leader that

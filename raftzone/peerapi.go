@@ -62,6 +62,7 @@ func (s *Member) peerRouter() http.Handler {
 		writeJSON(w, http.StatusOK, s.Status())
 	}).Methods(http.MethodGet)
 	r.HandleFunc("/v1/view", s.handleView).Methods(http.MethodGet)
+	r.HandleFunc("/v1/matrix", s.handleMatrix).Methods(http.MethodGet)
 	r.HandleFunc("/v1/attest", s.handleAttest).Methods(http.MethodPost)
 	r.HandleFunc("/v1/leader-vote", s.handleLeaderVote).Methods(http.MethodPost)
 	r.HandleFunc("/v1/replica", func(w http.ResponseWriter, _ *http.Request) {
@@ -109,6 +110,11 @@ func decodeBody(r *http.Request, v any) error {
 
 // callPeer POSTs (or GETs, when in is nil) JSON to a peer and decodes the answer.
 func (s *Member) callPeer(ctx context.Context, address, path string, in, out any) error {
+	return s.callPeerLimit(ctx, address, path, in, out, maxPeerBody)
+}
+
+// callPeerLimit is callPeer for an answer of up to limit bytes.
+func (s *Member) callPeerLimit(ctx context.Context, address, path string, in, out any, limit int64) error {
 	method, body := http.MethodGet, io.Reader(nil)
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -128,7 +134,7 @@ func (s *Member) callPeer(ctx context.Context, address, path string, in, out any
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return fmt.Errorf("read answer of %s%s: %w", address, path, err)
 	}

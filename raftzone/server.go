@@ -85,6 +85,9 @@ type Member struct {
 	// votes are the members' votes gathered for the term this member leads
 	// in (leadervote.go).
 	votes leaderVotes
+	// matrixAnswers keeps the peer API's matrix answer a second
+	// (matrix.go).
+	matrixAnswers matrixCache
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/internal/matrixsvg"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -22,7 +25,12 @@ func init() {
 
 const statusUsage = `Asks an agent's status server for its view of the zone (or, with --leader,
 the leader's view) and prints it as a table or JSON. Inside the agent's pod it
-needs no flags: kubectl -n edgequorum-system exec <agent pod> -- /edgequorum status`
+needs no flags: kubectl -n edgequorum-system exec <agent pod> -- /edgequorum status
+
+With --matrix it shows who sees whom instead: the zone's committed opinion
+matrix, one row per checker, one column per target, as a table, as JSON (-o
+json), or as a picture to open in a browser: -o svg writes the SVG to stdout,
+-o FILE.svg writes it to FILE.svg.`
 
 // statusAddressEnv names the status server's address for both the agent and
 // `edgequorum status`, so that status run inside the agent's container (kubectl
@@ -42,12 +50,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", statusUsage, stderr)
 	addr := fs.String("address", envOr(statusAddressEnv, "127.0.0.1:9471"), "agent status server URL (its --status-address; default $"+statusAddressEnv+", which the DaemonSet sets, else 127.0.0.1:9471)")
 	leader := fs.Bool("leader", false, "show the zone leader's view, fetched through this agent")
-	output := fs.String("o", "table", "output format: table, json, or metrics (the agent's Prometheus metrics, which only this node may read)")
+	matrix := fs.Bool("matrix", false, "show the zone's opinion matrix (who sees whom) instead of the member table")
+	output := fs.String("o", "table", "output format: table, json, or metrics (the agent's Prometheus metrics, which only this node may read); "+
+		"with --matrix also svg (the picture, to stdout) or a file name ending in .svg (the picture, written there)")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" && *output != "metrics" {
+	picture := *output == "svg" || isSVGFile(*output)
+	switch {
+	case *matrix && *output == "metrics":
+		return usageErrorf("-o metrics shows this agent's metrics; it does not combine with --matrix")
+	case *matrix && *output != "table" && *output != "json" && !picture:
+		return usageErrorf("-o %q: with --matrix want table, json, svg or a file name ending in .svg", *output)
+	case !*matrix && picture:
+		return usageErrorf("-o %q: only the matrix is drawn; add --matrix", *output)
+	case !*matrix && *output != "table" && *output != "json" && *output != "metrics":
 		return usageErrorf("-o %q: want table, json or metrics", *output)
 	}
 	path := "/v1/status"
@@ -59,11 +77,17 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *leader:
 		path += "/leader"
 	}
+	if *matrix {
+		path += "/matrix"
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	body, err := fetchStatus(ctx, *addr, path)
 	if err != nil {
 		return err
+	}
+	if *matrix {
+		return showMatrix(body, *output, stdout)
 	}
 	if *output == "json" || *output == "metrics" {
 		_, err := stdout.Write(body)
@@ -96,6 +120,10 @@ func fetchStatus(ctx context.Context, addr, path string) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read agent status: %w", err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		// An agent of a release before the endpoint: say so, not just 404.
+		return nil, fmt.Errorf("agent at %s answered %s for %s: its release does not serve it; upgrade the agent", addr, resp.Status, path)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("agent at %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
@@ -199,4 +227,87 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// isSVGFile reports whether -o names a file for the matrix picture.
+func isSVGFile(output string) bool {
+	return output != "svg" && strings.HasSuffix(strings.ToLower(output), ".svg")
+}
+
+// showMatrix prints or draws the matrix the agent answered with body, as
+// output asks: table, json (the answer as it came), svg (to w) or a file name
+// ending in .svg.
+func showMatrix(body []byte, output string, w io.Writer) error {
+	if output == "json" {
+		_, err := w.Write(body)
+		return err
+	}
+	var v raftzone.MatrixView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("decode the agent's matrix: %w", err)
+	}
+	switch {
+	case output == "table":
+		printMatrix(w, v)
+		return nil
+	case output == "svg":
+		return matrixsvg.Write(w, v)
+	}
+	var b bytes.Buffer
+	if err := matrixsvg.Write(&b, v); err != nil {
+		return err
+	}
+	// Write-then-rename: an operator reloading the picture never sees half
+	// of it.
+	if err := atomicfile.Write(output, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("-o %s: %w", output, err)
+	}
+	fmt.Fprintf(w, "wrote %s: the matrix of zone %s (%d members) seen from %s at %s\n",
+		output, v.Zone, len(v.Members), v.Node, v.At.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// printMatrix prints the matrix as a table: a row per checker, a column per
+// target, each cell the checker's opinion and the age of its last report
+// (ok 2s, FAIL 3s, stale 40s, - for none), and the zone's verdict on each
+// checker beside its row.
+func printMatrix(w io.Writer, v raftzone.MatrixView) {
+	vt := time.Duration(v.VoteTimeoutSeconds * float64(time.Second))
+	fmt.Fprintf(w, "zone %s   term %d   leader %s   seen from %s at %s   stale after %s\n",
+		v.Zone, v.Term, orDash(v.Leader), v.Node, v.At.UTC().Format(time.RFC3339), vt)
+	if v.Partial {
+		fmt.Fprintln(w, "PARTIAL: this spare's view holds its own row only; --leader shows every row")
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "CHECKER \\ TARGET")
+	for _, m := range v.Members {
+		fmt.Fprint(tw, "\t"+m)
+	}
+	fmt.Fprintln(tw, "\tVERDICT\tPROS/CONS")
+	for _, row := range v.Rows {
+		fmt.Fprint(tw, row.Checker)
+		for _, c := range row.Cells {
+			fmt.Fprint(tw, "\t"+matrixCell(c))
+		}
+		fmt.Fprintf(tw, "\t%s\t%d/%d\n", row.Verdict, row.Pros, row.Cons)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nok, FAIL: the checker's opinion, with its last report's age; stale: that report is older than %s, so the verdicts do not count it; -: no opinion\n", vt)
+}
+
+func matrixCell(c raftzone.MatrixCell) string {
+	age := ""
+	if c.AgeSeconds != nil {
+		age = " " + time.Duration(*c.AgeSeconds*float64(time.Second)).Round(time.Second).String()
+	}
+	switch c.State {
+	case raftzone.CellReached:
+		return "ok" + age
+	case raftzone.CellFailed:
+		return "FAIL" + age
+	case raftzone.CellStale:
+		return "stale" + age
+	}
+	return "-"
 }
