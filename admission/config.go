@@ -82,6 +82,29 @@ type Config struct {
 	// [--repair-qps, --repair-burst].
 	RepairQPS   float64
 	RepairBurst int
+	// TLSSecret names a Secret in ElectionNamespace to serve the TLS pair
+	// from, read through the API (tls.crt, tls.key), instead of
+	// TLSCertFile and TLSKeyFile [--tls-secret].
+	TLSSecret string
+	// ManageCerts makes the repair loop's leader keep TLSSecret itself:
+	// create it, renew its CA and serving certificate a third of their
+	// validity before expiry, and keep the caBundle of WebhookConfiguration
+	// in step (certs.go) [--manage-certs].
+	ManageCerts bool
+	// WebhookConfiguration names the MutatingWebhookConfiguration whose
+	// caBundle ManageCerts keeps [--webhook-configuration].
+	WebhookConfiguration string
+	// ServiceName is the webhook's Service, whose names the managed serving
+	// certificate carries, with TLSDNSNames and TLSIPs besides
+	// [--service-name, --tls-dns-names, --tls-ip-sans].
+	ServiceName string
+	TLSDNSNames []string
+	TLSIPs      []net.IP
+	// CAValidity and CertValidity are how long the managed CA and serving
+	// certificate last; each is renewed with a third left
+	// [--ca-validity, --cert-validity].
+	CAValidity   time.Duration
+	CertValidity time.Duration
 	// ZoneStatusPeriod is how often the repair loop's leader judges every
 	// zone for the EdgeZones and the zone gauges; ZoneStatusQPS and
 	// ZoneStatusBurst bound its EdgeZone writes, each a zone whose status
@@ -188,6 +211,10 @@ func DefaultConfig() Config {
 		RepairQPS:            5,
 		RepairBurst:          10,
 		ZoneStatusPeriod:     10 * time.Second,
+		WebhookConfiguration: "edgequorum-webhook",
+		ServiceName:          "edgequorum-webhook",
+		CAValidity:           5 * 365 * 24 * time.Hour,
+		CertValidity:         90 * 24 * time.Hour,
 		ZoneStatusQPS:        10,
 		ZoneStatusBurst:      50,
 		DeadNodeAction:       DeadNodeActionNone,
@@ -223,11 +250,35 @@ func (c *Config) Validate() error {
 			bad("--listen-address %q: %w", c.ListenAddress, err)
 		}
 	}
-	if c.TLSCertFile == "" {
-		bad("--tls-cert-file is required")
+	switch {
+	case c.TLSSecret != "" && (c.TLSCertFile != "" || c.TLSKeyFile != ""):
+		bad("--tls-secret and --tls-cert-file/--tls-key-file exclude each other: serve from the Secret or from files")
+	case c.TLSSecret != "":
+		if msgs := validation.IsDNS1123Subdomain(c.TLSSecret); len(msgs) > 0 {
+			bad("--tls-secret %q: %s", c.TLSSecret, msgs[0])
+		}
+	case c.TLSCertFile == "" || c.TLSKeyFile == "":
+		bad("--tls-secret, or --tls-cert-file and --tls-key-file, is required")
 	}
-	if c.TLSKeyFile == "" {
-		bad("--tls-key-file is required")
+	if c.ManageCerts {
+		switch {
+		case c.TLSSecret == "":
+			bad("--manage-certs needs --tls-secret: the Secret it keeps")
+		case !c.Repair:
+			bad("--manage-certs needs --repair: the repair loop's leader keeps the certificates")
+		}
+		if msgs := validation.IsDNS1123Subdomain(c.WebhookConfiguration); len(msgs) > 0 {
+			bad("--webhook-configuration %q: %s", c.WebhookConfiguration, msgs[0])
+		}
+		if msgs := validation.IsDNS1123Label(c.ServiceName); len(msgs) > 0 {
+			bad("--service-name %q: %s", c.ServiceName, msgs[0])
+		}
+		if c.CertValidity <= 0 {
+			bad("--cert-validity must be positive, got %s", c.CertValidity)
+		}
+		if c.CAValidity < c.CertValidity {
+			bad("--ca-validity (%s) must be at least --cert-validity (%s)", c.CAValidity, c.CertValidity)
+		}
 	}
 	if msgs := validation.IsDNS1123Label(c.LeaseNamespace); len(msgs) > 0 {
 		bad("--lease-namespace %q: %s", c.LeaseNamespace, msgs[0])

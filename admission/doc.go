@@ -31,9 +31,15 @@
 //     applies and removes the out-of-service taint on nodes their zone
 //     confirms dead and force-deletes the terminating pods on the nodes it
 //     tainted. The leader also writes the webhook's memory of the verdicts it
-//     honoured (memory.go);
-//   - generating a CA and serving certificate for installations without
-//     cert-manager.
+//     honoured (memory.go), and keeps the zone view (zoneview.go,
+//     zonemetrics.go): an EdgeZone per zone with what the webhook makes of
+//     it, written only when it changed, and the zone gauges;
+//   - keeping its own certificate (certs.go, --manage-certs): the repair
+//     loop's leader creates the TLS Secret every replica serves from,
+//     renews its CA and serving pair, and keeps the webhook configuration's
+//     caBundle in step, in the order webhookcerts.Policy gives;
+//   - generating a CA and serving certificate for installations that keep
+//     their own (`edgequorum certs`).
 //
 // What it must not do:
 //   - deny the cluster's own components. The node, endpointslice, endpoints
@@ -56,7 +62,12 @@
 //     did not taint; vouch for a node its zone found unhealthy or could not
 //     judge;
 //   - write a zone Lease (it only reads them), or, in a dry run, anything but
-//     the repair loop's election Lease.
+//     the repair loop's election Lease;
+//   - put into an EdgeZone anything an agent says of its zone's state: the
+//     view is the webhook's judgement of the evidence it verified;
+//   - serve a certificate signed by a CA before every caBundle of its
+//     configuration has trusted that CA for a while, or write any Secret or
+//     webhook configuration but its own (by name).
 //
 // Metrics, all on the Registerer given in Config (metrics.go), each
 // edgequorum_admission_…:
@@ -92,4 +103,14 @@
 //   - memory_writes_total{result}: the leader's writes of the webhook's
 //     memory ConfigMaps.
 //   - tls_reloads_total{result}: serving certificate reloads.
+//   - certificate_expiry_timestamp_seconds: when the served certificate
+//     expires; certificate_rotations_total{step}: what the leader did to the
+//     certificates it keeps.
+//   - reads_lease_writes_total{result}: this replica's entry in the reads
+//     Lease.
+//   - failovers_total: nodes given the out-of-service taint.
+//   - zone_status_writes_total{result}: EdgeZone writes; and, from the
+//     leader only, the zone gauges zones{state}, protected_nodes and, per
+//     zone in trouble, zone_cut_off_seconds, zone_protection_left_seconds,
+//     zone_no_leader_seconds (zonemetrics.go).
 package admission

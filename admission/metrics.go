@@ -61,6 +61,8 @@ type metrics struct {
 	failovers        prometheus.Counter
 	// zones exports the zone view of the replica leading the repair loop.
 	zones *zoneCollector
+	// certRotations counts what the certificate keeper did (certs.go).
+	certRotations *prometheus.CounterVec
 	// verdictsRefused and leasesRefused count what the zone did not sign
 	// (or someone else did), once per distinct annotation or renewal.
 	verdictsRefused *prometheus.CounterVec
@@ -129,6 +131,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "edgequorum", Subsystem: "admission", Name: "zone_status_writes_total",
 			Help: "EdgeZone status writes by the repair loop's leader, by result (ok; error: retried next pass; deferred: held back by the zone view's token bucket, --zone-status-qps, to a later pass). A zone is written only when its status changed.",
 		}, []string{"result"}),
+		certRotations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum", Subsystem: "admission", Name: "certificate_rotations_total",
+			Help: "What the repair loop's leader did to the webhook's own certificates (--manage-certs), by step: created (the Secret, first CA and serving pair), ca-rotated (a new CA beside the old in the trust bundle), bundle-updated (an expired CA dropped), ca_bundle_published (the webhook configuration's caBundle set to the bundle), cert-issued (a new serving pair, once the apiserver trusts its CA), error (retried next period).",
+		}, []string{"step"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "edgequorum", Subsystem: "admission", Name: "failovers_total",
 			Help: "Nodes the failover gave the out-of-service taint: their zone confirmed them dead, and their pods were deleted and volumes detached.",
@@ -228,6 +234,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if m.zones, err = register(reg, newZoneCollector()); err != nil {
 		return nil, err
+	}
+	if m.certRotations, err = register(reg, m.certRotations); err != nil {
+		return nil, err
+	}
+	for _, st := range []string{"created", "ca-rotated", "bundle-updated", certStepCABundle, "cert-issued", repairError} {
+		m.certRotations.WithLabelValues(st)
 	}
 	if m.failovers, err = register(reg, m.failovers); err != nil {
 		return nil, err

@@ -88,6 +88,9 @@ type repairer struct {
 	memory *memory
 	// zones is the zone view (zoneview.go), which the leader keeps.
 	zones *zoneViewer
+	// certs keeps the webhook's own certificates (certs.go); nil unless
+	// --manage-certs.
+	certs *certKeeper
 
 	// informers are the node, EndpointSlice and Endpoints informers: their
 	// events, and a rescan of their caches every period, bring the keys.
@@ -150,6 +153,9 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 			}
 			if r.zones != nil {
 				remembering.Go(func() { r.zones.run(lctx) })
+			}
+			if r.certs != nil && !r.dryRun {
+				remembering.Go(func() { r.certs.run(lctx) })
 			}
 			r.lead(lctx)
 			remembering.Wait()

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -34,11 +35,13 @@ type Webhook struct {
 	metrics  *metrics
 	decider  *Decider
 	admitter *admitter
-	certs    *webhookcerts.Reloader
-	handler  http.Handler
-	repair   *repairer
-	memory   *memory
-	events   *eventer
+	certs    interface {
+		GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	}
+	handler http.Handler
+	repair  *repairer
+	memory  *memory
+	events  *eventer
 	// announcer tells zone leaders what this replica reads (announce.go).
 	announcer *announcer
 
@@ -61,8 +64,10 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		return nil, err
 	}
 	w := &Webhook{cfg: cfg, client: client, log: cfg.Logger, metrics: m}
-	if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads, m.certExpiry); err != nil {
-		return nil, err
+	if cfg.TLSSecret == "" {
+		if w.certs, err = webhookcerts.NewReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger, m.tlsReloads, m.certExpiry); err != nil {
+			return nil, err
+		}
 	}
 	w.announcer = newAnnouncer(cfg, client.CoordinationV1().Leases(cfg.ElectionNamespace), m)
 
@@ -104,6 +109,10 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		written: map[string]map[string]string{}}
 	w.decider.remember(memInformer.Informer().HasSynced, w.memory.seed)
 	w.hasSynced = append(w.hasSynced, w.decider.HasSynced)
+	var certs *certKeeper
+	if cfg.TLSSecret != "" {
+		certs = w.serveFromSecret(cfg, m)
+	}
 	mut := &mutator{decider: w.decider, pods: caches.Pods, slack: cfg.PodReadySlack, agentUser: cfg.AgentUser}
 	w.admitter = &admitter{
 		mut: mut, metrics: m, log: cfg.Logger, clock: cfg.Clock,
@@ -163,11 +172,63 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		}
 		m.zones.add(view)
 		w.repair.zones = view
+		if cfg.ManageCerts {
+			w.repair.certs = certs
+		}
 		w.hasSynced = append(w.hasSynced, slices.Informer().HasSynced, eps.Informer().HasSynced)
 	}
 	w.handler = w.routes()
 	return w, nil
 }
+
+// serveFromSecret serves the pair of cfg.TLSSecret, read through a cache of
+// that one Secret, and returns the keeper of the webhook's own certificates
+// over the same cache (which only the repair loop's leader runs, and only with
+// cfg.ManageCerts).
+func (w *Webhook) serveFromSecret(cfg Config, m *metrics) *certKeeper {
+	byName := func(name string) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+	}
+	secrets := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithNamespace(cfg.ElectionNamespace), byName(cfg.TLSSecret))
+	lister := secrets.Core().V1().Secrets().Lister().Secrets(cfg.ElectionNamespace)
+	w.factories = append(w.factories, secrets)
+	w.hasSynced = append(w.hasSynced, secrets.Core().V1().Secrets().Informer().HasSynced)
+	w.certs = webhookcerts.NewSecretPair(func() (map[string][]byte, bool) {
+		s, err := lister.Get(cfg.TLSSecret)
+		if err != nil {
+			return nil, false
+		}
+		return s.Data, true
+	}, cfg.Logger, m.tlsReloads, m.certExpiry)
+	if !cfg.ManageCerts {
+		return nil
+	}
+	configs := informers.NewSharedInformerFactoryWithOptions(w.client, 0, byName(cfg.WebhookConfiguration))
+	w.factories = append(w.factories, configs)
+	w.hasSynced = append(w.hasSynced, configs.Admissionregistration().V1().MutatingWebhookConfigurations().Informer().HasSynced)
+	names := webhookcerts.Names{DNS: append(webhookcerts.ServiceNames(cfg.ServiceName, cfg.ElectionNamespace), cfg.TLSDNSNames...), IPs: cfg.TLSIPs}
+	return &certKeeper{
+		client: w.client, namespace: cfg.ElectionNamespace, secret: cfg.TLSSecret, config: cfg.WebhookConfiguration,
+		secrets: lister, configs: configs.Admissionregistration().V1().MutatingWebhookConfigurations().Lister(),
+		policy: webhookcerts.Policy{CAValidity: cfg.CAValidity, CertValidity: cfg.CertValidity, Names: names,
+			Settle: min(certSettle, cfg.CertValidity/10)},
+		clock: cfg.Clock, period: min(certCheckPeriod, cfg.CertValidity/20), metrics: m,
+		log: cfg.Logger.With("component", "certs"),
+	}
+}
+
+// certSettle is how long a new CA is trusted by the webhook configuration
+// before it signs what the replicas serve: an apiserver picks up a
+// configuration change from its watch within a second or two; every
+// apiserver of an HA control plane has to.
+const certSettle = 30 * time.Second
+
+// certCheckPeriod is how often the keeper checks the certificates and the
+// configuration's caBundle (a caBundle reset by `kubectl apply` is restored
+// within it).
+const certCheckPeriod = 10 * time.Second
 
 // Decider is the webhook's vouching rule over its own caches.
 func (w *Webhook) Decider() *Decider { return w.decider }

@@ -111,8 +111,11 @@ func TestReadmeInstallCommands(t *testing.T) {
 	for _, want := range []string{
 		`[ok  ] zone key Secret edgequorum-system/edgequorum-zone-key: 1 key(s), "k1" signs`,
 		`[ok  ] zone "site-a": 3 node(s)`,
-		`[ok  ] webhook caBundle:`,
-		`[ok  ] webhook TLS Secret edgequorum-webhook/edgequorum-webhook-tls`,
+		// No webhook replica runs on this cluster's fake nodes: the
+		// certificates it keeps itself are not made yet, which preflight
+		// says without failing.
+		`[warn] webhook caBundle: not written yet`,
+		`[warn] webhook TLS Secret edgequorum-webhook/edgequorum-webhook-tls: not made yet`,
 		`[ok  ] admission policies`,
 		`[ok  ] namespace edgequorum-system: Pod Security privileged`,
 		`[ok  ] namespace edgequorum-webhook: Pod Security restricted`,

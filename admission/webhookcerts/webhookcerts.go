@@ -1,9 +1,13 @@
 // Package webhookcerts owns the webhook's serving certificate: making it and
 // the CA the apiserver verifies it with (Generate, for `edgequorum certs` and
-// the tests and benchmarks that run a webhook), the files' names and format
-// (those of a kubernetes.io/tls Secret plus the CA), and serving the pair from
-// disk with a rotated pair picked up on the next handshake (Reloader). It
-// must not decide anything about admission requests (package admission does).
+// the tests and benchmarks that run a webhook; NewCA and CA.Issue), the order
+// in which a webhook that keeps its own renews them so that the apiserver can
+// verify it at every moment (Policy.Next), the files' and Secret keys' names
+// and format (those of a kubernetes.io/tls Secret plus the trust bundle and
+// the signing CA), and serving the pair, from disk (Reloader) or from a
+// Secret's cached data (SecretPair), a rotated pair picked up on the next
+// handshake. It reads and writes nothing in the cluster (package admission
+// does) and decides nothing about admission requests.
 package webhookcerts
 
 import (

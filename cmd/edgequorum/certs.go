@@ -18,9 +18,10 @@ func init() {
 }
 
 const certsUsage = `Makes a CA and a serving certificate for the webhook Service
-<service>.<namespace>.svc. With --install, prints the given manifests with every
-webhook's caBundle set, followed by the TLS Secret the webhook mounts, for
-kubectl; this is how clusters without cert-manager install the webhook:
+<service>.<namespace>.svc, for a webhook that does not keep its own: the
+shipped install runs it with --manage-certs, which makes and renews them
+itself, so it needs none of this. With --install, prints the given manifests
+with every webhook's caBundle set, followed by the TLS Secret, for kubectl:
 
   edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -
 

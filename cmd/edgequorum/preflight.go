@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -264,16 +265,32 @@ func checkZoneLabels(ctx context.Context, client kubernetes.Interface, label str
 }
 
 func checkWebhookTLS(ctx context.Context, client kubernetes.Interface) []check {
+	// A webhook that keeps its own certificates (--manage-certs, as
+	// deploy/install runs it) makes the Secret and the caBundle when its
+	// first replica starts: until then they are not made yet, not missing.
+	managed := webhookManagesCerts(ctx, client)
 	tlsCheck := check{what: "webhook TLS Secret " + webhookNamespace + "/" + webhookTLSSecret,
-		fix: "edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -"}
+		fix: "kubectl apply -f deploy/install/webhook.yaml"}
+	notYet := checkFail
+	if managed {
+		tlsCheck.fix, notYet = "kubectl -n "+webhookNamespace+" get pods,events (the webhook makes it when a replica runs)", checkWarn
+	}
 	var leaf *x509.Certificate
 	s, err := client.CoreV1().Secrets(webhookNamespace).Get(ctx, webhookTLSSecret, metav1.GetOptions{})
 	if err == nil {
 		leaf, err = firstCert(s.Data[corev1.TLSCertKey])
 	}
-	if err != nil {
+	switch {
+	case err != nil && managed && apierrors.IsNotFound(err):
+		tlsCheck.level, tlsCheck.detail = checkWarn, "not made yet: the webhook keeps its own certificates and makes it when its first replica starts"
+	case err != nil:
 		tlsCheck.level, tlsCheck.detail = checkFail, describeErr(err)
-	} else {
+	case managed:
+		tlsCheck.detail = "kept by the webhook, valid until " + leaf.NotAfter.UTC().Format(time.RFC3339) + ", renewed with a third of its validity left"
+		if time.Now().After(leaf.NotAfter) {
+			tlsCheck.level, tlsCheck.detail = checkFail, "expired at "+leaf.NotAfter.UTC().Format(time.RFC3339)+": is any webhook replica running?"
+		}
+	default:
 		tlsCheck.detail = "valid until " + leaf.NotAfter.UTC().Format(time.DateOnly)
 		if time.Until(leaf.NotAfter) < 30*24*time.Hour {
 			tlsCheck.level = checkWarn
@@ -287,7 +304,28 @@ func checkWebhookTLS(ctx context.Context, client kubernetes.Interface) []check {
 		return []check{tlsCheck, caCheck}
 	}
 	caCheck.level, caCheck.detail = verifyCABundles(mwc.Webhooks, leaf)
+	if caCheck.level == checkFail && leaf == nil {
+		caCheck.level = notYet
+		if managed {
+			caCheck.detail = "not written yet: the webhook writes it with the Secret"
+		}
+	}
 	return []check{tlsCheck, caCheck}
+}
+
+// webhookManagesCerts reports whether the webhook's Deployment runs with
+// --manage-certs.
+func webhookManagesCerts(ctx context.Context, client kubernetes.Interface) bool {
+	d, err := client.AppsV1().Deployments(webhookNamespace).Get(ctx, webhookName, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if slices.Contains(c.Args, "--manage-certs") || slices.Contains(c.Args, "--manage-certs=true") {
+			return true
+		}
+	}
+	return false
 }
 
 // verifyCABundles checks that every webhook of the configuration trusts the
@@ -374,7 +412,7 @@ func failsOver(d *appsv1.Deployment) bool {
 // garbage collector.
 func checkFailoverRBAC(ctx context.Context, client kubernetes.Interface) check {
 	c := check{what: "failover RBAC (--dead-node-action=out-of-service)", detail: "the webhook may delete pods",
-		fix: "edgequorum certs --install deploy/install/webhook-failover.yaml | kubectl apply -f -  (or add deploy/webhook/components/failover to your overlay)"}
+		fix: "kubectl apply -f deploy/install/webhook-failover.yaml  (or add deploy/webhook/components/failover to your overlay)"}
 	sar, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:               "system:serviceaccount:" + webhookNamespace + ":" + webhookName,

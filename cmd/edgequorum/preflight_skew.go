@@ -57,7 +57,7 @@ func checkReleases(ctx context.Context, client kubernetes.Interface, zoneLabel s
 	case len(webhookCount) > 0 && olderWebhook(webhookCount, agentCount):
 		c.level = checkFail
 		c.detail += ": an agent runs a newer release than the webhook, whose formats the webhook may refuse"
-		c.fix = "from the newer release: edgequorum certs --install deploy/install/webhook.yaml | kubectl apply -f -"
+		c.fix = "from the newer release: kubectl apply -f deploy/install/webhook.yaml"
 	case len(agentCount) > 1 || len(webhookCount) > 1:
 		c.level = checkWarn
 		c.detail += ": a roll is in progress" + mixedZones(agents, zoneOf)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -39,8 +41,32 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlagSet("webhook", webhookUsage, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", cfg.ListenAddress, "host:port of the HTTPS server (reviews, /healthz, /readyz, /metrics)")
-	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate, PEM; re-read when it changes (required)")
-	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (required)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate, PEM; re-read when it changes (or --tls-secret)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "serving key, PEM; re-read when it changes (or --tls-secret)")
+	fs.StringVar(&cfg.TLSSecret, "tls-secret", "", "Secret in the webhook's namespace to serve the pair from (tls.crt, tls.key), read through the API; instead of --tls-cert-file and --tls-key-file")
+	fs.BoolVar(&cfg.ManageCerts, "manage-certs", false, "keep --tls-secret yourself: the repair loop's leader creates it, renews its CA and serving certificate with a third of their validity left, and keeps the caBundle of --webhook-configuration in step")
+	fs.StringVar(&cfg.WebhookConfiguration, "webhook-configuration", cfg.WebhookConfiguration, "MutatingWebhookConfiguration whose caBundle --manage-certs keeps")
+	fs.StringVar(&cfg.ServiceName, "service-name", cfg.ServiceName, "the webhook's Service, whose names the managed serving certificate carries")
+	fs.Func("tls-dns-names", "comma-separated extra DNS names of the managed serving certificate", func(v string) error {
+		for n := range strings.SplitSeq(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				cfg.TLSDNSNames = append(cfg.TLSDNSNames, n)
+			}
+		}
+		return nil
+	})
+	fs.Func("tls-ip-sans", "comma-separated IP addresses the managed serving certificate carries (for a webhook dialled by address)", func(v string) error {
+		for a := range strings.SplitSeq(v, ",") {
+			ip := net.ParseIP(strings.TrimSpace(a))
+			if ip == nil {
+				return fmt.Errorf("%q is no IP address", a)
+			}
+			cfg.TLSIPs = append(cfg.TLSIPs, ip)
+		}
+		return nil
+	})
+	fs.DurationVar(&cfg.CAValidity, "ca-validity", cfg.CAValidity, "how long a managed CA lasts; renewed with a third left")
+	fs.DurationVar(&cfg.CertValidity, "cert-validity", cfg.CertValidity, "how long a managed serving certificate lasts; renewed with a third left")
 	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "namespace of the zone Leases, which the webhook only reads")
 	fs.StringVar(&cfg.ZoneLabel, "zone-label", cfg.ZoneLabel, "Node label whose value names the zone")
 	fs.DurationVar(&cfg.MaxZoneLeaseDuration, "max-zone-lease-duration", cfg.MaxZoneLeaseDuration, "longest leaseDurationSeconds of a zone Lease the webhook believes")

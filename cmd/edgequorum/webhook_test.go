@@ -22,8 +22,13 @@ func TestWebhookUsage(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"no TLS pair", nil, "--tls-cert-file is required"},
-		{"no key", []string{"--tls-cert-file", "x"}, "--tls-key-file is required"},
+		{"no TLS pair", nil, "--tls-secret, or --tls-cert-file and --tls-key-file, is required"},
+		{"no key", []string{"--tls-cert-file", "x"}, "--tls-secret, or --tls-cert-file and --tls-key-file, is required"},
+		{"files and a Secret", append([]string{"--tls-secret", "tls"}, tls...), "exclude each other"},
+		{"managed without a Secret", append([]string{"--manage-certs"}, tls...), "--manage-certs needs --tls-secret"},
+		{"managed without the repair loop", []string{"--tls-secret", "tls", "--manage-certs", "--repair=false"}, "--manage-certs needs --repair"},
+		{"CA shorter than its certificates", []string{"--tls-secret", "tls", "--manage-certs", "--ca-validity", "1h", "--cert-validity", "2h"}, "--ca-validity"},
+		{"bad IP SAN", []string{"--tls-secret", "tls", "--tls-ip-sans", "10.0.0.300"}, "tls-ip-sans"},
 		{"bad listen address", append([]string{"--listen-address", "9443"}, tls...), "--listen-address"},
 		{"bad lease namespace", append([]string{"--lease-namespace", "Not_A_Namespace"}, tls...), "--lease-namespace"},
 		{"bad election namespace", append([]string{"--leader-election-namespace", "Not_A_Namespace"}, tls...), "--leader-election-namespace"},

@@ -95,8 +95,10 @@ func TestWebhookConfiguration(t *testing.T) {
 		if svc["name"] != "edgequorum-webhook" || svc["namespace"] != ns || svc["path"] != w.path || svc["port"] != int64(443) {
 			t.Errorf("%s: clientConfig.service %v, want edgequorum-webhook in %s at %s:443", name, svc, ns, w.path)
 		}
-		if _, ok := h["clientConfig"].(map[string]any)["caBundle"]; !ok {
-			t.Errorf("%s: no caBundle placeholder", name)
+		// The webhook (or cert-manager) writes it; a manifest that set it
+		// would reset it on every kubectl apply.
+		if b, ok := h["clientConfig"].(map[string]any)["caBundle"]; ok {
+			t.Errorf("%s: the manifest sets caBundle (%v)", name, b)
 		}
 		rules, _, _ := unstructured.NestedSlice(h, "rules")
 		if len(rules) != 1 {
@@ -165,9 +167,21 @@ func TestDeployment(t *testing.T) {
 			t.Errorf("resources.%s %v lacks cpu or memory", r, m)
 		}
 	}
-	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
-	if len(vols) != 1 || vols[0].(map[string]any)["secret"].(map[string]any)["secretName"] != "edgequorum-webhook-tls" {
-		t.Errorf("volumes %v, want the Secret edgequorum-webhook-tls", vols)
+	// The pair is read through the API, not mounted: a rotated pair is
+	// served as soon as the watch brings it.
+	if vols, _, _ := unstructured.NestedSlice(spec, "volumes"); len(vols) != 0 {
+		t.Errorf("volumes %v, want none", vols)
+	}
+	for _, want := range []string{"--tls-secret=edgequorum-webhook-tls", "--manage-certs"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+	// With cert-manager, cert-manager keeps the Secret and the caBundle.
+	cm := get(t, render(t, "webhook/overlays/cert-manager"), "Deployment/"+ns+"/edgequorum-webhook")
+	cmArgs, _, _ := unstructured.NestedStringSlice(cm.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any), "args")
+	if slices.Contains(cmArgs, "--manage-certs") || !slices.Contains(cmArgs, "--tls-secret=edgequorum-webhook-tls") {
+		t.Errorf("cert-manager overlay args %v: want --tls-secret without --manage-certs", cmArgs)
 	}
 	pdb := get(t, objs, "PodDisruptionBudget/"+ns+"/edgequorum-webhook")
 	if n, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "minAvailable"); n != 1 {
@@ -274,6 +288,15 @@ func checkRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, extra [
 		{"", "edgequorum.io", "edgezones", "get", ""}, {"", "edgequorum.io", "edgezones", "list", ""},
 		{"", "edgequorum.io", "edgezones", "create", ""}, {"", "edgequorum.io", "edgezones", "delete", ""},
 		{"", "edgequorum.io", "edgezones/status", "patch", ""},
+		// --manage-certs: its own configuration's caBundle, and the one
+		// Secret it serves from (created once, by name it cannot be)
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "edgequorum-webhook"},
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list", "edgequorum-webhook"},
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "watch", "edgequorum-webhook"},
+		{"", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", "edgequorum-webhook"},
+		{ns, "", "secrets", "get", "edgequorum-webhook-tls"}, {ns, "", "secrets", "list", "edgequorum-webhook-tls"},
+		{ns, "", "secrets", "watch", "edgequorum-webhook-tls"}, {ns, "", "secrets", "update", "edgequorum-webhook-tls"},
+		{ns, "", "secrets", "create", ""},
 		// kubelet Leases, read
 		{"kube-node-lease", leases, "leases", "get", ""}, {"kube-node-lease", leases, "leases", "list", ""},
 		{"kube-node-lease", leases, "leases", "watch", ""},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,19 +129,6 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		return nil, err
 	}
 
-	certDir := filepath.Join(dir, "certs")
-	out, err := exec.CommandContext(ctx, binary, "certs", "--out-dir", certDir, "--ip-sans", "127.0.0.1", "--force").Output()
-	if err != nil {
-		return nil, fmt.Errorf("edgequorum certs: %w", err)
-	}
-	caBundle := strings.TrimSpace(string(out))
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -149,29 +137,44 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		LogPath: filepath.Join(dir, "webhook.log"),
 		binary:  binary,
-		caPool:  pool,
+		cluster: c,
 	}
-	w.args = append([]string{"webhook",
+	// A webhook that keeps its own certificates (--tls-secret with
+	// --manage-certs, as the Deployment runs it) makes them itself, for
+	// 127.0.0.1 too; otherwise `edgequorum certs` makes them, and the
+	// configuration gets their CA.
+	managed := slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--tls-secret") })
+	var caBundle string
+	tlsArgs := []string{"--tls-ip-sans=127.0.0.1"}
+	if !managed {
+		certDir := filepath.Join(dir, "certs")
+		out, err := exec.CommandContext(ctx, binary, "certs", "--out-dir", certDir, "--ip-sans", "127.0.0.1", "--force").Output()
+		if err != nil {
+			return nil, fmt.Errorf("edgequorum certs: %w", err)
+		}
+		caBundle = strings.TrimSpace(string(out))
+		caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+		if err != nil {
+			return nil, err
+		}
+		w.caPool = x509.NewCertPool()
+		w.caPool.AppendCertsFromPEM(caPEM)
+		tlsArgs = []string{"--tls-cert-file=" + filepath.Join(certDir, "tls.crt"), "--tls-key-file=" + filepath.Join(certDir, "tls.key")}
+	}
+	w.args = append(append([]string{"webhook",
 		"--kubeconfig=" + kubeconfig,
 		"--listen-address=" + w.Address,
-		"--tls-cert-file=" + filepath.Join(certDir, "tls.crt"),
-		"--tls-key-file=" + filepath.Join(certDir, "tls.key"),
+	}, tlsArgs...),
 		// As the Deployment does with $(POD_NAMESPACE).
-		"--leader-election-namespace=" + webhookNamespace,
+		"--leader-election-namespace="+webhookNamespace,
 		"--leader-election-identity=webhook-0",
 		"--log-level=debug",
 		// No Service stands in front of this process: nothing routes
 		// reviews here that a drain would have to wait out, and Stop's
 		// SIGKILL after 10 s would cut the drain short.
 		"--shutdown-delay=0",
-	}, extraArgs...)
-	if err := w.Start(); err != nil {
-		return nil, err
-	}
-	if err := w.WaitReady(ctx, time.Minute); err != nil {
-		w.Stop()
-		return nil, err
-	}
+	)
+	w.args = append(w.args, extraArgs...)
 	// Point every webhook of the configuration at the local process.
 	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
 	for i := range hooks {
@@ -180,16 +183,54 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		svc := cc["service"].(map[string]any)
 		cc["url"] = "https://" + w.Address + svc["path"].(string)
 		delete(cc, "service")
-		cc["caBundle"] = caBundle
+		if !managed {
+			cc["caBundle"] = caBundle
+		}
 	}
 	unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
-	if err := register(ctx, c, mwc); err != nil {
+	if managed {
+		// The webhook writes the caBundle into the configuration, which
+		// must be there first; one it already wrote is kept.
+		if err := register(ctx, c, mwc, true); err != nil {
+			return nil, err
+		}
+		w.registration = mwc.GetName()
+	}
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	if err := w.WaitReady(ctx, time.Minute); err != nil {
 		w.Stop()
 		return nil, err
 	}
-	w.cluster, w.registration = c, mwc.GetName()
+	if !managed {
+		if err := register(ctx, c, mwc, false); err != nil {
+			w.Stop()
+			return nil, err
+		}
+		w.registration = mwc.GetName()
+	}
 	return w, nil
 }
+
+// roots are the CAs to verify the webhook with: those `edgequorum certs`
+// made, or the trust bundle of the Secret a webhook keeping its own
+// certificates keeps (nil while there is none).
+func (w *Webhook) roots(ctx context.Context) *x509.CertPool {
+	if w.caPool != nil {
+		return w.caPool
+	}
+	sec, err := w.cluster.Client().CoreV1().Secrets(webhookNamespace).Get(ctx, webhookTLSSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(sec.Data["ca.crt"])
+	return pool
+}
+
+// webhookTLSSecret is the Secret deploy/webhook serves from.
+const webhookTLSSecret = "edgequorum-webhook-tls"
 
 // Uninstall stops the webhook and removes its configuration, as an operator
 // uninstalling it would: the cluster then behaves as upstream does, and the
@@ -208,7 +249,7 @@ func (w *Webhook) Uninstall(ctx context.Context) error {
 // earlier webhook of the same cluster registered: that one names the earlier
 // process's address and CA, and a webhook with failurePolicy Fail (the agents'
 // nodes/status writes) would refuse every write while it points there.
-func register(ctx context.Context, c *testcluster.Cluster, mwc *unstructured.Unstructured) error {
+func register(ctx context.Context, c *testcluster.Cluster, mwc *unstructured.Unstructured, keepCABundle bool) error {
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mwc.Object, &cfg); err != nil {
 		return fmt.Errorf("zonerun: webhook configuration %s: %w", mwc.GetName(), err)
@@ -220,6 +261,15 @@ func register(ctx context.Context, c *testcluster.Cluster, mwc *unstructured.Uns
 		_, err = api.Create(ctx, &cfg, metav1.CreateOptions{})
 	case err == nil:
 		cfg.ResourceVersion = cur.ResourceVersion
+		if keepCABundle {
+			for i := range cfg.Webhooks {
+				for _, h := range cur.Webhooks {
+					if h.Name == cfg.Webhooks[i].Name {
+						cfg.Webhooks[i].ClientConfig.CABundle = h.ClientConfig.CABundle
+					}
+				}
+			}
+		}
 		_, err = api.Update(ctx, &cfg, metav1.UpdateOptions{})
 	}
 	if err != nil {
@@ -254,10 +304,10 @@ func (w *Webhook) Start() error {
 
 // WaitReady polls /readyz until the webhook's caches synced.
 func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.caPool}}}
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.roots(ctx)}}}
 		resp, err := client.Get("https://" + w.Address + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -278,7 +328,7 @@ func (w *Webhook) WaitReady(ctx context.Context, timeout time.Duration) error {
 
 // Metrics returns what the webhook's /metrics serves, in the text format.
 func (w *Webhook) Metrics(ctx context.Context) (string, error) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.caPool}}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.roots(ctx)}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+w.Address+"/metrics", nil)
 	if err != nil {
 		return "", err

@@ -1,0 +1,153 @@
+package webhookcerts
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testPolicy = Policy{
+	CAValidity:   30 * time.Minute,
+	CertValidity: 10 * time.Minute,
+	Names:        Names{DNS: ServiceNames("edgequorum-webhook", "edgequorum-webhook"), IPs: []net.IP{net.IPv4(127, 0, 0, 1)}},
+	Settle:       time.Minute,
+}
+
+// leafOf is the serving certificate in data.
+func leafOf(t *testing.T, data map[string][]byte) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.X509KeyPair(data[CertFile], data[KeyFile])
+	if err != nil {
+		t.Fatalf("serving pair: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+// verifies reports whether leaf chains, at now, to a CA of bundle.
+func verifies(leaf *x509.Certificate, bundle []byte, now time.Time) error {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(bundle)
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, DNSName: "edgequorum-webhook.edgequorum-webhook.svc"})
+	return err
+}
+
+// TestPolicyKeepsEveryReplicaVerifiable runs the policy for five hours of a
+// CA lasting 30 minutes and serving certificates lasting 10, with an
+// apiserver that picks up each caBundle 20 s after it is published. At every
+// moment what the replicas serve verifies against what the apiserver holds,
+// the CA rotates (with old and new in the bundle while the serving
+// certificate switches), the serving certificate is renewed well before it
+// expires, and an expired CA leaves the bundle.
+func TestPolicyKeepsEveryReplicaVerifiable(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const pickup = 20 * time.Second
+	var (
+		data           map[string][]byte
+		published      []byte    // the bundle in the configuration
+		publishedAt    time.Time // when it was written there
+		apiserver      []byte    // the bundle the apiserver verifies with
+		trusted        time.Time
+		trustedSigner  string
+		steps          = map[string]int{}
+		minLeft        = time.Duration(1<<63 - 1)
+		maxBundleCerts int
+	)
+	for end := now.Add(5 * time.Hour); now.Before(end); now = now.Add(10 * time.Second) {
+		// The caller: publish the Secret's bundle; the apiserver takes it
+		// up pickup later. trusted is when the caller saw the
+		// configuration hold the signer (it cannot see the apiserver's
+		// own copy: Settle covers that).
+		if data != nil && string(published) != string(data[CAFile]) {
+			published, publishedAt = data[CAFile], now
+		}
+		if published != nil && now.Sub(publishedAt) >= pickup {
+			apiserver = published
+		}
+		if data != nil {
+			signer, err := ParseCA(data[SignerCertKey], data[SignerKeyKey])
+			if err != nil {
+				t.Fatalf("%s: signer: %v", now, err)
+			}
+			if id := signer.Cert.SerialNumber.String(); id != trustedSigner && BundleTrusts(published, signer.Cert) {
+				trustedSigner, trusted = id, now
+			}
+		}
+		var signerTrusted time.Time
+		if trustedSigner != "" {
+			signerTrusted = trusted
+		}
+		step, err := testPolicy.Next(data, now, signerTrusted)
+		if err != nil {
+			t.Fatalf("%s: %v", now, err)
+		}
+		if step.Data != nil {
+			steps[strings.Fields(step.Reason)[0]]++
+			if s, _ := ParseCA(step.Data[SignerCertKey], step.Data[SignerKeyKey]); s != nil &&
+				(data == nil || string(step.Data[SignerCertKey]) != string(data[SignerCertKey])) {
+				trustedSigner = "" // a new signer: not trusted until published
+			}
+			data = step.Data
+		}
+		leaf := leafOf(t, data)
+		if apiserver != nil {
+			if err := verifies(leaf, apiserver, now); err != nil {
+				t.Fatalf("%s: the apiserver cannot verify what the replicas serve: %v (last step %q)", now, err, step.Reason)
+			}
+		}
+		if left := leaf.NotAfter.Sub(now); left < minLeft {
+			minLeft = left
+		}
+		if certs, _ := parseCerts(data[CAFile]); len(certs) > maxBundleCerts {
+			maxBundleCerts = len(certs)
+		}
+	}
+	// 5 h of a 30 min CA renewed at 20 min: 15 rotations, each publishing a
+	// bundle with the old CA beside the new, then dropping the old.
+	if steps[StepCreated] != 1 || steps[StepCARotated] < 14 || steps[StepBundle] < 13 || steps[StepCertIssued] < 15 {
+		t.Errorf("steps %v", steps)
+	}
+	if maxBundleCerts != 2 {
+		t.Errorf("the bundle held at most %d CAs, want 2 while one replaces the other", maxBundleCerts)
+	}
+	// Renewed with a third of 10 min left; one signed by the CA being
+	// replaced waits a Settle more for the new CA to be trusted.
+	if minLeft < testPolicy.CertValidity/3-testPolicy.Settle {
+		t.Errorf("a serving certificate came within %s of expiry", minLeft)
+	}
+}
+
+// TestPolicyRepairsWhatItCannotRead: a Secret of garbage gets a new CA, then
+// a serving pair once the new CA is trusted; a pair for other names is
+// replaced.
+func TestPolicyRepairsWhatItCannotRead(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	garbage := map[string][]byte{CAFile: []byte("x"), SignerCertKey: []byte("y"), SignerKeyKey: []byte("z"), CertFile: []byte("-"), KeyFile: []byte("-")}
+	step, err := testPolicy.Next(garbage, now, time.Time{})
+	if err != nil || step.Reason != StepCARotated {
+		t.Fatalf("garbage: %q, %v; want a new CA", step.Reason, err)
+	}
+	// No valid pair to keep serving: issued at once.
+	step, err = testPolicy.Next(step.Data, now, time.Time{})
+	if err != nil || !strings.HasPrefix(step.Reason, StepCertIssued) {
+		t.Fatalf("no valid pair: %q, %v", step.Reason, err)
+	}
+	if err := verifies(leafOf(t, step.Data), step.Data[CAFile], now); err != nil {
+		t.Fatal(err)
+	}
+	other := testPolicy
+	other.Names.DNS = []string{"elsewhere.svc"}
+	next, err := other.Next(step.Data, now, now.Add(-time.Hour))
+	if err != nil || next.Reason != StepCertIssued+" (names changed)" {
+		t.Fatalf("names changed: %q, %v", next.Reason, err)
+	}
+	if got := leafOf(t, next.Data).DNSNames; len(got) != 1 || got[0] != "elsewhere.svc" {
+		t.Errorf("reissued for %v", got)
+	}
+}
