@@ -11,13 +11,8 @@
 package webhookcerts
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -80,69 +75,16 @@ func Generate(opts Options) (*Bundle, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	// Backdate a little so a node whose clock lags ours still accepts it.
-	notBefore := clk.Now().Add(-5 * time.Minute).UTC()
-	notAfter := notBefore.Add(opts.Validity)
-
-	caSerial, err := serial()
+	now := clk.Now()
+	ca, err := NewCA(now, opts.Validity)
 	if err != nil {
 		return nil, err
 	}
-	leafSerial, err := serial()
+	cert, key, err := ca.Issue(Names{DNS: ServiceNames(opts.Service, opts.Namespace), IPs: opts.IPs}, now, opts.Validity)
 	if err != nil {
 		return nil, err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: "edgequorum-webhook-ca"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	svc := opts.Service + "." + opts.Namespace + ".svc"
-	tmpl := &x509.Certificate{
-		SerialNumber: leafSerial,
-		Subject:      pkix.Name{CommonName: svc},
-		DNSNames:     []string{opts.Service, opts.Service + "." + opts.Namespace, svc, svc + ".cluster.local"},
-		IPAddresses:  opts.IPs,
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode serving key: %w", err)
-	}
-	return &Bundle{
-		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		Key:    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return &Bundle{CACert: ca.CertPEM, Cert: cert, Key: key}, nil
 }
 
 // CABundle is the value for a MutatingWebhookConfiguration's caBundle.
