@@ -146,10 +146,12 @@ func TestMonitoringComponent(t *testing.T) {
 	if !slices.Contains(ports, fmt.Sprint(ep["port"])) || ep["scheme"] != "https" || ep["path"] != "/metrics" {
 		t.Errorf("PodMonitor scrapes port %v scheme %v path %v; the webhook serves /metrics over HTTPS on its port of %v", ep["port"], ep["scheme"], ep["path"], ports)
 	}
+	// The Secret the webhook serves from (--tls-secret), whose ca.crt is
+	// the trust bundle it keeps.
 	var tlsSecret string
-	vols, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
-	for _, v := range vols {
-		if name, ok, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); ok {
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	for _, a := range args {
+		if name, ok := strings.CutPrefix(a, "--tls-secret="); ok {
 			tlsSecret = name
 		}
 	}
