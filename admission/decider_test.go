@@ -41,7 +41,7 @@ func newTestDecider(t *testing.T, mod func(*Config), objs ...runtime.Object) *De
 	return newDeciderEnv(t, mod, objs...).d
 }
 
-func newDeciderEnv(t *testing.T, mod func(*Config), objs ...runtime.Object) *deciderEnv {
+func newDeciderEnv(t testing.TB, mod func(*Config), objs ...runtime.Object) *deciderEnv {
 	t.Helper()
 	env := &deciderEnv{client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(testNow), reg: prometheus.NewRegistry()}
 	cfg := DefaultConfig()

@@ -32,8 +32,17 @@ type Informers struct {
 // maxPendingClaims bounds zoneRecord.pending.
 const maxPendingClaims = 4
 
-// verifiedCacheSize bounds the signature caches; past it they start over.
+// verifiedCacheSize is the least bound of the signature caches; past their
+// bound they start over (see cacheLimit).
 const verifiedCacheSize = 1 << 14
+
+// cacheLimit bounds the signature caches: a few entries for every node the
+// webhook knows (its verdict, a replaced one, zone Lease claims and
+// attestations), never fewer than verifiedCacheSize. A fixed bound made a
+// fleet of more than a few thousand edge nodes start the cache over again and
+// again, every review and zone view pass checking every signature anew
+// (BenchmarkZoneViewPass). Called with mu held.
+func (e *evidence) cacheLimit() int { return max(verifiedCacheSize, 4*len(e.joined)) }
 
 // Reasons a zone Lease write is not honoured: values of the reason label of
 // edgequorum_admission_zone_leases_refused_total.
@@ -522,7 +531,7 @@ func (e *evidence) verifyVerdict(node, raw string, a *zone.Annotation) Reason {
 	if !ok || !bytes.Equal(c.key, key) {
 		c = verdictCheck{key: key, ok: a.Verify(node, key)}
 		e.mu.Lock()
-		if len(e.verified) >= verifiedCacheSize {
+		if len(e.verified) >= e.cacheLimit() {
 			e.verified = map[string]verdictCheck{}
 		}
 		e.verified[k] = c
@@ -543,7 +552,7 @@ func (e *evidence) refuse(node, raw string, reason Reason) {
 	if e.refused[k] == reason {
 		return
 	}
-	if len(e.refused) >= verifiedCacheSize {
+	if len(e.refused) >= e.cacheLimit() {
 		e.refused = map[string]Reason{}
 	}
 	e.refused[k] = reason
@@ -818,7 +827,7 @@ func (e *evidence) checkOnce(kind string, sig, signed []byte, key ed25519.Public
 		return c.ok, false
 	}
 	c := verdictCheck{key: key, ok: verify(key)}
-	if len(e.verified) >= verifiedCacheSize {
+	if len(e.verified) >= e.cacheLimit() {
 		e.verified = map[string]verdictCheck{}
 	}
 	e.verified[k] = c
@@ -832,7 +841,7 @@ func (e *evidence) countEvidenceRefusal(a zone.Attestation, reason string) {
 	if e.refused[k] == Reason(reason) {
 		return
 	}
-	if len(e.refused) >= verifiedCacheSize {
+	if len(e.refused) >= e.cacheLimit() {
 		e.refused = map[string]Reason{}
 	}
 	e.refused[k] = Reason(reason)
