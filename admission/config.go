@@ -70,7 +70,8 @@ type Config struct {
 	PodReadySlack time.Duration
 
 	// DryRun decides and counts but never patches, and the repair loop writes
-	// nothing [--dry-run].
+	// nothing but the webhook's own certificate (ManageCerts), without which
+	// no review could be answered at all [--dry-run].
 	DryRun bool
 	// Repair runs the repair loop [--repair].
 	Repair bool

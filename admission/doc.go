@@ -62,7 +62,7 @@
 //     did not taint; vouch for a node its zone found unhealthy or could not
 //     judge;
 //   - write a zone Lease (it only reads them), or, in a dry run, anything but
-//     the repair loop's election Lease;
+//     the repair loop's election Lease and its own certificate;
 //   - put into an EdgeZone anything an agent says of its zone's state: the
 //     view is the webhook's judgement of the evidence it verified;
 //   - serve a certificate signed by a CA before every caBundle of its

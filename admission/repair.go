@@ -154,7 +154,9 @@ func (r *repairer) runElected(ctx context.Context, lock resourcelock.Interface, 
 			if r.zones != nil {
 				remembering.Go(func() { r.zones.run(lctx) })
 			}
-			if r.certs != nil && !r.dryRun {
+			// Even in a dry run: without its certificate no replica
+			// answers a review at all.
+			if r.certs != nil {
 				remembering.Go(func() { r.certs.run(lctx) })
 			}
 			r.lead(lctx)

@@ -73,7 +73,7 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	legacyLeaseAge := fs.Duration("node-lease-max-age", 0, "deprecated and ignored: whether a zone is cut off follows from the Leases themselves")
 	fs.DurationVar(&cfg.MaxCutoffProtection, "max-cutoff-protection", cfg.MaxCutoffProtection, "how long a zone cut off as a whole keeps its vouched nodes protected (0: never)")
 	fs.DurationVar(&cfg.PodReadySlack, "pod-ready-slack", cfg.PodReadySlack, "how much before its node went Unknown a pod may have turned not ready and still be revived")
-	fs.BoolVar(&cfg.DryRun, "dry-run", cfg.DryRun, "decide and count, but patch nothing and let the repair loop write nothing")
+	fs.BoolVar(&cfg.DryRun, "dry-run", cfg.DryRun, "decide and count, but patch nothing and let the repair loop write nothing (but the webhook's own certificate, with --manage-certs)")
 	fs.BoolVar(&cfg.Repair, "repair", cfg.Repair, "run the leader-elected repair loop (needs update rights on nodes, endpointslices, endpoints, and patch on pods/status)")
 	fs.DurationVar(&cfg.RepairPeriod, "repair-period", cfg.RepairPeriod, "how often the repair loop's leader rescans every node, EndpointSlice and Endpoints")
 	fs.Float64Var(&cfg.RepairQPS, "repair-qps", cfg.RepairQPS, "most repair writes per second")
