@@ -157,6 +157,13 @@ func (ca *CA) Issue(names Names, now time.Time, validity time.Duration) (certPEM
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
+// longerThan reports whether c was issued to last longer than validity: the
+// operator shortened it, and expects that to hold now rather than when the
+// certificate would have been renewed under the old validity.
+func longerThan(c *x509.Certificate, validity time.Duration) bool {
+	return c.NotAfter.Sub(c.NotBefore) > validity+backdate+time.Minute
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
@@ -221,12 +228,14 @@ const (
 // step at a time, so that the apiserver can verify every replica at every
 // moment:
 //
-//  1. no valid signing CA, or one due for renewal: a new CA, added to the
+//  1. no valid signing CA, or one due for renewal or issued for longer than
+//     CAValidity: a new CA, added to the
 //     trust bundle beside the CAs still valid there (at most one other);
 //     the serving certificate is left alone;
 //  2. a bundle holding an expired CA, or lacking the signer: fixed;
 //  3. a serving certificate missing, expired, invalid, not signed by the
-//     signer, naming other names, or due for renewal: a new one, signed by
+//     signer, naming other names, issued for longer than CertValidity, or
+//     due for renewal: a new one, signed by
 //     the signer, once every caBundle holds the bundle (signerTrusted, when
 //     the caller saw that, is set) and, if the pair served now was signed
 //     by another CA, the signer has been trusted for Settle: until then
@@ -236,7 +245,8 @@ const (
 func (p Policy) Next(data map[string][]byte, now time.Time, signerTrusted time.Time) (Step, error) {
 	next := cloneData(data)
 	signer, err := ParseCA(data[SignerCertKey], data[SignerKeyKey])
-	if err != nil || !now.Before(renewAt(signer.Cert.NotAfter, p.CAValidity)) || now.After(signer.Cert.NotAfter) {
+	if err != nil || !now.Before(renewAt(signer.Cert.NotAfter, p.CAValidity)) || now.After(signer.Cert.NotAfter) ||
+		longerThan(signer.Cert, p.CAValidity) {
 		reason := StepCARotated
 		if len(data) == 0 {
 			reason = StepCreated
@@ -302,6 +312,8 @@ func (p Policy) certDue(data map[string][]byte, signer *CA, now time.Time) strin
 		return dueOtherCA
 	case !now.Before(renewAt(leaf.NotAfter, p.CertValidity)):
 		return "due for renewal"
+	case longerThan(leaf, p.CertValidity):
+		return "validity shortened"
 	case !slices.Equal(leaf.DNSNames, p.Names.DNS) || !slices.EqualFunc(leaf.IPAddresses, p.Names.IPs, net.IP.Equal):
 		return "names changed"
 	}

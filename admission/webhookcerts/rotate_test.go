@@ -151,3 +151,30 @@ func TestPolicyRepairsWhatItCannotRead(t *testing.T) {
 		t.Errorf("reissued for %v", got)
 	}
 }
+
+// TestPolicyAppliesAShorterValidityNow: an operator who shortens the
+// validities gets certificates of the new length at once, the CA first.
+func TestPolicyAppliesAShorterValidityNow(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	long := testPolicy
+	long.CAValidity, long.CertValidity = 5*365*24*time.Hour, 90*24*time.Hour
+	step, err := long.Next(nil, now, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err = testPolicy.Next(step.Data, now, time.Time{})
+	if err != nil || step.Reason != StepCARotated {
+		t.Fatalf("CA of 5 years under a policy of 30 minutes: %q, %v; want %s", step.Reason, err, StepCARotated)
+	}
+	data := step.Data
+	step, err = testPolicy.Next(data, now.Add(testPolicy.Settle), now)
+	if err != nil || !strings.HasPrefix(step.Reason, StepCertIssued) {
+		t.Fatalf("after the new CA settled: %q, %v", step.Reason, err)
+	}
+	if got := leafOf(t, step.Data); got.NotAfter.Sub(now) > testPolicy.CertValidity+testPolicy.Settle {
+		t.Errorf("serving certificate lasts until %s, want within %s", got.NotAfter, testPolicy.CertValidity)
+	}
+	if step, _ = testPolicy.Next(step.Data, now.Add(testPolicy.Settle), now); step.Data != nil {
+		t.Errorf("a certificate of the new length renewed again at once: %q", step.Reason)
+	}
+}
