@@ -57,31 +57,41 @@ type certKeeper struct {
 // run keeps the certificates until ctx is done.
 func (k *certKeeper) run(ctx context.Context) {
 	k.trusted = map[string]time.Time{}
-	t := k.clock.NewTicker(k.period)
-	defer t.Stop()
 	for {
-		if err := k.sync(ctx); err != nil && ctx.Err() == nil {
+		busy, err := k.sync(ctx)
+		if err != nil && ctx.Err() == nil {
 			k.metrics.certRotations.WithLabelValues(repairError).Inc()
 			k.log.Warn("webhook certificates not kept; retried next period", "err", err)
+		}
+		// In the middle of a rotation (a step just taken, a bundle just
+		// published) the next step is due within seconds, not a period.
+		wait := k.period
+		if busy {
+			wait = min(wait, certBusyPeriod)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-k.clock.After(wait):
 		}
 	}
 }
 
+// certBusyPeriod is how soon the keeper looks again in the middle of a
+// rotation.
+const certBusyPeriod = time.Second
+
 // sync publishes the Secret's bundle in the configuration, then takes the
-// next step of the policy, if any.
-func (k *certKeeper) sync(ctx context.Context) error {
+// next step of the policy, if any. busy says it wrote something, or waits for
+// a bundle to be trusted: a next step is near.
+func (k *certKeeper) sync(ctx context.Context) (busy bool, err error) {
 	now := k.clock.Now()
 	sec, err := k.secrets.Get(k.secret)
 	if apierrors.IsNotFound(err) {
 		sec, err = nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read Secret %s/%s from cache: %w", k.namespace, k.secret, err)
+		return false, fmt.Errorf("read Secret %s/%s from cache: %w", k.namespace, k.secret, err)
 	}
 	var data map[string][]byte
 	if sec != nil {
@@ -91,8 +101,9 @@ func (k *certKeeper) sync(ctx context.Context) error {
 	if len(data[webhookcerts.CAFile]) > 0 {
 		published, err := k.publish(ctx, data[webhookcerts.CAFile])
 		if err != nil {
-			return err
+			return true, err
 		}
+		busy = !published
 		if signer, err := webhookcerts.ParseCA(data[webhookcerts.SignerCertKey], data[webhookcerts.SignerKeyKey]); err == nil && published &&
 			webhookcerts.BundleTrusts(data[webhookcerts.CAFile], signer.Cert) {
 			id := signer.Cert.SerialNumber.String()
@@ -100,18 +111,19 @@ func (k *certKeeper) sync(ctx context.Context) error {
 				k.trusted[id] = now
 			}
 			trusted = k.trusted[id]
+			busy = busy || now.Sub(trusted) < k.policy.Settle
 		}
 	}
 	step, err := k.policy.Next(data, now, trusted)
 	if err != nil || step.Data == nil {
-		return err
+		return busy, err
 	}
 	if err := k.write(ctx, sec, step.Data); err != nil {
-		return err
+		return true, err
 	}
 	k.metrics.certRotations.WithLabelValues(stepLabel(step.Reason)).Inc()
 	k.log.Info("webhook certificates: "+step.Reason, "secret", k.namespace+"/"+k.secret, "notAfter", certNotAfter(step.Data[webhookcerts.CertFile]))
-	return nil
+	return true, nil
 }
 
 // stepLabel is the metric label of a step's reason.

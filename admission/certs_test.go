@@ -65,7 +65,7 @@ func TestCertKeeperPublishesBeforeItServes(t *testing.T) {
 	sync := func(what string) {
 		t.Helper()
 		waitCaught(t, client, secretInformer, configInformer)
-		if err := k.sync(ctx); err != nil {
+		if _, err := k.sync(ctx); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}

@@ -238,10 +238,10 @@ const (
 //     due for renewal: a new one, signed by
 //     the signer, once every caBundle holds the bundle (signerTrusted, when
 //     the caller saw that, is set) and, if the pair served now was signed
-//     by another CA, the signer has been trusted for Settle: until then
-//     the replicas keep serving the old pair, which the old CA in the
-//     bundle still vouches for. A Secret with no valid serving pair gets
-//     one at once.
+//     by another CA, the signer has been trusted for Settle or the old pair
+//     expires before it has: until then the replicas keep serving the old
+//     pair, which the old CA in the bundle still vouches for. A Secret with
+//     no valid serving pair gets one at once.
 func (p Policy) Next(data map[string][]byte, now time.Time, signerTrusted time.Time) (Step, error) {
 	next := cloneData(data)
 	signer, err := ParseCA(data[SignerCertKey], data[SignerKeyKey])
@@ -270,7 +270,7 @@ func (p Policy) Next(data map[string][]byte, now time.Time, signerTrusted time.T
 		next[CAFile] = b
 		return Step{Data: next, Reason: StepBundle}, nil
 	}
-	due := p.certDue(data, signer, now)
+	due, leaf := p.certDue(data, signer, now)
 	switch {
 	case due == "":
 		return Step{}, nil
@@ -278,8 +278,11 @@ func (p Policy) Next(data map[string][]byte, now time.Time, signerTrusted time.T
 		// Nothing valid to keep serving: anything is better.
 	case signerTrusted.IsZero():
 		return Step{}, nil // the bundle is not in place yet
-	case due == dueOtherCA && now.Sub(signerTrusted) < p.Settle:
-		return Step{}, nil // the old pair serves until the new CA is trusted
+	case due == dueOtherCA && now.Sub(signerTrusted) < p.Settle && leaf.NotAfter.After(signerTrusted.Add(p.Settle)):
+		// The old pair serves until the new CA is trusted, unless it
+		// would expire first: then the new CA's word, published, is
+		// better than a certificate no one accepts.
+		return Step{}, nil
 	}
 	cert, key, err := signer.Issue(p.Names, now, p.CertValidity)
 	if err != nil {
@@ -296,28 +299,29 @@ const (
 )
 
 // certDue says why the serving pair in data must be replaced at now, or ""
-// if it need not. A pair the signer signed is renewed as soon as it is due:
+// if it need not, and returns its certificate (nil when there is no valid
+// pair). A pair the signer signed is renewed as soon as it is due:
 // the apiserver trusts its CA already. One another CA signed waits for the
 // signer to have been trusted for Settle.
-func (p Policy) certDue(data map[string][]byte, signer *CA, now time.Time) string {
+func (p Policy) certDue(data map[string][]byte, signer *CA, now time.Time) (string, *x509.Certificate) {
 	pair, err := tls.X509KeyPair(data[CertFile], data[KeyFile])
 	if err != nil {
-		return dueNoPair
+		return dueNoPair, nil
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	switch {
 	case err != nil, !now.Before(leaf.NotAfter):
-		return dueNoPair
+		return dueNoPair, nil
 	case leaf.CheckSignatureFrom(signer.Cert) != nil:
-		return dueOtherCA
+		return dueOtherCA, leaf
 	case !now.Before(renewAt(leaf.NotAfter, p.CertValidity)):
-		return "due for renewal"
+		return "due for renewal", leaf
 	case longerThan(leaf, p.CertValidity):
-		return "validity shortened"
+		return "validity shortened", leaf
 	case !slices.Equal(leaf.DNSNames, p.Names.DNS) || !slices.EqualFunc(leaf.IPAddresses, p.Names.IPs, net.IP.Equal):
-		return "names changed"
+		return "names changed", leaf
 	}
-	return ""
+	return "", leaf
 }
 
 // bundle is the trust bundle for signer: signer first, then the newest other

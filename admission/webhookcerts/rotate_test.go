@@ -178,3 +178,37 @@ func TestPolicyAppliesAShorterValidityNow(t *testing.T) {
 		t.Errorf("a certificate of the new length renewed again at once: %q", step.Reason)
 	}
 }
+
+// TestPolicyNeverLetsThePairExpireWaiting: a pair of the old CA that would
+// expire before the new CA has been trusted for Settle is replaced as soon as
+// the new CA is published, not left to expire.
+func TestPolicyNeverLetsThePairExpireWaiting(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	step, err := testPolicy.Next(nil, now, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At 19m the pair is renewed, capped at the CA's end (30m). The CA is
+	// due from 20m; looked at only at 28m, its pair has 2 minutes left,
+	// less than a Settle of 3.
+	slow := testPolicy
+	slow.Settle = 3 * time.Minute
+	if step, err = slow.Next(step.Data, now.Add(19*time.Minute), now); err != nil || !strings.HasPrefix(step.Reason, StepCertIssued) {
+		t.Fatalf("at 19m: %q, %v", step.Reason, err)
+	}
+	at := now.Add(28 * time.Minute)
+	step, err = slow.Next(step.Data, at, now)
+	if err != nil || step.Reason != StepCARotated {
+		t.Fatalf("at 28m: %q, %v; want %s", step.Reason, err, StepCARotated)
+	}
+	if left := leafOf(t, step.Data).NotAfter.Sub(at); left >= slow.Settle {
+		t.Fatalf("the old pair has %s left; the test wants less than the Settle", left)
+	}
+	if next, _ := slow.Next(step.Data, at, time.Time{}); next.Data != nil {
+		t.Errorf("issued before the new CA was published: %q", next.Reason)
+	}
+	next, err := slow.Next(step.Data, at.Add(time.Second), at.Add(time.Second))
+	if err != nil || !strings.HasPrefix(next.Reason, StepCertIssued) {
+		t.Fatalf("published, the old pair expiring within the Settle: %q, %v; want a new pair at once", next.Reason, err)
+	}
+}
