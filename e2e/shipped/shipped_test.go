@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -231,6 +233,53 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		})
 		t.Logf("the reads Lease named the running replicas alone %s after the roll", took.Round(time.Millisecond))
 		next = v
+	})
+
+	t.Run("the webhook rotates its CA and certificate as it rolls", func(t *testing.T) {
+		e.t = t
+		// The operator shortens the validities, which rolls the
+		// Deployment; the new leader replaces the CA (it was issued for
+		// longer) and then the serving certificate. Back to the shipped
+		// validities, which rolls it again: the short CA is due at once,
+		// and so is the certificate it signs. Through both rolls and their
+		// rotations the apiserver fails and skips no review.
+		validity := func(cert, ca string) string {
+			return fmt.Sprintf(`kubectl -n %s patch deployment edgequorum-webhook --type=json -p '[`+
+				`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--cert-validity=%s"},`+
+				`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--ca-validity=%s"}]'`, webhookNS, cert, ca)
+		}
+		certs, cas := map[string]bool{}, map[string]bool{}
+		look := func() (serving, signer *x509.Certificate, err error) {
+			if serving, signer, err = webhookCerts(ctx, e.client); err == nil {
+				certs[serving.SerialNumber.String()], cas[signer.SerialNumber.String()] = true, true
+			}
+			return serving, signer, err
+		}
+		if _, _, err := look(); err != nil {
+			t.Fatal(err)
+		}
+		before := admissionFailures(t, ctx, e.client)
+		load := reviewLoad(t, ctx, e.client, names[0])
+		for _, v := range []struct{ cert, ca string }{{"2m", "10m"}, {"2160h", "43800h"}} {
+			e.sh(ctx, validity(v.cert, v.ca))
+			e.sh(ctx, "kubectl -n "+webhookNS+" rollout status deployment/edgequorum-webhook --timeout=3m")
+			caFor, _ := time.ParseDuration(v.ca)
+			poll.Until(t, 2*time.Minute, "a CA and a serving certificate of --ca-validity="+v.ca, func() (bool, string) {
+				serving, signer, err := look()
+				if err != nil {
+					return false, err.Error()
+				}
+				life := signer.NotAfter.Sub(signer.NotBefore)
+				return life <= caFor+6*time.Minute && life > caFor && serving.CheckSignatureFrom(signer) == nil,
+					fmt.Sprintf("CA valid for %s, serving certificate until %s", life, serving.NotAfter)
+			})
+		}
+		load()
+		requireNoAdmissionFailures(t, ctx, e.client, c.LogDir(), before)
+		if len(cas) < 3 || len(certs) < 3 {
+			t.Errorf("%d CAs and %d serving certificates seen, want 3 of each (two rotations of each)", len(cas), len(certs))
+		}
+		t.Logf("%d CAs and %d serving certificates through two rolls", len(cas), len(certs))
 	})
 
 	var first raftzone.Status
@@ -551,6 +600,26 @@ func webhookReadsMatch(ctx context.Context, c kubernetes.Interface, v string) (b
 		ok = ok && want[name] && r.Release == v && r.Level == skew.Current()
 	}
 	return ok, fmt.Sprintf("entries %v, running pods %v", rs, want)
+}
+
+// webhookCerts are the serving certificate and the signing CA the webhook's
+// Secret holds.
+func webhookCerts(ctx context.Context, c kubernetes.Interface) (serving, signer *x509.Certificate, err error) {
+	sec, err := c.CoreV1().Secrets(webhookNS).Get(ctx, "edgequorum-webhook-tls", metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [2]*x509.Certificate
+	for i, key := range []string{"tls.crt", "ca-signer.crt"} {
+		blk, _ := pem.Decode(sec.Data[key])
+		if blk == nil {
+			return nil, nil, fmt.Errorf("the webhook's Secret holds no %s", key)
+		}
+		if out[i], err = x509.ParseCertificate(blk.Bytes); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return out[0], out[1], nil
 }
 
 func webhookMetric(ctx context.Context, c kubernetes.Interface, name string) float64 {
