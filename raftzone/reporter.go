@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
+	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -25,25 +27,27 @@ func (s *Member) reportLoop(ctx context.Context) {
 	}
 }
 
+// fullReportPeriod is how often a report carries every result, not only
+// those that differ from this member's committed row.
+//
+// Why: the row compared with is this member's replica's, and replicas can
+// differ. A replica drops a result about a peer its own view of the cluster
+// has not confirmed as a member yet (store.Witness), so the leader's replica
+// may lack a result that this member's replica holds, and a report of
+// differences alone would never send it again: the leader would never judge
+// that peer. A cell a full report repeats unchanged keeps its time.
+const fullReportPeriod = 30 * time.Second
+
 // buildReport signs a report holding the results that differ from what the
 // zone has committed for us — a lost or rejected report is therefore repaired by
-// the next one without any acknowledgement bookkeeping.
+// the next one without any acknowledgement bookkeeping — and, every
+// fullReportPeriod, every result.
 func (s *Member) buildReport() (zone.Report, error) {
 	row, err := s.state().MatrixRow(s.cfg.Node)
 	if err != nil {
 		return zone.Report{}, err
 	}
-	var delta []zone.Result
-	for _, r := range s.deps.Observations.Results() {
-		if r.Peer == s.cfg.Node {
-			continue
-		}
-		if c, ok := row[r.Peer]; ok && c.OK == r.OK && c.Score == r.Score {
-			continue
-		}
-		delta = append(delta, r)
-	}
-	zone.SortResults(delta)
+	delta := toReport(s.cfg.Node, row, s.deps.Observations.Results(), s.fullReportDue(s.clock.Now()))
 	seq, err := s.seq.Next()
 	if err != nil {
 		return zone.Report{}, err
@@ -60,6 +64,36 @@ func (s *Member) buildReport() (zone.Report, error) {
 		return zone.Report{}, err
 	}
 	return rep, nil
+}
+
+// toReport is what a report of self carries of results: those that differ
+// from row, what self's replica committed, or all of them when full; never
+// one about self. Sorted.
+func toReport(self string, row map[string]store.Cell, results []zone.Result, full bool) []zone.Result {
+	var out []zone.Result
+	for _, r := range results {
+		if r.Peer == self {
+			continue
+		}
+		if c, ok := row[r.Peer]; ok && c.OK == r.OK && c.Score == r.Score && !full {
+			continue
+		}
+		out = append(out, r)
+	}
+	zone.SortResults(out)
+	return out
+}
+
+// fullReportDue reports whether a report built at now carries every result,
+// and if so counts it as sent.
+func (s *Member) fullReportDue(now time.Time) bool {
+	s.fullReportMu.Lock()
+	defer s.fullReportMu.Unlock()
+	if now.Sub(s.fullReportAt) < fullReportPeriod {
+		return false
+	}
+	s.fullReportAt = now
+	return true
 }
 
 func (s *Member) reportOnce(ctx context.Context) {

@@ -88,6 +88,10 @@ type Member struct {
 	// matrixAnswers keeps the peer API's matrix answer a second
 	// (matrix.go).
 	matrixAnswers matrixCache
+	// fullReportAt is when this member last built a report carrying every
+	// result (reporter.go).
+	fullReportMu sync.Mutex
+	fullReportAt time.Time
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.

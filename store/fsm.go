@@ -316,9 +316,17 @@ func applyReports(tx *bbolt.Tx, b ReportBatch, sigs *zone.SigMemo) (*ApplyResult
 			if _, ok := members[rr.Peer]; !ok || rr.Peer == r.From {
 				continue
 			}
+			key = append(key[:0], rr.Peer...)
+			// A result repeated unchanged (a member's periodic full
+			// report) leaves the cell, and the time it last changed,
+			// as they are.
+			if old := row.Get(key); old != nil {
+				if c, err := decodeCell(old); err == nil && c.OK == rr.OK && c.Score == rr.Score {
+					continue
+				}
+			}
 			start := len(slab)
 			slab = encodeCell(slab, Cell{OK: rr.OK, Score: rr.Score, Latency: rr.Latency, At: b.At})
-			key = append(key[:0], rr.Peer...)
 			if err := row.Put(key, slab[start:len(slab):len(slab)]); err != nil {
 				return nil, err
 			}
