@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var testPolicy = Policy{
@@ -210,5 +212,41 @@ func TestPolicyNeverLetsThePairExpireWaiting(t *testing.T) {
 	next, err := slow.Next(step.Data, at.Add(time.Second), at.Add(time.Second))
 	if err != nil || !strings.HasPrefix(next.Reason, StepCertIssued) {
 		t.Fatalf("published, the old pair expiring within the Settle: %q, %v; want a new pair at once", next.Reason, err)
+	}
+}
+
+// TestPolicyTakesOverASecretOfEdgequorumCerts: the upgrade from v0.3.0, whose
+// install put a Secret made by `edgequorum certs` in place (a CA and a pair,
+// no CA key). The policy adds a CA of its own beside that one, keeps serving
+// the old pair until the new CA has been trusted for Settle, then moves the
+// pair to it: at every step the pair served verifies against the bundle.
+func TestPolicyTakesOverASecretOfEdgequorumCerts(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	b, err := Generate(Options{Service: "edgequorum-webhook", Namespace: "edgequorum-webhook", Validity: 365 * 24 * time.Hour,
+		Clock: clocktesting.NewFakeClock(now.Add(-30 * 24 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{CAFile: b.CACert, CertFile: b.Cert, KeyFile: b.Key}
+	old := leafOf(t, data)
+	step, err := testPolicy.Next(data, now, time.Time{})
+	if err != nil || step.Reason != StepCARotated {
+		t.Fatalf("a Secret without a CA key: %q, %v; want %s", step.Reason, err, StepCARotated)
+	}
+	if leaf := leafOf(t, step.Data); !leaf.Equal(old) {
+		t.Error("the pair in service changed with the CA")
+	}
+	if err := verifies(old, step.Data[CAFile], now); err != nil {
+		t.Errorf("the new bundle does not hold the CA of the pair in service: %v", err)
+	}
+	if next, _ := testPolicy.Next(step.Data, now.Add(time.Second), now); next.Data != nil {
+		t.Errorf("moved the pair before the new CA settled: %q", next.Reason)
+	}
+	next, err := testPolicy.Next(step.Data, now.Add(testPolicy.Settle), now)
+	if err != nil || next.Reason != StepCertIssued+" ("+dueOtherCA+")" {
+		t.Fatalf("after the Settle: %q, %v", next.Reason, err)
+	}
+	if err := verifies(leafOf(t, next.Data), next.Data[CAFile], now.Add(testPolicy.Settle)); err != nil {
+		t.Errorf("the new pair does not verify against the bundle: %v", err)
 	}
 }
