@@ -370,10 +370,16 @@ func TestWipedMemberRejoinsWithNewID(t *testing.T) {
 	if _, ok := cfg[oldID]; ok {
 		t.Fatal("stale server still in the configuration")
 	}
-	m, err := l.srv.store.Member(victim.name)
-	if err != nil || m.ServerID != newID {
-		t.Fatalf("member entry %+v, %v; want server ID %s", m, err, newID)
-	}
+	// The leader's replica applies the new entry once its own view of the
+	// cluster shows the node's new registration (store.Settle), which may be
+	// a moment after the configuration already holds the new server.
+	poll.Until(t, 60*time.Second, "member entry with the new server ID", func() (bool, string) {
+		m, err := l.srv.store.Member(victim.name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.ServerID == newID, fmt.Sprintf("member entry has server ID %s, want %s", m.ServerID, newID)
+	})
 	z.waitVerdicts(60*time.Second, allHealthy(z.names()))
 	assertOneCluster(t, z)
 }
