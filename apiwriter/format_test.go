@@ -24,7 +24,7 @@ func (f *levelFacts) ZoneLevel() skew.Level { return skew.Level(f.level.Load()) 
 func (h *harness) written(v zone.Verdict) (verdict, lease string) {
 	h.t.Helper()
 	ctx := context.Background()
-	if err := h.w.writeVerdict(ctx, v); err != nil {
+	if _, err := h.w.writeVerdict(ctx, v); err != nil {
 		h.t.Fatal(err)
 	}
 	if err := h.w.RenewLease(ctx); err != nil {

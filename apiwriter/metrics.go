@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgequorum_apiwriter_verdicts_restored_total",
-			Help: "Committed verdicts queued again because their Node did not carry them (re-registered Node, annotation removed or edited).",
+			Help: "Committed verdicts written again because their Node did not carry them (re-registered Node, annotation or condition removed or edited); a check that found the Node holding its verdict after all is not counted.",
 		}),
 		forged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_apiwriter_forged_terms_total",

@@ -72,8 +72,12 @@ type Writer struct {
 	metrics *metrics
 	queue   workqueue.TypedRateLimitingInterface[string]
 
-	mu        sync.Mutex
-	pending   map[string]zone.Verdict
+	mu      sync.Mutex
+	pending map[string]zone.Verdict
+	// restoring marks the pending verdicts that Restore queued, so that
+	// edgequorum_apiwriter_verdicts_restored_total counts the restores
+	// that wrote, not the informer views that lagged behind the Node.
+	restoring map[string]bool
 	lastWrite time.Time
 	reach     reachability
 	// lastHealthErr is the last health-check error logged (see healthErr).
@@ -122,12 +126,13 @@ func New(cfg Config, client kubernetes.Interface, fence Fence, facts ZoneFacts) 
 	}
 	w := &Writer{
 		cfg: cfg, client: client, fence: fence, facts: facts,
-		log:      cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
-		clock:    cfg.Clock,
-		metrics:  newMetrics(cfg.Registerer),
-		pending:  map[string]zone.Verdict{},
-		renewNow: make(chan struct{}, 1),
-		sigOK:    map[string]bool{},
+		log:       cfg.Logger.With("zone", cfg.Zone, "node", cfg.Node),
+		clock:     cfg.Clock,
+		metrics:   newMetrics(cfg.Registerer),
+		pending:   map[string]zone.Verdict{},
+		restoring: map[string]bool{},
+		renewNow:  make(chan struct{}, 1),
+		sigOK:     map[string]bool{},
 	}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, cfg.RetryMax),
@@ -145,6 +150,7 @@ func (w *Writer) Verdicts(term uint64, vs []zone.Verdict, resync bool) {
 			continue
 		}
 		w.pending[v.Node] = v
+		delete(w.restoring, v.Node)
 	}
 	w.metrics.pending.Set(float64(len(w.pending)))
 	w.mu.Unlock()
@@ -216,16 +222,26 @@ func (w *Writer) processNext(ctx context.Context) bool {
 		w.queue.Forget(node)
 		return true
 	}
-	err := w.writeVerdict(ctx, v)
+	wrote, err := w.writeVerdict(ctx, v)
 	switch {
 	case err == nil:
 		w.queue.Forget(node)
 		w.mu.Lock()
+		restore := wrote && w.restoring[node]
+		if restore {
+			// Counted before the verdict leaves pending, so whoever
+			// sees the queue drained sees the count.
+			w.metrics.restored.Inc()
+		}
 		if cur, ok := w.pending[node]; ok && cur == v {
 			delete(w.pending, node)
+			delete(w.restoring, node)
 		}
 		w.metrics.pending.Set(float64(len(w.pending)))
 		w.mu.Unlock()
+		if restore {
+			w.log.Info("node did not carry its committed verdict; wrote it again", "peer", v.Node, "state", v.State, "term", v.Term)
+		}
 	case errors.Is(err, errFenced) && w.fence.Term() != 0:
 		// The quorum did not confirm us in time, but we still lead: no
 		// one else will write this verdict, so it stays and is retried
@@ -250,6 +266,7 @@ func (w *Writer) dropPending() {
 		w.queue.Forget(node)
 	}
 	w.pending = map[string]zone.Verdict{}
+	w.restoring = map[string]bool{}
 	w.metrics.pending.Set(0)
 	w.mu.Unlock()
 	w.metrics.skipped.WithLabelValues("not_leader").Inc()
@@ -263,28 +280,29 @@ var errFenced = errors.New("fenced: this member does not lead the term")
 // writeVerdict writes the node's verdict annotation and its EdgeQuorum
 // condition where either differs, in one nodes/status write, fenced by term
 // and guarded against a concurrent change of the annotation itself
-// (verdictPatch).
-func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
+// (verdictPatch). It reports whether it wrote: a Node that already holds the
+// verdict, or is gone, costs the read alone.
+func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
 	term, err := w.fence.VerifyLeader(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errFenced, err)
+		return false, fmt.Errorf("%w: %w", errFenced, err)
 	}
 	if v.Term > term {
-		return fmt.Errorf("%w: verdict from term %d, we lead term %d", errFenced, v.Term, term)
+		return false, fmt.Errorf("%w: verdict from term %d, we lead term %d", errFenced, v.Term, term)
 	}
 	node, err := w.client.CoreV1().Nodes().Get(ctx, v.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		w.metrics.skipped.WithLabelValues("gone").Inc()
-		return nil
+		return false, nil
 	}
 	if err := w.observeRead(err); err != nil {
-		return fmt.Errorf("read node %s: %w", v.Node, err)
+		return false, fmt.Errorf("read node %s: %w", v.Node, err)
 	}
 	if w.superseded(v) {
 		w.metrics.skipped.WithLabelValues(skipSuperseded).Inc()
-		return nil
+		return false, nil
 	}
 	want := w.signed(v, term, w.formatLevel(ctx))
 	raw, had := node.Annotations[zone.AnnotationKey]
@@ -293,30 +311,30 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 	case skipUnchanged:
 		if showsVerdict(node, want) {
 			w.metrics.skipped.WithLabelValues(skip).Inc()
-			return nil
+			return false, nil
 		}
 		// The annotation stands; only the condition is written.
 	case forgedTerm:
 		if err := w.confirmForged(ctx, "node", v.Node, node.Annotations[zone.AnnotationKey]); err != nil {
-			return err
+			return false, err
 		}
 		fallthrough
 	default:
 		b, err := json.Marshal(want)
 		if err != nil {
-			return err
+			return false, err
 		}
 		value = string(b)
 	}
 	patch, err := verdictPatch(node, raw, had, value, want)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: "edgequorum"}, "status")
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("node", "error").Inc()
-		return fmt.Errorf("write verdict on node %s: %w", v.Node, err)
+		return false, fmt.Errorf("write verdict on node %s: %w", v.Node, err)
 	}
 	w.metrics.writes.WithLabelValues("node", "ok").Inc()
 	w.mu.Lock()
@@ -330,7 +348,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) error {
 		w.recordEvent(ctx, metav1.NamespaceDefault, corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: v.Node, UID: node.UID},
 			reason, typ, "Judge", note)
 	}
-	return nil
+	return true, nil
 }
 
 // showsVerdict reports whether node's EdgeQuorum condition shows verdict a.
@@ -526,7 +544,10 @@ func (w *Writer) signed(v zone.Verdict, term uint64, format skew.Level) zone.Ann
 // Verdicts are written only when they
 // change, so without this a lost annotation stays lost, and the node
 // unprotected, until its next change or the next leader. Only a leader
-// restores; Restore reports whether it queued a write.
+// restores; Restore reports whether it queued a write. The write reads the
+// Node first, so an informer view that lagged behind it costs one read and
+// no write; edgequorum_apiwriter_verdicts_restored_total counts only the
+// restores that wrote.
 func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 	term := w.fence.Term()
 	if term == 0 || node.Name != v.Node {
@@ -551,11 +572,11 @@ func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
 		return false
 	}
 	w.pending[v.Node] = v
+	w.restoring[v.Node] = true
 	w.metrics.pending.Set(float64(len(w.pending)))
 	w.mu.Unlock()
 	w.queue.Add(v.Node)
-	w.metrics.restored.Inc()
-	w.log.Info("node does not carry its committed verdict; queued it again", "peer", v.Node, "state", v.State, "term", v.Term)
+	w.log.Debug("node does not seem to carry its committed verdict; queued it again", "peer", v.Node, "state", v.State, "term", v.Term)
 	return true
 }
 

@@ -312,6 +312,27 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if w := h.nodeWrites(); len(w) != 1 {
 		t.Fatalf("node writes %v, want the one restore", w)
 	}
+	if n := counterValue(t, h.w.metrics.restored); n != 1 {
+		t.Errorf("restored = %v, want the one restore", n)
+	}
+
+	// An informer view that lags behind the Node queues a check, which
+	// reads the Node, writes nothing and is no restore.
+	stale := get("node-2")
+	delete(stale.Annotations, zone.AnnotationKey)
+	unchanged := counterValue(t, h.w.metrics.skipped.WithLabelValues(skipUnchanged))
+	if !h.w.Restore(stale, v) {
+		t.Fatal("a view without the verdict queued no check")
+	}
+	poll.UntilTrue(t, waitTimeout, "the check done", func() bool {
+		return h.w.Pending() == 0 && counterValue(t, h.w.metrics.skipped.WithLabelValues(skipUnchanged)) == unchanged+1
+	})
+	if w := h.nodeWrites(); len(w) != 1 {
+		t.Fatalf("node writes %v, want none for a stale view", w)
+	}
+	if n := counterValue(t, h.w.metrics.restored); n != 1 {
+		t.Errorf("restored = %v after a stale view, want 1", n)
+	}
 
 	// Someone removes it: it comes back.
 	n := get("node-2")
@@ -323,6 +344,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 		t.Fatal("a removed verdict was not restored")
 	}
 	poll.UntilTrue(t, waitTimeout, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
+	poll.UntilTrue(t, waitTimeout, "the restore counted", func() bool { return counterValue(t, h.w.metrics.restored) == 2 })
 
 	// A verdict the zone did not commit is replaced whatever its decision
 	// term, as long as it claims no signing term above ours: the committed
