@@ -8,9 +8,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
@@ -25,7 +28,11 @@ import (
 // removing theirs (killed, evicted, their node lost) once they are readsStale
 // old. A leader writes a format of a newer level only while every entry
 // reads it, so a replica of the release before, still serving in a roll,
-// holds the formats down until it is gone.
+// holds the formats down until it is gone. A replica of a release that keeps
+// no entry (v0.3.0) still reads only the oldest formats: each replica enters
+// every serving pod of its own Deployment that has no entry as such
+// (unannouncedRelease, at skew.Oldest), so a roll back to such a release
+// holds the formats down too.
 
 const (
 	// readsRenew is how often a replica renews its entry: two replicas
@@ -38,11 +45,21 @@ const (
 	// readsAttempts bounds the retries of one write that met another
 	// replica's (a conflict).
 	readsAttempts = 3
+	// unannouncedRelease is the release of an entry a replica writes for a
+	// serving pod of its Deployment that keeps none of its own.
+	unannouncedRelease = "unannounced"
+	// replicaLabel is the label that selects the webhook's Deployment's
+	// pods, in every release.
+	replicaLabel = "app.kubernetes.io/name"
 )
 
-// announcer keeps this replica's entry.
+// announcer keeps this replica's entry, and those of the serving replicas
+// that keep none.
 type announcer struct {
-	leases   coordinationclient.LeaseInterface
+	leases coordinationclient.LeaseInterface
+	// pods, when set, lists the pods of the webhook's namespace, with their
+	// labels, to find replicas that keep no entry.
+	pods     corelisters.PodNamespaceLister
 	name     string
 	self     zone.WebhookReplica
 	clock    clock.WithTicker
@@ -138,6 +155,11 @@ func (a *announcer) writeOnce(ctx context.Context, present bool) error {
 			delete(rs, name)
 		}
 	}
+	if present {
+		for _, name := range a.unannounced(rs) {
+			rs[name] = zone.WebhookReplica{Level: skew.Oldest(), Release: unannouncedRelease, At: now.UTC().Truncate(time.Second)}
+		}
+	}
 	switch _, mine := rs[a.name]; {
 	case present:
 		e := a.self
@@ -168,4 +190,32 @@ func (a *announcer) writeOnce(ctx context.Context, present bool) error {
 		return fmt.Errorf("write lease %s: %w", zone.WebhookReadsLease, err)
 	}
 	return nil
+}
+
+// unannounced lists the other serving replicas of this replica's Deployment
+// (its pods with its replicaLabel value, Ready) that have no entry in rs but
+// one this replica wrote for them: replicas of a release that keeps none.
+func (a *announcer) unannounced(rs map[string]zone.WebhookReplica) []string {
+	if a.pods == nil {
+		return nil
+	}
+	self, err := a.pods.Get(a.name)
+	if err != nil || self.Labels[replicaLabel] == "" {
+		return nil // not a pod of a Deployment this replica can tell
+	}
+	pods, err := a.pods.List(labels.SelectorFromSet(labels.Set{replicaLabel: self.Labels[replicaLabel]}))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods {
+		if c := podReadyCondition(p.Status.Conditions); p.Name == a.name || c == nil || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		if e, ok := rs[p.Name]; ok && e.Release != unannouncedRelease {
+			continue
+		}
+		out = append(out, p.Name)
+	}
+	return out
 }

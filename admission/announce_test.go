@@ -2,9 +2,11 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -90,5 +92,57 @@ func TestAGarbledReadsLeaseIsWrittenAnew(t *testing.T) {
 	}
 	if got := l.Annotations[zone.LeaseFormatAnnotation]; got != zone.FormatLevel(zone.WebhookReadsFormat) {
 		t.Errorf("the Lease says format %q, want %q", got, zone.FormatLevel(zone.WebhookReadsFormat))
+	}
+}
+
+// TestReplicasOfAReleaseWithoutEntriesHoldTheFormatsDown: a serving replica of
+// the webhook's Deployment that keeps no entry (a release before entries,
+// say after a roll back) is entered at the oldest level by the replicas that
+// do, for as long as it serves, so no leader writes it a format it cannot
+// read; a replica that is not ready yet, or a pod of another app, is not.
+func TestReplicasOfAReleaseWithoutEntriesHoldTheFormatsDown(t *testing.T) {
+	ns := DefaultNamespace
+	pod := func(name, app string, ready corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{replicaLabel: app}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+	}
+	objs := append(testCluster(), pod("test", "edgequorum-webhook", corev1.ConditionTrue),
+		pod("webhook-old", "edgequorum-webhook", corev1.ConditionTrue),
+		pod("webhook-starting", "edgequorum-webhook", corev1.ConditionFalse),
+		pod("other-app", "something-else", corev1.ConditionTrue))
+	env := newWebhook(t, func(c *Config) { c.ElectionNamespace = ns }, objs...)
+	env.start(t)
+	// Entered at a renewal once the pod cache has it (the first write, at
+	// start, may come before).
+	poll.Until(t, waitTimeout, "the old replica entered", func() (bool, string) {
+		env.clock.Step(readsRenew)
+		rs := readsEntries(t, env)
+		e, ok := rs["webhook-old"]
+		return ok && e.Level == skew.Oldest() && e.Release == unannouncedRelease && len(rs) == 2, fmt.Sprintf("%v", rs)
+	})
+	if l := zone.WebhookLevel(readsEntries(t, env)); l != skew.Oldest() {
+		t.Errorf("leaders read level %v, want %v while the old replica serves", l, skew.Oldest())
+	}
+
+	// It rolls to this release and writes its own entry: kept as written.
+	leases := env.client.CoordinationV1().Leases(ns)
+	upgraded := newAnnouncer(func() Config { c := env.w.cfg; c.Identity = "webhook-old"; return c }(), leases, env.w.metrics)
+	if err := upgraded.write(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	before := readsEntries(t, env)["test"].At
+	poll.Until(t, waitTimeout, "this replica's renewal", func() (bool, string) {
+		env.clock.Step(readsRenew)
+		if err := upgraded.write(context.Background(), true); err != nil { // it renews its own, as a live replica does
+			t.Fatal(err)
+		}
+		rs := readsEntries(t, env)
+		return rs["test"].At.After(before), fmt.Sprintf("%v", rs)
+	})
+	if e := readsEntries(t, env)["webhook-old"]; e.Level != skew.Current() || e.Release == unannouncedRelease {
+		t.Errorf("the upgraded replica's own entry was overwritten: %+v", e)
+	}
+	if l := zone.WebhookLevel(readsEntries(t, env)); l != skew.Current() {
+		t.Errorf("leaders read level %v once every replica reads %v", l, skew.Current())
 	}
 }

@@ -78,6 +78,7 @@ func TestSlimPod(t *testing.T) {
 	p := testPod("p", "n", corev1.ConditionFalse, nodeLost)
 	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "big"}}
 	p.Labels = map[string]string{"a": "b"}
+	slimPod := slimPods("edgequorum-webhook")
 	got, err := slimPod(p)
 	if err != nil {
 		t.Fatal(err)
@@ -92,5 +93,11 @@ func TestSlimPod(t *testing.T) {
 	var other runtime.Object = &corev1.Node{}
 	if got, _ := slimPod(other); got != other {
 		t.Error("slimPod changed a non-pod")
+	}
+	// The webhook's own pods keep their labels: they tell its replicas.
+	p.Namespace = "edgequorum-webhook"
+	got, _ = slimPod(p)
+	if l := got.(*corev1.Pod).Labels; l["a"] != "b" {
+		t.Errorf("a pod of the webhook's namespace lost its labels: %v", l)
 	}
 }

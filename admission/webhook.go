@@ -81,9 +81,10 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	podInformer := all.Core().V1().Pods()
 	// Every pod of the cluster is cached, but only to read its Ready
 	// condition: keep just that.
-	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
+	if err := podInformer.Informer().SetTransform(slimPods(cfg.ElectionNamespace)); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
+	w.announcer.pods = podInformer.Lister().Pods(cfg.ElectionNamespace)
 	caches := Caches{
 		Nodes:      all.Core().V1().Nodes().Lister(),
 		Pods:       podInformer.Lister(),
@@ -406,22 +407,29 @@ func (w *Webhook) closingWhileDraining(next http.Handler) http.Handler {
 	})
 }
 
-// slimPod keeps what qualifies reads of a pod: identity, node, deletion, and
-// the Ready condition. Everything else would only cost memory.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+// slimPods keeps what qualifies reads of a pod: identity, node, deletion, and
+// the Ready condition, and for the pods of own (the webhook's namespace)
+// their labels too, which tell the webhook's own replicas (announcer).
+// Everything else would only cost memory.
+func slimPods(own string) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return obj, nil
+		}
+		slim := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+				ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
+			},
+			Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
+		}
+		if p.Namespace == own {
+			slim.Labels = p.Labels
+		}
+		if c := podReadyCondition(p.Status.Conditions); c != nil {
+			slim.Status.Conditions = []corev1.PodCondition{*c}
+		}
+		return slim, nil
 	}
-	slim := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
-	}
-	if c := podReadyCondition(p.Status.Conditions); c != nil {
-		slim.Status.Conditions = []corev1.PodCondition{*c}
-	}
-	return slim, nil
 }
