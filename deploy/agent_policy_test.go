@@ -275,7 +275,8 @@ func TestAgentPolicyOnRealAPIServer(t *testing.T) {
 			}
 		}
 		full := map[string]string{zone.LeaseTermAnnotation: "18446744073709551615", "edgequorum.io/members": "129",
-			zone.LeaseEndorsesAnnotation: strings.Repeat("edge-p-100=12,", 129), zone.LeaseSignatureAnnotation: strings.Repeat("s", 88)}
+			zone.LeaseEndorsesAnnotation: strings.Repeat("edge-p-100=12,", 129), zone.LeaseSignatureAnnotation: strings.Repeat("s", 88),
+			zone.LeaseFormatAnnotation: zone.FormatLevel(zone.LeaseQuietFormat)}
 		if err := createLeaseWith(ctx, agentA, ns, zone.LeaseName("edge-p-big"), nodeA, full, map[string]string{"edgequorum.io/zone": "edge-p-big"}); err != nil {
 			t.Errorf("the agent creating the zone Lease of a zone of 129: %v", err)
 		}

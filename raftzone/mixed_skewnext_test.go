@@ -30,9 +30,9 @@ func TestMixedReleaseZone(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if older[c.Node] {
-			c.Level, c.Release = skew.Level1, "v0.3.0"
+			c.Level, c.Release = skew.Level2, "v0.4.0"
 		} else {
-			c.Release = "v0.4.0-next"
+			c.Release = "v0.5.0-next"
 		}
 	}
 	z.startAll()
@@ -48,10 +48,10 @@ func TestMixedReleaseZone(t *testing.T) {
 		}
 		return len(said) == 3, fmt.Sprintf("%v", said)
 	})
-	if got := l.srv.zoneLevel(); got != skew.Level1 {
-		t.Fatalf("a mixed zone is at %v, want %v", got, skew.Level1)
+	if got := l.srv.zoneLevel(); got != skew.Level2 {
+		t.Fatalf("a mixed zone is at %v, want %v", got, skew.Level2)
 	}
-	if st := l.srv.Status(); st.ZoneLevel != skew.Level1 {
+	if st := l.srv.Status(); st.ZoneLevel != skew.Level2 {
 		t.Errorf("status says the zone is at %v", st.ZoneLevel)
 	}
 	assertReadableByAll(t, z)
@@ -83,7 +83,7 @@ func TestMixedReleaseZone(t *testing.T) {
 		if l == nil {
 			return false, why
 		}
-		if lv := l.srv.zoneLevel(); lv != skew.Level1+1 {
+		if lv := l.srv.zoneLevel(); lv != skew.Level2+1 {
 			return false, "zone at " + lv.String()
 		}
 		return hasType(t, l, store.TypeNextReportBatch), "none yet"

@@ -34,12 +34,16 @@ const (
 	// AnnouncedReportBatch), store schema 2, snapshot frame 1, verdict
 	// annotation and zone Lease format 1.
 	Level1 Level = 1
+	// Level2 is v0.4.0's: zone Lease format 2, whose claim may be quiet
+	// (zone.LeaseClaim.Quiet): renewed slowly while no member needs the
+	// cloud's attention. Every other format is level 1's.
+	Level2 Level = 2
 )
 
 // current and oldest are variables only so that a test build of the next
 // release (build tag skewnext) can raise them; no production code sets them.
 var (
-	current = Level1
+	current = Level2
 	oldest  = Level1
 )
 

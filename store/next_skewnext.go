@@ -10,6 +10,6 @@ import "github.com/edgequorum/edgequorum/skew"
 const TypeNextReportBatch CommandType = 250
 
 func init() {
-	typeLevels[TypeNextReportBatch] = skew.Level1 + 1
+	typeLevels[TypeNextReportBatch] = skew.Level2 + 1
 	reportTypes = append([]CommandType{TypeNextReportBatch}, reportTypes...)
 }

@@ -17,6 +17,10 @@ import (
 // format, a decimal number; absent on Leases of releases before levels.
 const LeaseFormatAnnotation = "edgequorum.io/format"
 
+// LeaseQuietFormat is the zone Lease format of a quiet renewal
+// (LeaseClaim.Quiet); it signs its format level.
+const LeaseQuietFormat = skew.Level2
+
 // verdictFormats and leaseFormats are the levels at which the verdict
 // annotation's and the zone Lease's formats changed, oldest first: a writer
 // picks the newest its readers read (VerdictFormat, LeaseFormat). They are
@@ -32,7 +36,9 @@ var (
 // below every one of them.
 func VerdictFormat(at skew.Level) skew.Level { return formatAt(verdictFormats, at) }
 
-// LeaseFormat is VerdictFormat for the zone Lease's annotations.
+// LeaseFormat is VerdictFormat for a busy zone Lease renewal; a quiet one is
+// of LeaseQuietFormat, which a reader of level at reads if
+// skew.Reads(at, LeaseQuietFormat).
 func LeaseFormat(at skew.Level) skew.Level { return formatAt(leaseFormats, at) }
 
 func formatAt(levels []skew.Level, at skew.Level) skew.Level {

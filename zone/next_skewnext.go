@@ -9,6 +9,6 @@ import "github.com/edgequorum/edgequorum/skew"
 // a reader of this release refuses as newer: tests check that a leader
 // writes it only once its zone and every webhook replica read it.
 func init() {
-	verdictFormats = append(verdictFormats, skew.Level1+1)
-	leaseFormats = append(leaseFormats, skew.Level1+1)
+	verdictFormats = append(verdictFormats, skew.Level2+1)
+	leaseFormats = append(leaseFormats, skew.Level2+1)
 }

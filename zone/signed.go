@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 // Signature domains: a signature made for one kind of statement can never be
@@ -178,17 +180,36 @@ type LeaseClaim struct {
 	DurationSeconds int32
 	// Endorses is the LeaseEndorsesAnnotation value, as written.
 	Endorses string
+	// Format is the Lease's format level (LeaseFormatAnnotation), signed
+	// from LeaseQuietFormat on, so that no one can pass a quiet renewal off
+	// as a busy one or the other way round.
+	Format skew.Level
 }
 
+// Quiet reports whether the claim is a quiet renewal (LeaseQuietFormat): when
+// it was made no member needed the cloud's attention (no member the cloud
+// cannot hear from, no vote short), so its holder renews only now and then,
+// for DurationSeconds, and at once, with a busy renewal of format 1, as soon
+// as one does. A release that renews busily writes format 1, which every
+// reader reads, and its successors may too; a leader of v0.3.0 that takes a
+// quiet Lease over writes its format 1 over it, and nothing of the quiet one
+// stays.
+func (c LeaseClaim) Quiet() bool { return c.Format == LeaseQuietFormat }
+
 func (c LeaseClaim) signingBytes() []byte {
-	b := make([]byte, 0, len(leaseDomain)+3*4+len(c.Zone)+len(c.Holder)+len(c.Endorses)+3*8)
+	b := make([]byte, 0, len(leaseDomain)+3*4+len(c.Zone)+len(c.Holder)+len(c.Endorses)+5*8)
 	b = append(b, leaseDomain...)
 	b = appendString(b, c.Zone)
 	b = appendString(b, c.Holder)
 	b = binary.BigEndian.AppendUint64(b, c.Term)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Renewed.UnixMicro()))
 	b = binary.BigEndian.AppendUint64(b, uint64(int64(c.DurationSeconds)))
-	return appendString(b, c.Endorses)
+	b = appendString(b, c.Endorses)
+	if c.Format < LeaseQuietFormat {
+		// Format 1's bytes, as v0.3.0 signs and checks them.
+		return b
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(c.Format))
 }
 
 // Sign returns the LeaseSignatureAnnotation value for c under the holder's

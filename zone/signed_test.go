@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 func testKey(t *testing.T, seed byte) ed25519.PrivateKey {
@@ -105,6 +107,39 @@ func TestLeaseClaimSignature(t *testing.T) {
 	for _, bad := range []string{"", "!!", "AAAA"} {
 		if c.Verify(bad, pub) {
 			t.Errorf("signature %q verifies", bad)
+		}
+	}
+}
+
+// TestQuietLeaseClaimSignature: format 1 signs what v0.3.0 signs, whether
+// its level is written or not; the quiet format signs its level too, so a
+// quiet renewal cannot be passed off as a busy one nor the other way round.
+func TestQuietLeaseClaimSignature(t *testing.T) {
+	key := testKey(t, 3)
+	pub := key.Public().(ed25519.PublicKey)
+	busy := LeaseClaim{Zone: "z", Holder: "n1", Term: 4, Renewed: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), DurationSeconds: 57}
+	sig := busy.Sign(key)
+	for _, f := range []skew.Level{skew.Unannounced, skew.Level1} {
+		c := busy
+		c.Format = f
+		if !c.Verify(sig, pub) || c.Quiet() {
+			t.Errorf("a format-1 claim read at level %d: verifies %v, quiet %v", f, c.Verify(sig, pub), c.Quiet())
+		}
+	}
+	quiet := busy
+	quiet.Format = LeaseQuietFormat
+	qsig := quiet.Sign(key)
+	if !quiet.Verify(qsig, pub) || !quiet.Quiet() {
+		t.Fatal("a signed quiet claim does not verify as quiet")
+	}
+	if quiet.Verify(sig, pub) {
+		t.Error("a busy renewal's signature verifies it marked quiet")
+	}
+	for _, f := range []skew.Level{skew.Level1, LeaseQuietFormat + 1} {
+		c := quiet
+		c.Format = f
+		if c.Verify(qsig, pub) {
+			t.Errorf("a quiet renewal's signature verifies it as format %d", f)
 		}
 	}
 }

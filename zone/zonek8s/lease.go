@@ -28,5 +28,8 @@ func LeaseClaimOf(l *coordinationv1.Lease) zone.LeaseClaim {
 	if l.Spec.RenewTime != nil {
 		c.Renewed = l.Spec.RenewTime.Time
 	}
+	// A level too new to read is still the level it says; the reader
+	// refuses the Lease for it.
+	c.Format, _ = zone.ParseFormatLevel(l.Annotations[zone.LeaseFormatAnnotation])
 	return c
 }

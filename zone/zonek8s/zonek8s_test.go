@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -65,6 +66,18 @@ func TestLeaseClaimOfReadsWhatIsThere(t *testing.T) {
 	if got := LeaseClaimOf(l); got != want {
 		t.Errorf("LeaseClaimOf = %+v, want %+v", got, want)
 	}
+	// Its format level is read with it: a quiet renewal is one of the
+	// quiet format.
+	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseQuietFormat)
+	want.Format = zone.LeaseQuietFormat
+	if got := LeaseClaimOf(l); got != want || !got.Quiet() {
+		t.Errorf("LeaseClaimOf of a quiet Lease = %+v, want %+v, quiet", got, want)
+	}
+	l.Annotations[zone.LeaseFormatAnnotation] = "1"
+	if got := LeaseClaimOf(l); got.Format != skew.Level1 || got.Quiet() {
+		t.Errorf("LeaseClaimOf of a format-1 Lease = %+v", got)
+	}
+	delete(l.Annotations, zone.LeaseFormatAnnotation)
 	l.Annotations[zone.LeaseTermAnnotation] = "not a term"
 	l.Spec = coordinationv1.LeaseSpec{}
 	if got := LeaseClaimOf(l); got != (zone.LeaseClaim{Zone: "z", Endorses: "n2:abc"}) {
