@@ -80,7 +80,9 @@ const (
 	ReasonNotHealthy Reason = "not-healthy"
 	// ReasonNoQuorumEvidence: the zone reaches the cloud but the cloud
 	// cannot hear from the node's kubelet, and no fresh evidence signed by
-	// a majority of the node's peers says they reach it.
+	// a majority of the node's peers says they reach it (a quiet zone
+	// Lease renewal carries none: its leader renews busily, with it, as
+	// soon as it learns the node needs it).
 	ReasonNoQuorumEvidence Reason = "no-quorum-evidence"
 	// ReasonZoneLeaseFresh: vouched, the zone's leader renewed its Lease less
 	// than the Lease's own leaseDurationSeconds (at most
@@ -383,7 +385,8 @@ func (d *Decider) staleAt(valid *claim) time.Time {
 
 // leaseTerm is how long a zone Lease renewal, and an attestation of the
 // quorum's evidence, counts: the Lease's own duration, at most
-// --max-zone-lease-duration.
+// --max-zone-lease-duration. A quiet renewal lasts longer, but no word that
+// peers reach a node counts under it (fresh, deadWhenDark).
 func (d *Decider) leaseTerm(valid *claim) time.Duration {
 	return min(time.Duration(valid.DurationSeconds)*time.Second, d.maxLeaseDuration)
 }
@@ -397,7 +400,8 @@ type judgement struct {
 	// neither way); empty when there is none.
 	state zone.State
 	// leaderReachesCloud: the zone Lease that vouches for that verdict is
-	// fresh by the webhook's clock, so the zone's leader reaches the cloud.
+	// fresh by the webhook's clock, and the zone is not dark, so the zone's
+	// leader reaches the cloud.
 	leaderReachesCloud bool
 	// evidenceTerm is how long the quorum's attestations count: the
 	// Lease's duration.
@@ -410,7 +414,11 @@ func (d *Decider) judgement(node *corev1.Node) (judgement, error) {
 	if err != nil || v == nil {
 		return judgement{}, err
 	}
-	return judgement{state: v.verdict.State, leaderReachesCloud: d.clock.Now().Before(d.staleAt(valid)),
+	z, err := d.darknessFor(node.Name, v.verdict.Zone, valid, d.clock.Now())
+	if err != nil {
+		return judgement{}, err
+	}
+	return judgement{state: v.verdict.State, leaderReachesCloud: !z.stale && !z.dark,
 		evidenceTerm: d.leaseTerm(valid)}, nil
 }
 
@@ -433,47 +441,44 @@ func (d *Decider) honours(node *corev1.Node, v *keptVerdict) (*claim, Reason, er
 // cloud not too long ago.
 func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, error) {
 	now := d.clock.Now()
-	if now.Before(d.staleAt(valid)) {
+	z, err := d.darknessFor(node, dec.Zone, valid, now)
+	if err != nil {
+		return dec, err
+	}
+	switch {
+	case !z.stale && !z.dark:
 		// The zone reaches the cloud, so its word on a node the cloud
 		// cannot hear from is the word of a majority of that node's
 		// peers, each signed with its own key: no one member, the
 		// leader included, can keep a dead node protected. A node whose
-		// kubelet the cloud still hears has nothing at stake.
+		// kubelet the cloud still hears has nothing at stake. A quiet
+		// renewal says no member needed that word when it was made, so
+		// it vouches for no node the cloud cannot hear: its leader
+		// renews busily, with the word, as soon as it learns of one.
 		silent, err := d.kubeletSilent(node)
 		if err != nil {
 			return dec, err
 		}
-		if silent {
-			if !d.evidence.covered(node, dec.Zone, d.leaseTerm(valid)) {
-				dec.Reason = ReasonNoQuorumEvidence
-				return dec, nil
-			}
+		if silent && (valid.Quiet() || !d.evidence.covered(node, dec.Zone, d.leaseTerm(valid))) {
+			dec.Reason = ReasonNoQuorumEvidence
+			return dec, nil
 		}
 		dec.Vouched, dec.Reason = true, ReasonZoneLeaseFresh
 		return dec, nil
-	}
-
-	// The zone's leader is silent. That is either the whole zone behind a
-	// broken link (keep trusting its last verdicts, for a while) or a zone the
-	// cloud still reaches whose quorum is gone (trust nothing). The evidence:
-	// a member whose kubelet renewed its Lease once the zone Lease was stale
-	// reaches the cloud (see zoneDark).
-	heard, dark, err := d.zoneDark(dec.Zone, valid)
-	if err != nil {
-		return dec, err
-	}
-	if heard {
+	case !z.dark:
+		// The zone's leader is silent, but the cloud still hears one of
+		// its members: the zone's quorum is what is missing.
 		dec.Reason = ReasonZoneNotCutOff
 		return dec, nil
 	}
-	if now.Sub(dark) >= d.maxCutoffProtection {
+	if now.Sub(z.at) >= d.maxCutoffProtection {
 		dec.Reason = ReasonCutOffExpired
 		return dec, nil
 	}
 	// The zone's last word stands for the nodes the cloud saw alive when
 	// the zone went dark, not for one that had died before: its leader's
 	// "healthy" for such a node buys nothing.
-	why, err := d.deadWhenDark(node, dec.Zone, valid)
+	why, err := d.deadWhenDark(node, dec.Zone, valid, z.ref)
 	if err != nil {
 		return dec, err
 	}
@@ -483,6 +488,113 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 	}
 	dec.Vouched, dec.Reason = true, ReasonZoneCutOff
 	return dec, nil
+}
+
+// zoneDarkness is what the webhook makes of a zone's silence.
+type zoneDarkness struct {
+	// stale: the zone Lease renewal honoured is past its duration.
+	stale bool
+	// dark: the zone is cut off from the cloud as a whole, since at (the
+	// newest of the last renewal and its members' kubelet renewals); ref
+	// is the webhook's own time for the same instant (when it saw the
+	// last of them), against which it asks which members were alive.
+	dark    bool
+	at, ref time.Time
+}
+
+// darknessFor is darkness as a decision on node needs it: a zone is not dark
+// while the cloud hears node's kubelet, and under a fresh quiet renewal that
+// is answered without listing the zone's nodes (the answer for most reviews).
+func (d *Decider) darknessFor(node, zoneName string, valid *claim, now time.Time) (zoneDarkness, error) {
+	if valid.Quiet() && now.Before(d.staleAt(valid)) {
+		l, err := d.lease(d.caches.NodeLeases, node)
+		if err != nil {
+			return zoneDarkness{}, err
+		}
+		if l != nil && now.Sub(d.evidence.kubeletSeen(l)) <= quietSilence(l) {
+			return zoneDarkness{}, nil
+		}
+	}
+	return d.darkness(zoneName, valid, now, nil)
+}
+
+// quietSilence is how long a member's kubelet may be silent before a zone
+// renewed quietly counts it silent: six fifths of its renew interval.
+func quietSilence(l *coordinationv1.Lease) time.Duration { return kubeletInterval(l) * 6 / 5 }
+
+// darkness tells whether zoneName, whose last honoured zone Lease renewal is
+// valid, is cut off from the cloud as a whole at now; members are its nodes
+// when the caller has them (nil: listed from the node cache). A busy renewal
+// says the zone reaches the cloud until it goes stale; then the zone is dark
+// unless the cloud still hears one of its members (zoneDark). A quiet
+// renewal says that its holder renews at once when a member needs the
+// cloud, which every member of a zone that loses its link does: a zone whose
+// every kubelet fell silent after it, with no renewal since, is dark before
+// the renewal goes stale (quietDark).
+func (d *Decider) darkness(zoneName string, valid *claim, now time.Time, members []*corev1.Node) (zoneDarkness, error) {
+	if staleAt := d.staleAt(valid); now.Before(staleAt) {
+		if !valid.Quiet() {
+			return zoneDarkness{}, nil
+		}
+		return d.quietDark(zoneName, valid, now, members)
+	}
+	heard, dark, err := d.zoneDark(zoneName, valid)
+	if err != nil || heard {
+		return zoneDarkness{stale: true}, err
+	}
+	return zoneDarkness{stale: true, dark: true, at: dark, ref: valid.seen}, nil
+}
+
+// quietDark tells whether the zone of the fresh quiet renewal valid is dark
+// at now: every member it spoke for has a silent kubelet (no renewal for
+// six fifths of its renew interval: a zone of several nodes always has one
+// renewing within an interval, so the zone as a whole is silent little more
+// than an interval after its link went), and the renewal was made before the
+// last of them fell silent. A quiet renewal made after they all had speaks
+// for a leader that reaches the cloud and will renew busily as soon as it
+// learns why. A zone whose members the cloud hears from is not dark, and
+// its nodes the cloud cannot hear need their peers' word: a quiet renewal
+// carries none.
+func (d *Decider) quietDark(zoneName string, valid *claim, now time.Time, members []*corev1.Node) (zoneDarkness, error) {
+	if members == nil {
+		var err error
+		if members, err = d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: zoneName})); err != nil {
+			return zoneDarkness{}, fmt.Errorf("list nodes of zone %s from cache: %w", zoneName, err)
+		}
+	}
+	renewed := valid.at()
+	z := zoneDarkness{at: renewed, ref: valid.seen}
+	var lastSeen, silentSince time.Time
+	counted := 0
+	for _, m := range members {
+		if d.evidence.memberSince(m.Name, zoneName).After(renewed) {
+			continue
+		}
+		l, err := d.lease(d.caches.NodeLeases, m.Name)
+		if err != nil {
+			return zoneDarkness{}, err
+		}
+		seen := d.evidence.kubeletSeen(l)
+		silence := quietSilence(l)
+		if now.Sub(seen) <= silence {
+			return zoneDarkness{}, nil // heard
+		}
+		counted++
+		if seen.After(lastSeen) {
+			lastSeen, silentSince = seen, seen.Add(silence)
+		}
+		if t := d.evidence.kubeletRenewed(l); t.After(z.at) {
+			z.at = t
+		}
+	}
+	if counted == 0 || !valid.seen.Before(silentSince) {
+		return zoneDarkness{}, nil
+	}
+	if lastSeen.After(z.ref) {
+		z.ref = lastSeen
+	}
+	z.dark = true
+	return z, nil
 }
 
 // zoneDark tells, of zoneName whose last honoured zone Lease renewal valid
@@ -532,8 +644,7 @@ func (d *Decider) zoneDark(zoneName string, valid *claim) (heard bool, dark time
 // attestations covered it then. A webhook that started during the cut saw
 // both renewals at once, and of the attestations only those the zone Lease
 // carried last.
-func (d *Decider) deadWhenDark(node, zoneName string, valid *claim) (Reason, error) {
-	dark := valid.seen
+func (d *Decider) deadWhenDark(node, zoneName string, valid *claim, dark time.Time) (Reason, error) {
 	l, err := d.lease(d.caches.NodeLeases, node)
 	if err != nil {
 		return "", err
@@ -541,16 +652,12 @@ func (d *Decider) deadWhenDark(node, zoneName string, valid *claim) (Reason, err
 	if d.evidence.downWhenDark(node, zoneName, valid, d.leaseTerm(valid), d.evidence.kubeletRenewed(l)) {
 		return ReasonDownBeforeCut, nil
 	}
-	if l != nil {
-		interval := leaseDuration(l) / 4
-		if interval <= 0 {
-			interval = defaultKubeletRenewInterval
-		}
-		if !d.evidence.kubeletSeen(l).Before(dark.Add(-interval * 3 / 2)) {
-			return "", nil
-		}
+	if l != nil && !d.evidence.kubeletSeen(l).Before(dark.Add(-kubeletInterval(l)*3/2)) {
+		return "", nil
 	}
-	if d.evidence.coveredAt(node, zoneName, d.leaseTerm(valid), dark) {
+	// Under a quiet renewal no member needed its peers' word, and none
+	// stands for a node the cloud had stopped hearing before the cut.
+	if !valid.Quiet() && d.evidence.coveredAt(node, zoneName, d.leaseTerm(valid), dark) {
 		return "", nil
 	}
 	return ReasonSilentBeforeCut, nil
@@ -600,11 +707,16 @@ func (d *Decider) kubeletSilent(node string) (bool, error) {
 	if err != nil || l == nil {
 		return l == nil && err == nil, err
 	}
-	interval := leaseDuration(l) / 4
-	if interval <= 0 {
-		interval = defaultKubeletRenewInterval
+	return d.clock.Since(d.evidence.kubeletRenewed(l)) > kubeletInterval(l)*3/2, nil
+}
+
+// kubeletInterval is how often the kubelet renews its Lease l: a quarter of
+// its duration, as the kubelet sets it.
+func kubeletInterval(l *coordinationv1.Lease) time.Duration {
+	if interval := leaseDuration(l) / 4; interval > 0 {
+		return interval
 	}
-	return d.clock.Since(d.evidence.kubeletRenewed(l)) > interval*3/2, nil
+	return defaultKubeletRenewInterval
 }
 
 // lease returns the named Lease, or nil when the cache has none.

@@ -362,19 +362,18 @@ func (v *zoneViewer) zone(z string, members []*corev1.Node, now time.Time) (*Edg
 	if valid != nil {
 		st.Leader, st.Term = valid.Holder, int64(valid.Term)
 		st.State = ZoneConnected
-		if staleAt := d.staleAt(valid); !now.Before(staleAt) {
+		dz, err := d.darkness(z, valid, now, members)
+		switch {
+		case err != nil:
+			return nil, err
+		case dz.dark:
 			asOf = valid.at()
-			heard, dark, err := d.zoneDark(z, valid)
-			switch {
-			case err != nil:
-				return nil, err
-			case heard:
-				st.State, st.Since = ZoneNoLeader, ptrTime(staleAt)
-			default:
-				until := dark.Add(d.maxCutoffProtection)
-				st.State, st.Since, st.ProtectedUntil = ZoneCutOff, ptrTime(dark), ptrTime(until)
-				st.ProtectionLeft = protectionLeft(until.Sub(now))
-			}
+			until := dz.at.Add(d.maxCutoffProtection)
+			st.State, st.Since, st.ProtectedUntil = ZoneCutOff, ptrTime(dz.at), ptrTime(until)
+			st.ProtectionLeft = protectionLeft(until.Sub(now))
+		case dz.stale:
+			asOf = valid.at()
+			st.State, st.Since = ZoneNoLeader, ptrTime(d.staleAt(valid))
 		}
 	}
 	if st.Since == nil {
