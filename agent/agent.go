@@ -132,6 +132,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	wcfg.WebhookNamespace = cfg.WebhookNamespace
 	wcfg.NodeKey = port.NodeKey()
 	wcfg.LeaseRenew, wcfg.LeaseDuration = cfg.ZoneLeaseRenew, cfg.ZoneLeaseDuration()
+	wcfg.QuietRenew, wcfg.QuietDuration = cfg.ZoneLeaseQuietRenew, cfg.ZoneLeaseQuietDuration()
 	wcfg.HealthPeriod, wcfg.WriteTimeout = cfg.APICheckPeriod, cfg.APITimeout
 	wcfg.Logger, wcfg.Registerer = partLog.With("component", "apiwriter"), reg
 	writer, err := apiwriter.New(wcfg, client, leadership, leadership)

@@ -43,6 +43,12 @@ func TestTimersThatCannotFitAreRefused(t *testing.T) {
 		{"fail timeout inside one check period", func(c *Config) {
 			c.APICheckPeriod, c.Raft.APIServerFailTimeout = 3*time.Second, 5*time.Second
 		}, []string{"--apiserver-fail-timeout", "--apiserver-check-period"}},
+		{"quiet renewals more often than busy ones", func(c *Config) {
+			c.ZoneLeaseQuietRenew = c.ZoneLeaseRenew / 2
+		}, []string{"--zone-lease-quiet-renew", "--zone-lease-renew"}},
+		{"negative quiet renewal period", func(c *Config) {
+			c.ZoneLeaseQuietRenew = -time.Second
+		}, []string{"--zone-lease-quiet-renew"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -71,5 +77,32 @@ func TestLongZoneLeaseWarns(t *testing.T) {
 		if !strings.Contains(w, f) {
 			t.Errorf("warning %q does not name %s", w, f)
 		}
+	}
+}
+
+// TestQuietZoneLease: a quiet renewal stays valid for its own period plus
+// what a busy one adds (a handover and the next renewal), within the
+// webhook's default cap at the defaults, and a longer one warns.
+func TestQuietZoneLease(t *testing.T) {
+	c := validConfig()
+	if d, want := c.ZoneLeaseQuietDuration(), c.ZoneLeaseQuietRenew+c.ZoneLeaseRenew+c.Raft.HandoverBound(); d < want {
+		t.Errorf("a quiet zone Lease lasts %s, want at least %s", d, want)
+	}
+	if d := c.ZoneLeaseQuietDuration(); d > webhookLeaseCap {
+		t.Errorf("a quiet zone Lease lasts %s at the defaults, more than the webhook believes (%s)", d, webhookLeaseCap)
+	}
+	c.ZoneLeaseQuietRenew = 2 * time.Minute
+	if err := c.Validate(); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	for _, f := range []string{"--zone-lease-quiet-renew 2m0s", "--max-zone-lease-duration"} {
+		if !strings.Contains(w, f) {
+			t.Errorf("warning %q does not name %s", w, f)
+		}
+	}
+	c.ZoneLeaseQuietRenew = 0
+	if w := c.Warnings(); len(w) > 0 {
+		t.Errorf("quiet renewals off warn: %v", w)
 	}
 }

@@ -38,6 +38,15 @@ type Config struct {
 	// the webhook trusts a renewal. The agent derives it from its own timers
 	// so that a leadership handover always fits inside it.
 	LeaseDuration time.Duration
+	// QuietRenew is the renewal period while the zone is quiet: no member
+	// needs the cloud's attention, so the zone Lease is renewed this
+	// seldom, and at once (every LeaseRenew) as soon as one does; zero
+	// renews every LeaseRenew always [--zone-lease-quiet-renew]. Used only
+	// once every reader reads zone.LeaseQuietFormat.
+	QuietRenew time.Duration
+	// QuietDuration is a quiet renewal's leaseDurationSeconds: QuietRenew
+	// plus what LeaseDuration adds to LeaseRenew.
+	QuietDuration time.Duration
 	// HealthPeriod is how often the apiserver is asked who we are (a
 	// SelfSubjectReview, which no cache can answer)
 	// [--apiserver-check-period].
@@ -61,6 +70,8 @@ func DefaultConfig() Config {
 		WebhookReadsPeriod: time.Minute,
 		LeaseRenew:         5 * time.Second,
 		LeaseDuration:      15 * time.Second,
+		QuietRenew:         40 * time.Second,
+		QuietDuration:      50 * time.Second,
 		HealthPeriod:       2 * time.Second,
 		RetryBase:          200 * time.Millisecond,
 		RetryMax:           30 * time.Second,
@@ -98,6 +109,14 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseDuration < 2*c.LeaseRenew {
 		errs = append(errs, fmt.Errorf("zone lease duration %s must be at least twice --zone-lease-renew %s, or one slow renewal lets the Lease lapse", c.LeaseDuration, c.LeaseRenew))
+	}
+	switch {
+	case c.QuietRenew < 0:
+		errs = append(errs, fmt.Errorf("--zone-lease-quiet-renew must be 0 (renew every --zone-lease-renew) or positive, got %s", c.QuietRenew))
+	case c.QuietRenew > 0 && c.QuietRenew < c.LeaseRenew:
+		errs = append(errs, fmt.Errorf("--zone-lease-quiet-renew %s must be 0 or at least --zone-lease-renew %s", c.QuietRenew, c.LeaseRenew))
+	case c.QuietRenew > 0 && c.QuietDuration < c.QuietRenew+c.LeaseRenew:
+		errs = append(errs, fmt.Errorf("quiet zone lease duration %s must be at least --zone-lease-quiet-renew %s plus --zone-lease-renew %s, or a quiet Lease lapses between renewals", c.QuietDuration, c.QuietRenew, c.LeaseRenew))
 	}
 	return errors.Join(errs...)
 }

@@ -52,10 +52,13 @@
 // member count it names the standing verdicts other members signed
 // (endorsements), carries the members' signed attestations for the nodes that
 // need them (evidence) and the members' signed votes that the holder leads in
-// its term, and is signed by the holder. It is renewed every LeaseRenew, at
-// once when this member starts to lead or a member starts to need evidence,
-// and sooner (a bounded number of times per term) while its votes are short
-// of a majority.
+// its term, and is signed by the holder. It is renewed every LeaseRenew while
+// the zone is busy (a member needs its peers' word that they reach it, or
+// the votes are short, or either was within quietAfter renewals), and
+// quietly every QuietRenew otherwise, once every reader reads the quiet
+// format (lease.go, quiet); at once when this member starts to lead or a
+// member starts to need evidence, and sooner (a bounded number of times per
+// term) while its votes are short of a majority.
 //
 // Both formats keep to the level every reader reads (format.go): the lowest
 // the zone's members announce (ZoneFacts) and, once that is above the

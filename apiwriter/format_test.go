@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgequorum/edgequorum/skew"
@@ -75,5 +76,26 @@ func TestFormatsOfTheOldestLevelReadNoWebhookLease(t *testing.T) {
 	}
 	if got := counterValue(t, h.w.metrics.formatLevel); got != float64(skew.Oldest()) {
 		t.Errorf("edgequorum_apiwriter_format_level = %v", got)
+	}
+}
+
+// setWebhookReads makes the webhook's Lease say what the replicas read.
+func (h *harness) setWebhookReads(rs map[string]zone.WebhookReplica) {
+	h.t.Helper()
+	ctx := context.Background()
+	leases := h.client.CoordinationV1().Leases(zone.DefaultWebhookNamespace)
+	l, err := leases.Get(ctx, zone.WebhookReadsLease, metav1.GetOptions{})
+	if err != nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.WebhookReadsLease, Namespace: zone.DefaultWebhookNamespace}}
+		if l, err = leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	l.Annotations = map[string]string{}
+	if err := zone.SetWebhookReads(l.Annotations, rs); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -27,6 +27,9 @@ const LeaseMembersAnnotation = "edgequorum.io/members"
 type leaseState struct {
 	obj  *coordinationv1.Lease
 	term uint64
+	// quiet says whether it was a quiet renewal, written at at.
+	quiet bool
+	at    time.Time
 }
 
 // EvidenceSource gathers the members' signed word for the zone Lease: the
@@ -67,6 +70,9 @@ func (w *Writer) leaseLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			if w.quietNotDue() {
+				continue
+			}
 		case <-w.renewNow:
 		case <-check.C():
 			if !w.newlyWanted() && !w.votesSoon() {
@@ -105,6 +111,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 	wg.Go(func() { evidence, wanted = w.gather(ctx) })
 	wg.Go(func() { leadership = w.votes(ctx, term) })
 	wg.Wait()
+	quiet := w.quiet(format, wanted)
 	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
 	name := zone.LeaseName(w.cfg.Zone)
 	cur := cached.obj
@@ -112,12 +119,12 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		got, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			created, err := leases.Create(ctx, w.leaseObject(nil, term, format, evidence, leadership), metav1.CreateOptions{FieldManager: "edgequorum"})
+			created, err := leases.Create(ctx, w.leaseObject(nil, term, format, evidence, leadership, quiet), metav1.CreateOptions{FieldManager: "edgequorum"})
 			if err := w.observe(err); err != nil {
 				w.metrics.writes.WithLabelValues("lease", "error").Inc()
 				return fmt.Errorf("create zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 			}
-			w.leaseWritten(created, term, wanted)
+			w.leaseWritten(created, term, wanted, quiet)
 			w.leaderEvent(ctx, created, term, "")
 			return nil
 		case w.observeRead(err) != nil:
@@ -133,7 +140,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 			return fmt.Errorf("zone lease held under term %d, we lead term %d: %w", t, term, err)
 		}
 	}
-	updated, err := leases.Update(ctx, w.leaseObject(cur, term, format, evidence, leadership), metav1.UpdateOptions{FieldManager: "edgequorum"})
+	updated, err := leases.Update(ctx, w.leaseObject(cur, term, format, evidence, leadership, quiet), metav1.UpdateOptions{FieldManager: "edgequorum"})
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("lease", "error").Inc()
 		w.mu.Lock()
@@ -141,7 +148,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 		w.mu.Unlock()
 		return fmt.Errorf("renew zone lease %s/%s: %w", w.cfg.LeaseNamespace, name, err)
 	}
-	w.leaseWritten(updated, term, wanted)
+	w.leaseWritten(updated, term, wanted, quiet)
 	if was := ptr.Deref(cur.Spec.HolderIdentity, ""); was != w.cfg.Node {
 		w.leaderEvent(ctx, updated, term, was)
 	}
@@ -159,13 +166,75 @@ func (w *Writer) leaderEvent(ctx context.Context, l *coordinationv1.Lease, term 
 		Namespace: l.Namespace, Name: l.Name, UID: l.UID}, EventLeaderChanged, corev1.EventTypeNormal, "Lead", note)
 }
 
-func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64, wanted []string) {
+func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64, wanted []string, quiet bool) {
 	w.metrics.writes.WithLabelValues("lease", "ok").Inc()
+	if quiet {
+		w.metrics.leaseQuiet.Set(1)
+	} else {
+		w.metrics.leaseQuiet.Set(0)
+	}
+	now := w.clock.Now()
 	w.mu.Lock()
-	w.lease = leaseState{obj: l, term: term}
+	w.lease = leaseState{obj: l, term: term, quiet: quiet, at: now}
 	w.wanted = wanted
-	w.lastWrite = w.clock.Now()
+	w.lastWrite = now
 	w.mu.Unlock()
+}
+
+// quietAfter is how many renewal periods a leader stays busy after the last
+// renewal that had to be: a member whose link flaps would otherwise switch
+// the zone between busy and quiet at every flap.
+const quietAfter = 6
+
+// quiet decides whether the renewal about to be made, carrying evidence for
+// wanted, may be quiet (of zone.LeaseQuietFormat, lasting QuietDuration), and
+// remembers one that may not. It may when every reader reads that format, no
+// member needs its peers' word that they reach it (a member whose committed
+// verdict is unhealthy needs only their word that it is down, which a quiet
+// renewal carries too), the last renewal carried a majority's votes, and no
+// renewal had to be busy for quietAfter periods. The webhook holds a quiet
+// renewal to that: it vouches, on it, for no node the cloud cannot hear, and
+// a zone whose every kubelet falls silent after it is one cut off
+// (admission.Decider).
+func (w *Writer) quiet(format skew.Level, wanted []string) bool {
+	busy := len(w.needReach(wanted)) > 0
+	if !busy {
+		voters := w.voters()
+		w.mu.Lock()
+		busy = w.evidence != nil && w.votesCarried < voters/2+1
+		w.mu.Unlock()
+	}
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if busy {
+		w.busyUntil = now.Add(quietAfter * w.cfg.LeaseRenew)
+	}
+	return !busy && w.cfg.QuietRenew > 0 && skew.Reads(format, zone.LeaseQuietFormat) && !now.Before(w.busyUntil)
+}
+
+// needReach is the members of wanted that need their peers' word that they
+// reach them: all but those whose committed verdict is unhealthy.
+func (w *Writer) needReach(wanted []string) []string {
+	w.mu.Lock()
+	src := w.nodes
+	w.mu.Unlock()
+	if src == nil {
+		return wanted
+	}
+	return slices.DeleteFunc(slices.Clone(wanted), func(n string) bool {
+		v, ok := src.CommittedVerdict(n)
+		return ok && v.State == zone.Unhealthy
+	})
+}
+
+// quietNotDue reports whether the last Lease written was a quiet renewal
+// that needs no renewal yet: the renewal ticks come every LeaseRenew, so a
+// quiet renewal is made at the tick nearest QuietRenew after the last.
+func (w *Writer) quietNotDue() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lease.obj != nil && w.lease.quiet && w.clock.Since(w.lease.at)+w.cfg.LeaseRenew/2 < w.cfg.QuietRenew
 }
 
 // gather returns the evidence annotation's value for this renewal ("" when no
@@ -334,8 +403,8 @@ func (w *Writer) newlyWanted() bool {
 // leaseObject returns the Lease to write: cur renewed by us under term, or a new
 // one when cur is nil, in the format of level format, signed with our node
 // key, carrying evidence and the members' votes for our leadership (none
-// when empty).
-func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew.Level, evidence, leadership string) *coordinationv1.Lease {
+// when empty), quiet or not (quiet).
+func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew.Level, evidence, leadership string, quiet bool) *coordinationv1.Lease {
 	// A Lease keeps its times to the microsecond; sign what it keeps.
 	now := metav1.NewMicroTime(w.clock.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -357,6 +426,9 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew
 	}
 	l.Annotations[zone.LeaseTermAnnotation] = strconv.FormatUint(term, 10)
 	l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseFormat(format))
+	if quiet {
+		l.Annotations[zone.LeaseFormatAnnotation] = zone.FormatLevel(zone.LeaseQuietFormat)
+	}
 	l.Annotations[LeaseMembersAnnotation] = strconv.Itoa(members)
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.cfg.Node {
 		l.Spec.HolderIdentity = ptr.To(w.cfg.Node)
@@ -365,7 +437,10 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 		}
 	}
-	l.Spec.LeaseDurationSeconds = ptr.To(int32((w.cfg.LeaseDuration + time.Second - 1) / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(seconds(w.cfg.LeaseDuration))
+	if quiet {
+		l.Spec.LeaseDurationSeconds = ptr.To(seconds(w.cfg.QuietDuration))
+	}
 	l.Spec.RenewTime = &now
 	if e := zone.FormatEndorsements(w.endorsements(term)); e != "" {
 		l.Annotations[zone.LeaseEndorsesAnnotation] = e
@@ -386,3 +461,6 @@ func (w *Writer) leaseObject(cur *coordinationv1.Lease, term uint64, format skew
 	l.Annotations[zone.LeaseSignatureAnnotation] = zonek8s.LeaseClaimOf(l).Sign(w.cfg.NodeKey)
 	return l
 }
+
+// seconds is d in whole seconds, rounded up, as a Lease states durations.
+func seconds(d time.Duration) int32 { return int32((d + time.Second - 1) / time.Second) }

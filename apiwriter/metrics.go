@@ -17,6 +17,8 @@ type metrics struct {
 	evidence  prometheus.Gauge
 	// leaderVotes is how many members' votes the last Lease carried.
 	leaderVotes prometheus.Gauge
+	// leaseQuiet is 1 while the last Lease written was a quiet renewal.
+	leaseQuiet prometheus.Gauge
 	// formatLevel and webhookReads: format.go.
 	formatLevel  prometheus.Gauge
 	webhookReads *prometheus.CounterVec
@@ -56,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_apiwriter_leader_votes",
 			Help: "Members whose signed vote that this member leads in its term the leader's last zone Lease carried; the webhook honours the Lease only on a majority of the zone's members.",
 		}),
+		leaseQuiet: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgequorum_apiwriter_zone_lease_quiet",
+			Help: "1 while the leader's last zone Lease renewal was a quiet one (no member needed the cloud's attention; renewed every --zone-lease-quiet-renew), 0 while it renews every --zone-lease-renew.",
+		}),
 		formatLevel: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgequorum_apiwriter_format_level",
 			Help: "The protocol level of the verdict and zone Lease formats this member last wrote or would write as leader: the lowest level the zone's members and every webhook replica read.",
@@ -70,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes, m.formatLevel, m.webhookReads,
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes, m.leaseQuiet, m.formatLevel, m.webhookReads,
 			// The name v0.2.0 exported, until v0.4.
 			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
 	}

@@ -100,6 +100,9 @@ type Writer struct {
 	votesTerm    uint64
 	soonRetries  int
 	soonFor      int
+	// busyUntil is the earliest a renewal may be quiet again: a while
+	// after the last one that had to be busy (lease.go, quiet).
+	busyUntil time.Time
 	// webhook is what the webhook's Lease said when last read (format.go);
 	// lastFormat the level of the formats last written.
 	webhook    webhookLevel

@@ -71,6 +71,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&r.SnapshotInterval, "snapshot-interval", r.SnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&r.SnapshotThreshold, "snapshot-threshold", r.SnapshotThreshold, "log entries between snapshots")
 	fs.DurationVar(&cfg.ZoneLeaseRenew, "zone-lease-renew", cfg.ZoneLeaseRenew, "zone Lease renewal period (leader only); the Lease stays valid for this plus the longest leadership handover")
+	fs.DurationVar(&cfg.ZoneLeaseQuietRenew, "zone-lease-quiet-renew", cfg.ZoneLeaseQuietRenew, "zone Lease renewal period (leader only) while no member needs the cloud's attention, once every member and webhook replica reads the quiet format; 0 renews every --zone-lease-renew always")
 	fs.DurationVar(&cfg.APICheckPeriod, "apiserver-check-period", cfg.APICheckPeriod, "how often apiserver reachability is checked")
 	fs.DurationVar(&cfg.APITimeout, "apiserver-timeout", cfg.APITimeout, "bound on every Kubernetes API call")
 	fs.DurationVar(&cfg.TargetSyncPeriod, "target-sync-period", cfg.TargetSyncPeriod, "how often probe targets follow the member list")
