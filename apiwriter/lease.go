@@ -216,9 +216,7 @@ func (w *Writer) quiet(format skew.Level, wanted []string) bool {
 // needReach is the members of wanted that need their peers' word that they
 // reach them: all but those whose committed verdict is unhealthy.
 func (w *Writer) needReach(wanted []string) []string {
-	w.mu.Lock()
-	src := w.nodes
-	w.mu.Unlock()
+	src := w.followed()
 	if src == nil {
 		return wanted
 	}
@@ -300,9 +298,7 @@ func (w *Writer) voters() int {
 	if w.facts != nil {
 		n = w.facts.MemberCount()
 	}
-	w.mu.Lock()
-	src := w.nodes
-	w.mu.Unlock()
+	src := w.followed()
 	if src != nil {
 		n = max(n, len(src.ZoneNodes()))
 	}
@@ -359,9 +355,7 @@ func (w *Writer) votesSoon() bool {
 // out those the webhook's failover has marked out of service: it has acted on
 // them, and their evidence would only cost bytes.
 func (w *Writer) unmarked(nodes []string) []string {
-	w.mu.Lock()
-	src := w.nodes
-	w.mu.Unlock()
+	src := w.followed()
 	if src == nil {
 		return nodes
 	}

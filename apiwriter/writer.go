@@ -178,6 +178,13 @@ func (w *Writer) Follow(nodes NodeVerdicts) {
 	w.mu.Unlock()
 }
 
+// followed is what Follow gave, nil before.
+func (w *Writer) followed() NodeVerdicts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nodes
+}
+
 // LastWrite is when the last API write succeeded (zero if none yet).
 func (w *Writer) LastWrite() time.Time {
 	w.mu.Lock()
@@ -409,9 +416,7 @@ func sameDecision(a, b zone.Annotation) bool {
 // its node: the committed one is newer, and queued or on its way. A leader
 // may hold an older verdict queued from an earlier term when it leads again.
 func (w *Writer) superseded(v zone.Verdict) bool {
-	w.mu.Lock()
-	src := w.nodes
-	w.mu.Unlock()
+	src := w.followed()
 	if src == nil {
 		return false
 	}
@@ -459,9 +464,7 @@ const maxEndorsesBytes = 16 << 10
 // Node registers; in name order, as many as maxEndorsesBytes holds. The zone
 // Lease names them, so it vouches for nothing else their signers sign.
 func (w *Writer) endorsements(term uint64) map[string]string {
-	w.mu.Lock()
-	src := w.nodes
-	w.mu.Unlock()
+	src := w.followed()
 	out := map[string]string{}
 	if src == nil {
 		return out
