@@ -3,6 +3,7 @@ package apiwriter
 import (
 	"context"
 	"crypto/ed25519"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +187,55 @@ func TestQuietLeaseRenewsOnItsOwn(t *testing.T) {
 	})
 	if gap := lease().Spec.RenewTime.Time.Sub(renewed); gap >= h.w.cfg.QuietRenew/2 {
 		t.Errorf("the busy renewal came %s after the quiet one, want it at once", gap)
+	}
+}
+
+// TestNewLeaderTakesOverAQuietLease: a handover while the zone is quiet. The
+// new leader renews over its predecessor's quiet Lease at once, under its own
+// term: busily while the members' votes for its term are short of a majority
+// (they have not all seen the election yet), quietly once they are in, and
+// the takeover is recorded.
+func TestNewLeaderTakesOverAQuietLease(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "node-1", "node-2", "node-3")
+	h.setWebhookReads(map[string]zone.WebhookReplica{"webhook-a": {Level: skew.Current(), Release: "v0.4.0", At: h.clock.Now()}})
+	old := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: zone.LeaseName("zone-a"), Namespace: zone.DefaultLeaseNamespace,
+		Annotations: map[string]string{zone.LeaseTermAnnotation: "3", zone.LeaseFormatAnnotation: zone.FormatLevel(zone.LeaseQuietFormat)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-3"), LeaseDurationSeconds: ptr.To(seconds(h.w.cfg.QuietDuration)),
+			RenewTime: &metav1.MicroTime{Time: h.clock.Now().Add(-20 * time.Second)}}}
+	if _, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeEvidence{signers: []string{"node-1", "node-2"}, term: 4, voters: []string{"node-1"}}
+	h.w.Gather(src)
+	h.fence.term.Store(4)
+	lease := func() *coordinationv1.Lease {
+		l, err := h.client.CoordinationV1().Leases(zone.DefaultLeaseNamespace).Get(ctx, zone.LeaseName("zone-a"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := lease()
+	if ptr.Deref(l.Spec.HolderIdentity, "") != "node-1" || l.Annotations[zone.LeaseTermAnnotation] != "4" ||
+		l.Annotations[zone.LeaseFormatAnnotation] != zone.FormatLevel(skew.Level1) || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != seconds(h.w.cfg.LeaseDuration) {
+		t.Errorf("takeover with one vote of three: holder %v, annotations %v, duration %v; want node-1's busy renewal under term 4",
+			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations, ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
+	}
+	if got := h.eventLog(); !slices.Contains(got, EventLeaderChanged+" "+zone.LeaseName("zone-a")) {
+		t.Errorf("events %v, want the takeover recorded", got)
+	}
+	src.mu.Lock()
+	src.voters = []string{"node-1", "node-2"}
+	src.mu.Unlock()
+	h.clock.Step(quietAfter * h.w.cfg.LeaseRenew)
+	if err := h.w.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := lease(); l.Annotations[zone.LeaseFormatAnnotation] != zone.FormatLevel(zone.LeaseQuietFormat) {
+		t.Errorf("with a majority's votes for term 4, a while later: annotations %v, want a quiet renewal", l.Annotations)
 	}
 }
