@@ -53,8 +53,9 @@
 // (endorsements), carries the members' signed attestations for the nodes that
 // need them (evidence) and the members' signed votes that the holder leads in
 // its term, and is signed by the holder. It is renewed every LeaseRenew while
-// the zone is busy (a member needs its peers' word that they reach it, or
-// the votes are short, or either was within quietAfter renewals), and
+// the zone is busy (a member needs its peers' word that they reach it, or a
+// member judged unhealthy a majority's word that it is down, or the votes
+// are short, or any of these was within quietAfter renewals), and
 // quietly every QuietRenew otherwise, once every reader reads the quiet
 // format (lease.go, quiet); at once when this member starts to lead or a
 // member starts to need evidence, and sooner (a bounded number of times per

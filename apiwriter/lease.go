@@ -105,13 +105,14 @@ func (w *Writer) renewLease(ctx context.Context) error {
 	var (
 		evidence, leadership string
 		wanted               []string
+		atts                 []zone.Attestation
 		wg                   sync.WaitGroup
 	)
 	format := w.formatLevel(ctx)
-	wg.Go(func() { evidence, wanted = w.gather(ctx) })
+	wg.Go(func() { evidence, wanted, atts = w.gather(ctx) })
 	wg.Go(func() { leadership = w.votes(ctx, term) })
 	wg.Wait()
-	quiet := w.quiet(format, wanted)
+	quiet := w.quiet(format, wanted, atts)
 	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
 	name := zone.LeaseName(w.cfg.Zone)
 	cur := cached.obj
@@ -186,18 +187,20 @@ func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64, wanted []str
 // the zone between busy and quiet at every flap.
 const quietAfter = 6
 
-// quiet decides whether the renewal about to be made, carrying evidence for
-// wanted, may be quiet (of zone.LeaseQuietFormat, lasting QuietDuration), and
-// remembers one that may not. It may when every reader reads that format, no
-// member needs its peers' word that they reach it (a member whose committed
-// verdict is unhealthy needs only their word that it is down, which a quiet
-// renewal carries too), the last renewal carried a majority's votes, and no
-// renewal had to be busy for quietAfter periods. The webhook holds a quiet
+// quiet decides whether the renewal about to be made, carrying the
+// attestations atts gathered for wanted, may be quiet (of
+// zone.LeaseQuietFormat, lasting QuietDuration), and remembers one that may
+// not. It may when every reader reads that format, no member needs its peers'
+// word that they reach it (a member whose committed verdict is unhealthy
+// needs only their word that it is down, which a quiet renewal carries too,
+// once a majority of its peers give it: until then the next renewal must not
+// wait a quiet period for theirs), the last renewal carried a majority's
+// votes, and no renewal had to be busy for quietAfter periods. The webhook holds a quiet
 // renewal to that: it vouches, on it, for no node the cloud cannot hear, and
 // a zone whose every kubelet falls silent after it is one cut off
 // (admission.Decider).
-func (w *Writer) quiet(format skew.Level, wanted []string) bool {
-	busy := len(w.needReach(wanted)) > 0
+func (w *Writer) quiet(format skew.Level, wanted []string, atts []zone.Attestation) bool {
+	busy := len(w.needReach(wanted)) > 0 || len(w.downShort(wanted, atts)) > 0
 	if !busy {
 		voters := w.voters()
 		w.mu.Lock()
@@ -226,6 +229,35 @@ func (w *Writer) needReach(wanted []string) []string {
 	})
 }
 
+// downShort is the members of wanted whose committed verdict is unhealthy
+// and whom fewer than a majority of their peers find down in atts: the
+// webhook counts such a member alive when the zone goes dark on a quiet
+// renewal (admission.Decider), so the renewals that gather its peers' word
+// must come at the busy pace until the word is in.
+func (w *Writer) downShort(wanted []string, atts []zone.Attestation) []string {
+	src := w.followed()
+	if src == nil {
+		return nil
+	}
+	peers := w.voters() - 1
+	var short []string
+	for _, n := range wanted {
+		if v, ok := src.CommittedVerdict(n); !ok || v.State != zone.Unhealthy {
+			continue
+		}
+		down := 0
+		for _, a := range atts {
+			if a.Signer != n && a.FindsDown(n) {
+				down++
+			}
+		}
+		if down < peers/2+1 {
+			short = append(short, n)
+		}
+	}
+	return short
+}
+
 // quietNotDue reports whether the last Lease written was a quiet renewal
 // that needs no renewal yet: the renewal ticks come every LeaseRenew, so a
 // quiet renewal is made at the tick nearest QuietRenew after the last.
@@ -236,21 +268,22 @@ func (w *Writer) quietNotDue() bool {
 }
 
 // gather returns the evidence annotation's value for this renewal ("" when no
-// member needs it, or nothing gathers it) and the members it was wanted for.
-func (w *Writer) gather(ctx context.Context) (string, []string) {
+// member needs it, or nothing gathers it), the members it was wanted for, and
+// the attestations it holds.
+func (w *Writer) gather(ctx context.Context) (string, []string, []zone.Attestation) {
 	w.mu.Lock()
 	src := w.evidence
 	w.mu.Unlock()
 	if src == nil {
-		return "", nil
+		return "", nil, nil
 	}
 	want := w.unmarked(src.WantEvidence())
 	if len(want) == 0 {
-		return "", nil
+		return "", nil, nil
 	}
 	atts := src.GatherEvidence(ctx, want)
 	w.metrics.evidence.Set(float64(len(want)))
-	return zone.FormatEvidence(atts), want
+	return zone.FormatEvidence(atts), want, atts
 }
 
 // soonRetriesPerTerm bounds the renewals a leader brings forward in one term,

@@ -22,8 +22,8 @@ import (
 // zone Lease quietly (format 2, signed as such, with a longer duration) and
 // only every QuietRenew, and busily in format 1 otherwise; a member the cloud needs its peers' word for, or a
 // renewal short of a majority's votes, makes it busy at once and for a while
-// after; a member judged unhealthy needs only its peers' word that it is
-// down, which a quiet renewal carries.
+// after; a member judged unhealthy needs only a majority of its peers' word
+// that it is down, which a quiet renewal carries once it is in.
 func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, "node-1", "node-2", "node-3")
@@ -106,13 +106,22 @@ func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 	h.clock.Step(quietAfter * cfg.LeaseRenew)
 	renew("nothing needed for a while", quiet)
 
-	// A member judged unhealthy needs its peers' word that it is down; a
-	// quiet renewal carries it.
+	// A member judged unhealthy needs its peers' word that it is down: busy
+	// until a majority of them give it, then a quiet renewal carries it.
 	committed["node-2"] = verdict("node-2", zone.Unhealthy, 3, h.clock.Now())
 	src.mu.Lock()
-	src.want = []string{"node-2"}
+	src.want, src.down = []string{"node-2"}, map[string][]string{"node-1": {"node-2"}}
 	src.mu.Unlock()
-	renew("an unhealthy member's evidence", written{format: two, duration: quietSecs, evidence: true})
+	renew("one of an unhealthy member's two peers finds it down", written{format: one, duration: busySecs, evidence: true})
+	src.mu.Lock()
+	src.signers = []string{"node-1", "node-2", "node-3"}
+	src.down["node-3"] = []string{"node-2"}
+	src.mu.Unlock()
+	h.clock.Step(quietAfter * cfg.LeaseRenew)
+	renew("both of an unhealthy member's peers find it down", written{format: two, duration: quietSecs, evidence: true})
+	src.mu.Lock()
+	src.signers, src.down = []string{"node-1", "node-2"}, nil
+	src.mu.Unlock()
 
 	// Votes short of a majority: busy.
 	src.mu.Lock()

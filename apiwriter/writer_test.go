@@ -887,6 +887,8 @@ type fakeEvidence struct {
 	signers []string
 	term    uint64
 	voters  []string
+	// down is what the signers find down; they reach every other node.
+	down map[string][]string
 }
 
 func (f *fakeEvidence) Leadership(context.Context) (uint64, []zone.LeaderVote) {
@@ -1041,9 +1043,18 @@ func (f *fakeEvidence) WantEvidence() []string {
 }
 
 func (f *fakeEvidence) GatherEvidence(_ context.Context, nodes []string) []zone.Attestation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []zone.Attestation
 	for _, s := range f.signers {
-		a := zone.Attestation{Zone: "zone-a", Signer: s, At: time.Unix(1_800_000_000, 0), Reach: nodes}
+		a := zone.Attestation{Zone: "zone-a", Signer: s, At: time.Unix(1_800_000_000, 0)}
+		for _, n := range nodes {
+			if slices.Contains(f.down[s], n) {
+				a.Down = append(a.Down, n)
+			} else {
+				a.Reach = append(a.Reach, n)
+			}
+		}
 		a.Sign(testNodeKey)
 		out = append(out, a)
 	}
