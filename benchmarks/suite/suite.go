@@ -266,6 +266,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// ThisMachine describes this host from /proc, for results that say which
+// machine made them.
+func ThisMachine() Machine { return machine() }
+
+// String is the machine in one line.
+func (m Machine) String() string {
+	return fmt.Sprintf("%s, %d cores, %.0f GiB, Linux %s, load %s at start", m.CPU, m.Cores, m.MemGiB, m.Kernel, m.LoadAvg)
+}
+
 // machine describes this host from /proc.
 func machine() Machine {
 	m := Machine{Cores: runtime.NumCPU()}

@@ -345,6 +345,17 @@ func (w *Webhook) Metrics(ctx context.Context) (string, error) {
 	return string(b), nil
 }
 
+// Pid is the running webhook's process ID, 0 while it is stopped: for
+// benchmarks that measure its CPU and memory.
+func (w *Webhook) Pid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.proc == nil {
+		return 0
+	}
+	return w.proc.Pid()
+}
+
 // LogTail returns the last n bytes of the webhook's log.
 func (w *Webhook) LogTail(n int64) string { return logTail(w.LogPath, n) }
 
