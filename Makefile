@@ -139,16 +139,20 @@ BENCH_OUT       ?= benchmarks/results
 BENCH_QUICK_OUT ?= benchmarks/results/quick
 BENCH_FLAGS     ?=
 
-.PHONY: bench bench-quick bench-tools
+.PHONY: bench bench-quick bench-tools bench-fleet
 bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
 	$(GO) build -o $(BIN)/webhookload ./benchmarks/cmd/webhookload
 	$(GO) build -o $(BIN)/standins ./benchmarks/cmd/standins
+	$(GO) build -o $(BIN)/fleet ./benchmarks/cmd/fleet
 
 bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 85 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
 	$(BIN)/webhookload -out $(BENCH_OUT)
+
+bench-fleet: bench-tools ## thousands of three-node sites on one control plane with the webhook: the cloud's steady cost by source; results in benchmarks/results/fleet.md (about 40 min)
+	$(BIN)/fleet -out $(BENCH_OUT) $(FLEET_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)

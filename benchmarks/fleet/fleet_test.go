@@ -1,0 +1,128 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
+)
+
+func TestValidateNamesEveryBadFlag(t *testing.T) {
+	cfg := Config{Sites: []int{0}, NodesPerSite: 12, PodsPerNode: -1, NodeBytes: 10, Dilation: 0.5, Windows: 0}
+	err := cfg.Validate()
+	for _, want := range []string{"-sites: 0", "-nodes-per-site 12", "-pods-per-node -1", "-node-bytes 10",
+		"-dilation 0.5", "-windows 0", "-bin is required", "-work is required", "-out is required"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %q", err, want)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+}
+
+func TestDilationKeepsTheFleetWithinTheBudget(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, sites := range []int{10, 300, 3000, 10000} {
+		d := cfg.dilation(sites)
+		if d < 1 {
+			t.Errorf("%d sites: dilation %g speeds time up", sites, d)
+		}
+		if rate := cfg.steadyRate(sites) / d; rate > cfg.RequestBudget*1.0001 && d > 1 {
+			t.Errorf("%d sites: %g requests/s at dilation %g, over the budget %g", sites, rate, d, cfg.RequestBudget)
+		}
+	}
+	if d := cfg.dilation(10); d != 1 {
+		t.Errorf("a fleet well within the budget runs at dilation %g, want real time", d)
+	}
+	cfg.Dilation = 7
+	if d := cfg.dilation(10000); d != 7 {
+		t.Errorf("-dilation 7 gave %g", d)
+	}
+}
+
+func TestClassifyTellsTheSourcesApart(t *testing.T) {
+	ev := func(user, impersonated, verb, resource, ns, sub string) *auditEvent {
+		e := &auditEvent{Verb: verb, User: auditUser{user}}
+		if impersonated != "" {
+			e.ImpersonatedUser = &auditUser{impersonated}
+		}
+		e.ObjectRef = &struct {
+			Resource    string `json:"resource"`
+			Namespace   string `json:"namespace"`
+			Subresource string `json:"subresource"`
+		}{resource, ns, sub}
+		return e
+	}
+	for _, c := range []struct {
+		e                   *auditEvent
+		who, kind, resource string
+	}{
+		{ev("edgequorum-admin", "system:node:site-00001-n0", "update", "leases", "kube-node-lease", ""), whoKubelet, kindWrite, "leases (node)"},
+		{ev("edgequorum-admin", "system:node:site-00001-n0", "patch", "nodes", "", "status"), whoKubelet, kindWrite, "nodes/status"},
+		{ev("edgequorum-admin", agentUser, "update", "leases", "edgequorum-system", ""), whoEdgequorum, kindWrite, "leases"},
+		{ev("edgequorum-admin", agentUser, "create", "selfsubjectreviews", "", ""), whoEdgequorum, kindReview, "selfsubjectreviews"},
+		{ev("edgequorum-admin", agentUser, "get", "leases", "edgequorum-webhook", ""), whoEdgequorum, kindRead, "leases"},
+		{ev("system:serviceaccount:edgequorum-webhook:edgequorum-webhook", "", "patch", "edgezones", "", "status"), whoWebhook, kindWrite, "edgezones/status"},
+		{ev("system:serviceaccount:kube-system:node-controller", "", "patch", "nodes", "", ""), whoKCM, kindWrite, "nodes"},
+		{ev("edgequorum-admin", "", "create", "nodes", "", ""), whoOther, kindWrite, "nodes"},
+	} {
+		who, kind, res := classify(c.e)
+		if who != c.who || kind != c.kind || res != c.resource {
+			t.Errorf("%+v: got %s %s %s, want %s %s %s", c.e, who, kind, res, c.who, c.kind, c.resource)
+		}
+	}
+}
+
+// TestPacerRunsEveryJobAtItsOwnCadence: each job runs about once per its
+// period, a slow job holds up only its own worker, and a stopped job stops.
+func TestPacerRunsEveryJobAtItsOwnCadence(t *testing.T) {
+	p := newPacer()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { p.run(ctx, 2) })
+	defer func() { cancel(); wg.Wait() }()
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(name string) func(context.Context) {
+		return func(context.Context) { mu.Lock(); runs[name]++; mu.Unlock() }
+	}
+	now := time.Now()
+	p.every(now, 10*time.Millisecond, count("fast"), nil)
+	block := make(chan struct{})
+	p.every(now, 10*time.Millisecond, func(ctx context.Context) {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+	}, func() bool { return true })
+	p.every(now, time.Millisecond, count("once"), func() bool { return true })
+	poll.UntilTrue(t, 10*time.Second, "the fast job running ten times while the slow one blocks a worker", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs["fast"] >= 10
+	})
+	close(block)
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["once"] != 1 {
+		t.Errorf("a job that stops after its first run ran %d times", runs["once"])
+	}
+}
+
+func TestMarkdownMarksTheTargets(t *testing.T) {
+	r := Result{Sites: 100, Nodes: 300, Dilation: 1, Requests: map[string]map[string]float64{
+		"kubelets write":   {"leases (node)": 30},
+		"edgequorum write": {"leases": 2.5},
+		"edgequorum read":  {"leases": 3},
+	}}
+	md := Markdown([]Result{r}, "test machine", time.Unix(0, 0))
+	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the results page lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is one fleet size's steady state. Rates are per second of the
+// fleet's own time (measured × dilation); CPU is per second of this
+// machine's, so it is dilated.
+type Result struct {
+	Sites     int `json:"sites"`
+	Nodes     int `json:"nodes"`
+	Pods      int `json:"pods"`
+	NodeBytes int `json:"nodeBytes"`
+	// Dilation is the time dilation the size ran at.
+	Dilation      float64 `json:"dilation"`
+	WindowSeconds float64 `json:"windowSeconds"`
+	// MaxLatenessSeconds is the most a simulated kubelet or member ran
+	// after it was due: well under its period, or the fleet was not played
+	// at the rate it claims.
+	MaxLatenessSeconds float64 `json:"maxLatenessSeconds"`
+	SimErrors          int64   `json:"simErrors"`
+	LastSimError       string  `json:"lastSimError,omitempty"`
+	// Requests is "who kind" → resource → requests per second.
+	Requests            map[string]map[string]float64 `json:"requests"`
+	EtcdPutsPerSecond   float64                       `json:"etcdPutsPerSecond"`
+	EtcdDBBytes         float64                       `json:"etcdDBBytes"`
+	EtcdDBInUseBytes    float64                       `json:"etcdDBInUseBytes"`
+	CPU                 map[string]float64            `json:"cpuCoresDilated"`
+	WebhookPeakRSSBytes uint64                        `json:"webhookPeakRSSBytes"`
+	// WebhookLatency is by route, in milliseconds.
+	WebhookLatency map[string]Latency `json:"webhookLatencyMs"`
+}
+
+// Latency is one route's answers in the window.
+type Latency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+}
+
+// rate is the requests per second of who's kind, of resources (all when
+// none given).
+func (r Result) rate(who, kind string, resources ...string) float64 {
+	sum := 0.0
+	for res, v := range r.Requests[who+" "+kind] {
+		if len(resources) == 0 || slices.Contains(resources, res) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Shares the steady-state targets are stated in.
+func (r Result) kubeletLeaseWrites() float64 { return r.rate(whoKubelet, kindWrite, "leases (node)") }
+func (r Result) edgequorumWrites() float64   { return r.rate(whoEdgequorum, kindWrite) }
+func (r Result) edgequorumReads() float64    { return r.rate(whoEdgequorum, kindRead) }
+func (r Result) edgequorumReviews() float64  { return r.rate(whoEdgequorum, kindReview) }
+
+// writeShare is edgequorum's writes over the kubelets' node-Lease writes.
+func (r Result) writeShare() float64 {
+	if k := r.kubeletLeaseWrites(); k > 0 {
+		return r.edgequorumWrites() / k
+	}
+	return 0
+}
+
+// Summary is one progress line.
+func (r Result) Summary() string {
+	return fmt.Sprintf("kubelet node-Lease writes %.1f/s, edgequorum writes %.2f/s (%.1f %%), reads %.2f/s, reviews %.1f/s; etcd puts %.1f/s; %d simulator errors, lateness %.1fs",
+		r.kubeletLeaseWrites(), r.edgequorumWrites(), 100*r.writeShare(), r.edgequorumReads(), r.edgequorumReviews(),
+		r.EtcdPutsPerSecond, r.SimErrors, r.MaxLatenessSeconds)
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// Markdown is the results page.
+func Markdown(rs []Result, machine string, at time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fleet benchmark\n\n`make bench-fleet` on %s, %s. Each size ran on a fresh control plane "+
+		"(etcd, kube-apiserver, kube-controller-manager from bin/) with the webhook as deploy/webhook ships it (one replica), "+
+		"simulated kubelets and stand-in site leaders (the agent's own zone Lease and verdict writer); see benchmarks/fleet. "+
+		"Rates are per second of the fleet's own time: each size ran with its time dilation (every kubelet, agent and "+
+		"controller-manager period that many times longer) and its measured rates are multiplied back. CPU is measured, so dilated.\n\n",
+		machine, at.UTC().Format("2006-01-02"))
+	b.WriteString("## Steady state: requests per second, by who made them\n\n")
+	b.WriteString("| sites | nodes | dilation | kubelets: node Leases | kubelets: status | edgequorum: writes | edgequorum: reads | edgequorum: reviews | webhook | controller-manager | etcd puts | edgequorum writes / node-Lease writes (≤ 10 %) | edgequorum reads ≤ writes |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.1f | %.1f %% %s | %s |\n",
+			r.Sites, r.Nodes, r.Dilation, r.kubeletLeaseWrites(), r.rate(whoKubelet, kindWrite, "nodes/status"),
+			r.edgequorumWrites(), r.edgequorumReads(), r.edgequorumReviews(),
+			r.rate(whoWebhook, kindWrite)+r.rate(whoWebhook, kindRead), r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead),
+			r.EtcdPutsPerSecond, 100*r.writeShare(), mark(r.writeShare() <= 0.10), mark(r.edgequorumReads() <= r.edgequorumWrites()))
+	}
+	b.WriteString("\nReviews are the agents' apiserver reachability check (a SelfSubjectReview every 2 s per member): a create that stores nothing, counted apart from writes and reads.\n\n")
+	b.WriteString("## Steady state: edgequorum's requests by resource\n\n| sites | kind | resource | per second | per site per minute |\n|---:|---|---|---:|---:|\n")
+	for _, r := range rs {
+		for _, kind := range []string{kindWrite, kindRead, kindReview} {
+			m := r.Requests[whoEdgequorum+" "+kind]
+			for _, res := range slices.Sorted(maps.Keys(m)) {
+				fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f |\n", r.Sites, kind, res, m[res], m[res]*60/float64(r.Sites))
+			}
+		}
+	}
+	b.WriteString("\n## The control plane and the webhook\n\n| sites | etcd db | apiserver CPU | etcd CPU | controller-manager CPU | webhook CPU | webhook peak RSS | webhook routes: answers, p50 / p99 ms | simulator: errors, max lateness |\n|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rs {
+		var routes []string
+		for _, route := range slices.Sorted(maps.Keys(r.WebhookLatency)) {
+			l := r.WebhookLatency[route]
+			routes = append(routes, fmt.Sprintf("%s: %d, %.2f / %.2f", route, l.Count, l.P50, l.P99))
+		}
+		if len(routes) == 0 {
+			routes = []string{"none called"}
+		}
+		fmt.Fprintf(&b, "| %d | %.0f MiB | %.0f %% | %.0f %% | %.0f %% | %.1f %% | %.0f MiB | %s | %d, %.1f s |\n",
+			r.Sites, r.EtcdDBBytes/(1<<20), 100*r.CPU["kube-apiserver"], 100*r.CPU["etcd"], 100*r.CPU["kube-controller-manager"],
+			100*r.CPU["webhook"], float64(r.WebhookPeakRSSBytes)/(1<<20), strings.Join(routes, "; "), r.SimErrors, r.MaxLatenessSeconds)
+	}
+	return b.String()
+}
+
+// Write writes fleet.md and fleet.json into dir.
+func Write(dir string, rs []Result, machine string, at time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(map[string]any{"machine": machine, "date": at.UTC().Format(time.RFC3339), "results": rs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fleet.json"), append(j, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write fleet.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, at)), 0o644); err != nil {
+		return fmt.Errorf("write fleet.md: %w", err)
+	}
+	return nil
+}

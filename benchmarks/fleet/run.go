@@ -1,0 +1,436 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/procstat"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
+	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/skew"
+	"github.com/edgequorum/edgequorum/zone"
+)
+
+// Run measures every fleet size of cfg in turn and returns what it measured.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string, ...any) {}
+	}
+	var out []Result
+	for _, sites := range cfg.Sites {
+		r, err := runSize(ctx, cfg, sites)
+		if err != nil {
+			return out, fmt.Errorf("%d sites: %w", sites, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// fleet is one size's running fleet.
+type fleet struct {
+	cfg      Config
+	sites    []*site
+	dilation float64
+	cluster  *testcluster.Cluster
+	webhook  *zonerun.Webhook
+	admin    kubernetes.Interface
+	dynamic  dynamic.Interface
+	pacer    *pacer
+	kubelets *kubelets
+	reviews  *reviews
+	etcdURL  string
+}
+
+func (f *fleet) d(x time.Duration) time.Duration { return time.Duration(float64(x) * f.dilation) }
+
+func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
+	f := &fleet{cfg: cfg, dilation: cfg.dilation(n)}
+	progress := func(format string, args ...any) { cfg.Progress("[%d sites] "+format, append([]any{n}, args...)...) }
+	dir := filepath.Join(cfg.WorkDir, fmt.Sprintf("sites-%d", n))
+	if err := os.RemoveAll(dir); err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{}, err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return Result{}, err
+	}
+	f.etcdURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
+	tol := int64(300 * f.dilation)
+	progress("time dilation %.1f; starting etcd, kube-apiserver, kube-controller-manager in %s", f.dilation, dir)
+	c, err := testcluster.Start(ctx, testcluster.Options{
+		BinDir: cfg.BinDir, Dir: dir, AuditPolicy: auditPolicy,
+		NodeMonitorGracePeriod:              f.d(nodeGrace),
+		DefaultNotReadyTolerationSeconds:    tol,
+		DefaultUnreachableTolerationSeconds: tol,
+		ExtraAPIServerArgs:                  []string{"--audit-log-mode=batch", "--audit-log-maxsize=0"},
+		ExtraEtcdArgs:                       []string{"--listen-metrics-urls=http://127.0.0.1:" + strconv.Itoa(metricsPort), "--quota-backend-bytes=8589934592"},
+		LeaseRenewInterval:                  f.d(kubeletLeaseRenew),
+		NodeStatusInterval:                  f.d(kubeletStatusEvery),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("start control plane: %w", err)
+	}
+	defer c.Stop()
+	f.cluster, f.admin = c, c.Client()
+	progress("starting the webhook as deploy/webhook ships it")
+	wh, err := zonerun.StartWebhook(ctx, c, filepath.Join(cfg.BinDir, "edgequorum"), filepath.Join(dir, "webhook"))
+	if err != nil {
+		return Result{}, fmt.Errorf("start webhook: %w", err)
+	}
+	defer wh.Stop()
+	f.webhook = wh
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := f.build(runCtx, n, progress); err != nil {
+		return Result{}, err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() { f.pacer.run(runCtx, 16) })
+	if err := f.startLeaders(runCtx, progress); err != nil {
+		return Result{}, err
+	}
+	if err := f.waitQuiet(runCtx, progress); err != nil {
+		return Result{}, err
+	}
+	return f.measure(ctx, n, progress)
+}
+
+// build registers the fleet's Nodes, Leases and pods, and schedules its
+// kubelets and its followers' reachability checks.
+func (f *fleet) build(ctx context.Context, n int, progress func(string, ...any)) error {
+	cfg := f.cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = 2000, 4000
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	f.admin = admin
+	if f.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	f.kubelets = &kubelets{rest: admin.CoreV1().RESTClient(), coord: admin.CoordinationV1().RESTClient(), dilation: f.dilation}
+	f.reviews = &reviews{rest: admin.AuthenticationV1().RESTClient()}
+	f.pacer = newPacer()
+	for i := range n {
+		s := &site{name: siteName(i)}
+		for j := range f.cfg.NodesPerSite {
+			name := nodeName(s.name, j)
+			s.nodes = append(s.nodes, &simNode{name: name, site: s.name, key: nodeKey(name)})
+		}
+		f.sites = append(f.sites, s)
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", fleetNamespace, err)
+	}
+	var nodes []*simNode
+	for _, s := range f.sites {
+		nodes = append(nodes, s.nodes...)
+	}
+	progress("registering %d Nodes of about %d bytes, their Leases and %d pods each", len(nodes), f.cfg.NodeBytes, f.cfg.PodsPerNode)
+	err = parallel(ctx, 16, len(nodes), progress, "nodes registered", func(i int) error {
+		nd := nodes[i]
+		if err := f.kubelets.register(ctx, admin, nd, f.cfg.NodeBytes); err != nil {
+			return err
+		}
+		for p := range f.cfg.PodsPerNode {
+			created, err := admin.CoreV1().Pods(fleetNamespace).Create(ctx, pod(nd.name, p), metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("create pod on %s: %w", nd.name, err)
+			}
+			if err := runPod(ctx, admin, created); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, nd := range nodes {
+		nd := nd
+		f.pacer.every(now.Add(jitter(f.d(kubeletLeaseRenew))), f.d(kubeletLeaseRenew), func(ctx context.Context) { f.kubelets.renewLease(ctx, nd) }, nil)
+		f.pacer.every(now.Add(jitter(f.d(kubeletStatusEvery))), f.d(kubeletStatusEvery), func(ctx context.Context) { f.kubelets.postStatus(ctx, nd) }, nil)
+	}
+	for _, s := range f.sites {
+		for _, nd := range s.nodes[1:] {
+			name := nd.name
+			f.pacer.every(now.Add(jitter(f.d(2*time.Second))), f.d(2*time.Second), func(ctx context.Context) {
+				if !nd.cut.Load() {
+					f.reviews.check(ctx, name)
+				}
+			}, nil)
+		}
+	}
+	return nil
+}
+
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
+
+// startLeaders starts every site's leader, spread over one busy renewal
+// period so that they do not all renew at once.
+func (f *fleet) startLeaders(ctx context.Context, progress func(string, ...any)) error {
+	base, err := rest.TransportFor(f.cluster.RESTConfig())
+	if err != nil {
+		return err
+	}
+	spread := f.d(5*time.Second) / time.Duration(len(f.sites))
+	progress("starting %d site leaders over %s", len(f.sites), f.d(5*time.Second).Round(time.Second))
+	for i, s := range f.sites {
+		client, err := agentClient(f.cluster.RESTConfig(), base, s.nodes[0].name)
+		if err != nil {
+			return err
+		}
+		if err := s.startLeader(ctx, client, f.dilation); err != nil {
+			return fmt.Errorf("site %s: %w", s.name, err)
+		}
+		if i%max(1, len(f.sites)/10) == 0 {
+			progress("%d of %d leaders started", i+1, len(f.sites))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(spread):
+		}
+	}
+	return nil
+}
+
+// waitQuiet waits until every site's zone Lease is a quiet renewal: the
+// steady state of a fleet where nothing happens.
+func (f *fleet) waitQuiet(ctx context.Context, progress func(string, ...any)) error {
+	deadline := time.Now().Add(f.d(5 * time.Minute))
+	quietFormat := zone.FormatLevel(zone.LeaseQuietFormat)
+	for {
+		list, err := f.admin.CoordinationV1().Leases(zone.DefaultLeaseNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		quiet, verdicts := 0, 0
+		if err == nil {
+			for _, l := range list.Items {
+				if strings.HasPrefix(l.Name, "edgequorum-site-") && l.Annotations[zone.LeaseFormatAnnotation] == quietFormat {
+					quiet++
+				}
+			}
+			nodes, nerr := f.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if nerr == nil {
+				for _, n := range nodes.Items {
+					if _, ok := n.Annotations[zone.AnnotationKey]; ok {
+						verdicts++
+					}
+				}
+			}
+		}
+		connected := 0
+		if zones, zerr := f.dynamic.Resource(admission.EdgeZoneResource).List(ctx, metav1.ListOptions{}); zerr == nil {
+			for _, z := range zones.Items {
+				if st, _, _ := unstructured.NestedString(z.Object, "status", "state"); st == "Connected" {
+					connected++
+				}
+			}
+		}
+		progress("%d of %d zone Leases quiet, %d Nodes carry a verdict, %d EdgeZones Connected", quiet, len(f.sites), verdicts, connected)
+		// Steady: the leaders renew quietly, and the webhook has made
+		// its view of every zone.
+		if quiet == len(f.sites) && connected >= len(f.sites) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d zone Leases quiet after %s (skew level %v; webhook log %s)",
+				quiet, len(f.sites), f.d(5*time.Minute), skew.Current(), f.webhook.LogPath)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(f.d(5 * time.Second)):
+		}
+	}
+}
+
+// snapshot is what the measurement reads at each end of the window.
+type snapshot struct {
+	at        time.Time
+	auditSize int64
+	etcd      scrape.Sample
+	webhook   scrape.Sample
+	cpu       map[string]time.Duration
+}
+
+func (f *fleet) snapshot(ctx context.Context) (snapshot, error) {
+	s := snapshot{at: time.Now(), cpu: map[string]time.Duration{}}
+	if st, err := os.Stat(f.cluster.AuditLogPath()); err == nil {
+		s.auditSize = st.Size()
+	}
+	var err error
+	if s.etcd, err = scrape.Fetch(ctx, f.etcdURL); err != nil {
+		return s, fmt.Errorf("etcd metrics: %w", err)
+	}
+	text, err := f.webhook.Metrics(ctx)
+	if err != nil {
+		return s, err
+	}
+	if s.webhook, err = scrape.Parse(strings.NewReader(text)); err != nil {
+		return s, fmt.Errorf("webhook metrics: %w", err)
+	}
+	pids := f.cluster.PIDs()
+	pids["webhook"] = f.webhook.Pid()
+	pids["bench"] = os.Getpid()
+	for name, pid := range pids {
+		if cpu, err := procstat.CPU(pid); err == nil {
+			s.cpu[name] = cpu
+		}
+	}
+	return s, nil
+}
+
+// measure counts the fleet's requests over the steady window.
+func (f *fleet) measure(ctx context.Context, n int, progress func(string, ...any)) (Result, error) {
+	window := time.Duration(f.cfg.Windows) * f.d(40*time.Second)
+	f.pacer.lateness()
+	errsBefore := f.kubelets.errors.Load() + f.reviews.errors.Load()
+	before, err := f.snapshot(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	progress("steady state: measuring for %s (%d quiet renewal periods, dilated)", window.Round(time.Second), f.cfg.Windows)
+	for left := window; left > 0; left -= 30 * time.Second {
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-time.After(min(left, 30*time.Second)):
+		}
+		if left > 30*time.Second {
+			progress("%s left", (left - 30*time.Second).Round(time.Second))
+		}
+	}
+	after, err := f.snapshot(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	late := f.pacer.lateness()
+	// The batch audit backend flushes within a second or so.
+	time.Sleep(3 * time.Second)
+	counts, err := countAudit(f.cluster.AuditLogPath(), before.auditSize, before.at, after.at)
+	if err != nil {
+		return Result{}, err
+	}
+	secs := after.at.Sub(before.at).Seconds()
+	r := Result{
+		Sites: n, Nodes: n * f.cfg.NodesPerSite, Pods: n * f.cfg.NodesPerSite * f.cfg.PodsPerNode,
+		NodeBytes: f.cfg.NodeBytes, Dilation: f.dilation, WindowSeconds: secs,
+		MaxLatenessSeconds: late.Seconds(),
+		SimErrors:          f.kubelets.errors.Load() + f.reviews.errors.Load() - errsBefore,
+		Requests:           map[string]map[string]float64{},
+	}
+	if e, ok := f.kubelets.lastErr.Load().(string); ok {
+		r.LastSimError = e
+	}
+	for k, c := range counts {
+		key := k.Who + " " + k.Kind
+		if r.Requests[key] == nil {
+			r.Requests[key] = map[string]float64{}
+		}
+		// Per second of the fleet's own time: dilation slows every
+		// cadence, so the measured rate is that much below the real one.
+		r.Requests[key][k.Resource] += float64(c) / secs * f.dilation
+	}
+	r.EtcdPutsPerSecond = (after.etcd.Sum("etcd_mvcc_put_total", nil) - before.etcd.Sum("etcd_mvcc_put_total", nil)) / secs * f.dilation
+	r.EtcdDBBytes = after.etcd.Sum("etcd_mvcc_db_total_size_in_bytes", nil)
+	r.EtcdDBInUseBytes = after.etcd.Sum("etcd_mvcc_db_total_size_in_use_in_bytes", nil)
+	r.CPU = map[string]float64{}
+	for name, c := range after.cpu {
+		r.CPU[name] = (c - before.cpu[name]).Seconds() / secs
+	}
+	if rss, err := procstat.PeakRSS(f.webhook.Pid()); err == nil {
+		r.WebhookPeakRSSBytes = rss
+	}
+	r.WebhookLatency = map[string]Latency{}
+	for _, route := range []string{"node", "nodestatus", "endpointslice", "endpoints", "podstatus", "pod"} {
+		match := map[string]string{"resource": route}
+		b := stats.SubBuckets(after.webhook.Buckets("edgequorum_admission_duration_seconds", match),
+			before.webhook.Buckets("edgequorum_admission_duration_seconds", match))
+		count := after.webhook.Sum("edgequorum_admission_duration_seconds_count", match) - before.webhook.Sum("edgequorum_admission_duration_seconds_count", match)
+		if count == 0 {
+			continue
+		}
+		r.WebhookLatency[route] = Latency{Count: int(count), P50: stats.HistogramQuantile(0.5, b) * 1000, P99: stats.HistogramQuantile(0.99, b) * 1000}
+	}
+	progress("measured: %s", r.Summary())
+	return r, nil
+}
+
+// parallel runs fn(0..n-1) on workers goroutines, reporting progress every
+// tenth, and returns the first error.
+func parallel(ctx context.Context, workers, n int, progress func(string, ...any), what string, fn func(int) error) error {
+	var (
+		next, done atomic.Int64
+		first      error
+		mu         sync.Mutex
+		wg         sync.WaitGroup
+	)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+				if d := done.Add(1); d%int64(max(1, n/10)) == 0 {
+					progress("%d of %d %s (%s)", d, n, what, time.Since(start).Round(time.Second))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
