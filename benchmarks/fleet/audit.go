@@ -44,7 +44,7 @@ type auditUser struct {
 // Who made a request: the sources the results compare.
 const (
 	whoKubelet    = "kubelets"
-	whoEdgequorum = "edgequorum"
+	whoEdgequorum = "agents"
 	whoWebhook    = "webhook"
 	whoKCM        = "controller-manager"
 	whoOther      = "other"

@@ -54,7 +54,7 @@ func DefaultConfig() Config {
 		PodsPerNode:   1,
 		NodeBytes:     15_000,
 		RequestBudget: 700,
-		Windows:       2,
+		Windows:       1,
 		BinDir:        "bin",
 		WorkDir:       "/tmp/edgequorum-fleet",
 		Out:           "benchmarks/results",

@@ -115,12 +115,12 @@ func TestPacerRunsEveryJobAtItsOwnCadence(t *testing.T) {
 
 func TestMarkdownMarksTheTargets(t *testing.T) {
 	r := Result{Sites: 100, Nodes: 300, Dilation: 1, Requests: map[string]map[string]float64{
-		"kubelets write":   {"leases (node)": 30},
-		"edgequorum write": {"leases": 2.5},
-		"edgequorum read":  {"leases": 3},
+		"kubelets write": {"leases (node)": 30},
+		"agents write":   {"leases": 2.5},
+		"agents read":    {"leases": 3},
 	}}
-	md := Markdown([]Result{r}, "test machine", time.Unix(0, 0))
-	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine"} {
+	md := Markdown([]Result{r}, "test machine", "abc1234", time.Unix(0, 0))
+	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine", "abc1234"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the results page lacks %q:\n%s", want, md)
 		}

@@ -64,18 +64,23 @@ func (r Result) edgequorumWrites() float64   { return r.rate(whoEdgequorum, kind
 func (r Result) edgequorumReads() float64    { return r.rate(whoEdgequorum, kindRead) }
 func (r Result) edgequorumReviews() float64  { return r.rate(whoEdgequorum, kindReview) }
 
-// writeShare is edgequorum's writes over the kubelets' node-Lease writes.
+// webhookWrites are the webhook's: its EdgeZones, Events, verdict records
+// and Leases. They are edgequorum's cost as much as the agents' are.
+func (r Result) webhookWrites() float64 { return r.rate(whoWebhook, kindWrite) }
+
+// writeShare is edgequorum's writes, the agents' and the webhook's, over the
+// kubelets' node-Lease writes.
 func (r Result) writeShare() float64 {
 	if k := r.kubeletLeaseWrites(); k > 0 {
-		return r.edgequorumWrites() / k
+		return (r.edgequorumWrites() + r.webhookWrites()) / k
 	}
 	return 0
 }
 
 // Summary is one progress line.
 func (r Result) Summary() string {
-	return fmt.Sprintf("kubelet node-Lease writes %.1f/s, edgequorum writes %.2f/s (%.1f %%), reads %.2f/s, reviews %.1f/s; etcd puts %.1f/s; %d simulator errors, lateness %.1fs",
-		r.kubeletLeaseWrites(), r.edgequorumWrites(), 100*r.writeShare(), r.edgequorumReads(), r.edgequorumReviews(),
+	return fmt.Sprintf("kubelet node-Lease writes %.1f/s, edgequorum writes %.2f/s by agents and %.2f/s by the webhook (%.1f %%), agents' reads %.2f/s, reviews %.1f/s; etcd puts %.1f/s; %d simulator errors, lateness %.1fs",
+		r.kubeletLeaseWrites(), r.edgequorumWrites(), r.webhookWrites(), 100*r.writeShare(), r.edgequorumReads(), r.edgequorumReviews(),
 		r.EtcdPutsPerSecond, r.SimErrors, r.MaxLatenessSeconds)
 }
 
@@ -86,32 +91,35 @@ func mark(ok bool) string {
 	return "**missed**"
 }
 
-// Markdown is the results page.
-func Markdown(rs []Result, machine string, at time.Time) string {
+// Markdown is the results page of a run of build (a commit) on machine,
+// started at at.
+func Markdown(rs []Result, machine, build string, at time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Fleet benchmark\n\n`make bench-fleet` on %s, %s. Each size ran on a fresh control plane "+
+	fmt.Fprintf(&b, "# Fleet benchmark\n\n`make bench-fleet` at commit %s on %s, started %s. Each size ran on a fresh control plane "+
 		"(etcd, kube-apiserver, kube-controller-manager from bin/) with the webhook as deploy/webhook ships it (one replica), "+
 		"simulated kubelets and stand-in site leaders (the agent's own zone Lease and verdict writer); see benchmarks/fleet. "+
 		"Rates are per second of the fleet's own time: each size ran with its time dilation (every kubelet, agent and "+
 		"controller-manager period that many times longer) and its measured rates are multiplied back. CPU is measured, so dilated.\n\n",
-		machine, at.UTC().Format("2006-01-02"))
+		build, machine, at.UTC().Format("2006-01-02 15:04 UTC"))
 	b.WriteString("## Steady state: requests per second, by who made them\n\n")
-	b.WriteString("| sites | nodes | dilation | kubelets: node Leases | kubelets: status | edgequorum: writes | edgequorum: reads | edgequorum: reviews | webhook | controller-manager | etcd puts | edgequorum writes / node-Lease writes (≤ 10 %) | edgequorum reads ≤ writes |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| sites | nodes | dilation | kubelets: node Leases | kubelets: status | agents: writes | agents: reads | agents: reviews | webhook: writes | webhook: reads | controller-manager | etcd puts | edgequorum's writes (agents + webhook) / node-Lease writes (≤ 10 %) | agents' reads ≤ their writes |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.1f | %.1f %% %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.1f | %.1f %% %s | %s |\n",
 			r.Sites, r.Nodes, r.Dilation, r.kubeletLeaseWrites(), r.rate(whoKubelet, kindWrite, "nodes/status"),
 			r.edgequorumWrites(), r.edgequorumReads(), r.edgequorumReviews(),
-			r.rate(whoWebhook, kindWrite)+r.rate(whoWebhook, kindRead), r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead),
+			r.webhookWrites(), r.rate(whoWebhook, kindRead), r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead),
 			r.EtcdPutsPerSecond, 100*r.writeShare(), mark(r.writeShare() <= 0.10), mark(r.edgequorumReads() <= r.edgequorumWrites()))
 	}
 	b.WriteString("\nReviews are the agents' apiserver reachability check (a SelfSubjectReview every 2 s per member): a create that stores nothing, counted apart from writes and reads.\n\n")
-	b.WriteString("## Steady state: edgequorum's requests by resource\n\n| sites | kind | resource | per second | per site per minute |\n|---:|---|---|---:|---:|\n")
+	b.WriteString("## Steady state: edgequorum's requests by resource\n\n| sites | who | kind | resource | per second | per site per minute |\n|---:|---|---|---|---:|---:|\n")
 	for _, r := range rs {
-		for _, kind := range []string{kindWrite, kindRead, kindReview} {
-			m := r.Requests[whoEdgequorum+" "+kind]
-			for _, res := range slices.Sorted(maps.Keys(m)) {
-				fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f |\n", r.Sites, kind, res, m[res], m[res]*60/float64(r.Sites))
+		for _, who := range []string{whoEdgequorum, whoWebhook} {
+			for _, kind := range []string{kindWrite, kindRead, kindReview} {
+				m := r.Requests[who+" "+kind]
+				for _, res := range slices.Sorted(maps.Keys(m)) {
+					fmt.Fprintf(&b, "| %d | %s | %s | %s | %.2f | %.2f |\n", r.Sites, who, kind, res, m[res], m[res]*60/float64(r.Sites))
+				}
 			}
 		}
 	}
@@ -133,18 +141,18 @@ func Markdown(rs []Result, machine string, at time.Time) string {
 }
 
 // Write writes fleet.md and fleet.json into dir.
-func Write(dir string, rs []Result, machine string, at time.Time) error {
+func Write(dir string, rs []Result, machine, build string, at time.Time) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	j, err := json.MarshalIndent(map[string]any{"machine": machine, "date": at.UTC().Format(time.RFC3339), "results": rs}, "", "  ")
+	j, err := json.MarshalIndent(map[string]any{"machine": machine, "commit": build, "date": at.UTC().Format(time.RFC3339), "results": rs}, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "fleet.json"), append(j, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write fleet.json: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, at)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, build, at)), 0o644); err != nil {
 		return fmt.Errorf("write fleet.md: %w", err)
 	}
 	return nil

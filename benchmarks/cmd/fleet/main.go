@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -57,12 +58,22 @@ func run(args []string) error {
 	m := suite.ThisMachine()
 	rs, err := fleet.Run(ctx, cfg)
 	if len(rs) > 0 {
-		if werr := fleet.Write(cfg.Out, rs, m.String(), start); werr != nil {
+		if werr := fleet.Write(cfg.Out, rs, m.String(), commit(), start); werr != nil {
 			return werr
 		}
 		fmt.Printf("results in %s/fleet.md\n", cfg.Out)
 	}
 	return err
+}
+
+// commit names the build measured: the checkout's commit, marked dirty when
+// it has changes.
+func commit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func joinInts(xs []int) string {
