@@ -129,6 +129,7 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	clientLimits(restCfg, cfg)
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -141,6 +142,16 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// clientLimits sets the API clients' own rate limit above the write budgets
+// the webhook paces itself to (--repair-qps, --zone-status-qps and their
+// bursts), with room for its Events, Leases and reads: client-go's default of
+// 5 a second would bind first, and at ten thousand zones hold the first
+// EdgeZones back by half an hour and a regional outage's repairs behind them.
+func clientLimits(c *rest.Config, cfg admission.Config) {
+	c.QPS = float32(cfg.RepairQPS+cfg.ZoneStatusQPS) + 10
+	c.Burst = cfg.RepairBurst + cfg.ZoneStatusBurst + 20
 }
 
 // webhookRESTConfig loads the kubeconfig at path, or the in-cluster config when

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/edgequorum/edgequorum/admission"
 )
 
 // TestWebhookUsage: every configuration mistake exits 2 with the flag named,
@@ -85,5 +89,21 @@ func TestWebhookHelp(t *testing.T) {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}
+	}
+}
+
+// TestClientLimitsLeaveTheWebhookItsOwnPace: the API clients' rate limit is
+// above what the repair loop and the zone view may write together, so their
+// own limits, which the operator sets, are what bind.
+func TestClientLimitsLeaveTheWebhookItsOwnPace(t *testing.T) {
+	cfg := admission.DefaultConfig()
+	cfg.RepairQPS, cfg.RepairBurst, cfg.ZoneStatusQPS, cfg.ZoneStatusBurst = 40, 80, 100, 200
+	var c rest.Config
+	clientLimits(&c, cfg)
+	if float64(c.QPS) <= cfg.RepairQPS+cfg.ZoneStatusQPS {
+		t.Errorf("client QPS %g binds before --repair-qps %g and --zone-status-qps %g", c.QPS, cfg.RepairQPS, cfg.ZoneStatusQPS)
+	}
+	if c.Burst <= cfg.RepairBurst+cfg.ZoneStatusBurst {
+		t.Errorf("client burst %d binds before the repair and zone status bursts %d and %d", c.Burst, cfg.RepairBurst, cfg.ZoneStatusBurst)
 	}
 }
