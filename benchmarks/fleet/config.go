@@ -53,7 +53,7 @@ func DefaultConfig() Config {
 		NodesPerSite:  3,
 		PodsPerNode:   1,
 		NodeBytes:     15_000,
-		RequestBudget: 700,
+		RequestBudget: 400,
 		Windows:       1,
 		BinDir:        "bin",
 		WorkDir:       "/tmp/edgequorum-fleet",

@@ -108,15 +108,12 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 	f.webhook = wh
 
 	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	if err := f.build(runCtx, n, progress); err != nil {
-		return Result{}, err
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
+	f.pacer = newPacer()
 	wg.Go(func() { f.pacer.run(runCtx, 16) })
-	if err := f.startLeaders(runCtx, progress); err != nil {
+	if err := f.build(runCtx, n, progress); err != nil {
 		return Result{}, err
 	}
 	if err := f.waitQuiet(runCtx, progress); err != nil {
@@ -140,7 +137,6 @@ func (f *fleet) build(ctx context.Context, n int, progress func(string, ...any))
 	}
 	f.kubelets = &kubelets{rest: admin.CoreV1().RESTClient(), coord: admin.CoordinationV1().RESTClient(), dilation: f.dilation}
 	f.reviews = &reviews{rest: admin.AuthenticationV1().RESTClient()}
-	f.pacer = newPacer()
 	for i := range n {
 		s := &site{name: siteName(i)}
 		for j := range f.cfg.NodesPerSite {
@@ -153,61 +149,32 @@ func (f *fleet) build(ctx context.Context, n int, progress func(string, ...any))
 		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", fleetNamespace, err)
 	}
-	var nodes []*simNode
-	for _, s := range f.sites {
-		nodes = append(nodes, s.nodes...)
-	}
-	progress("registering %d Nodes of about %d bytes, their Leases and %d pods each", len(nodes), f.cfg.NodeBytes, f.cfg.PodsPerNode)
-	err = parallel(ctx, 16, len(nodes), progress, "nodes registered", func(i int) error {
-		nd := nodes[i]
-		if err := f.kubelets.register(ctx, admin, nd, f.cfg.NodeBytes); err != nil {
-			return err
-		}
-		for p := range f.cfg.PodsPerNode {
-			created, err := admin.CoreV1().Pods(fleetNamespace).Create(ctx, pod(nd.name, p), metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("create pod on %s: %w", nd.name, err)
-			}
-			if err := runPod(ctx, admin, created); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	for _, nd := range nodes {
-		nd := nd
-		f.pacer.every(now.Add(jitter(f.d(kubeletLeaseRenew))), f.d(kubeletLeaseRenew), func(ctx context.Context) { f.kubelets.renewLease(ctx, nd) }, nil)
-		f.pacer.every(now.Add(jitter(f.d(kubeletStatusEvery))), f.d(kubeletStatusEvery), func(ctx context.Context) { f.kubelets.postStatus(ctx, nd) }, nil)
-	}
-	for _, s := range f.sites {
-		for _, nd := range s.nodes[1:] {
-			name := nd.name
-			f.pacer.every(now.Add(jitter(f.d(2*time.Second))), f.d(2*time.Second), func(ctx context.Context) {
-				if !nd.cut.Load() {
-					f.reviews.check(ctx, name)
-				}
-			}, nil)
-		}
-	}
-	return nil
-}
-
-func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
-
-// startLeaders starts every site's leader, spread over one busy renewal
-// period so that they do not all renew at once.
-func (f *fleet) startLeaders(ctx context.Context, progress func(string, ...any)) error {
 	base, err := rest.TransportFor(f.cluster.RESTConfig())
 	if err != nil {
 		return err
 	}
-	spread := f.d(5*time.Second) / time.Duration(len(f.sites))
-	progress("starting %d site leaders over %s", len(f.sites), f.d(5*time.Second).Round(time.Second))
-	for i, s := range f.sites {
+	// Site by site: its Nodes, its pods, then its leader, so that the
+	// webhook makes its view of the first zones while the last register,
+	// and the leaders start spread out.
+	progress("registering %d sites: %d Nodes of about %d bytes, their Leases and %d pods each, then each site's leader",
+		len(f.sites), len(f.sites)*f.cfg.NodesPerSite, f.cfg.NodeBytes, f.cfg.PodsPerNode)
+	err = parallel(ctx, 16, len(f.sites), progress, "sites registered and led", func(i int) error {
+		s := f.sites[i]
+		for j, nd := range s.nodes {
+			if err := f.kubelets.register(ctx, admin, nd, f.cfg.NodeBytes); err != nil {
+				return err
+			}
+			f.schedule(nd, j > 0)
+			for p := range f.cfg.PodsPerNode {
+				created, err := admin.CoreV1().Pods(fleetNamespace).Create(ctx, pod(nd.name, p), metav1.CreateOptions{})
+				if err != nil {
+					return fmt.Errorf("create pod on %s: %w", nd.name, err)
+				}
+				if err := runPod(ctx, admin, created); err != nil {
+					return err
+				}
+			}
+		}
 		client, err := agentClient(f.cluster.RESTConfig(), base, s.nodes[0].name)
 		if err != nil {
 			return err
@@ -215,17 +182,31 @@ func (f *fleet) startLeaders(ctx context.Context, progress func(string, ...any))
 		if err := s.startLeader(ctx, client, f.dilation); err != nil {
 			return fmt.Errorf("site %s: %w", s.name, err)
 		}
-		if i%max(1, len(f.sites)/10) == 0 {
-			progress("%d of %d leaders started", i+1, len(f.sites))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(spread):
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return nil
 }
+
+// schedule starts nd's kubelet and, for a member that does not lead, its
+// agent's reachability check, each at a random phase of its period.
+func (f *fleet) schedule(nd *simNode, follower bool) {
+	now := time.Now()
+	lease, status, check := f.d(kubeletLeaseRenew), f.d(kubeletStatusEvery), f.d(2*time.Second)
+	f.pacer.every(now.Add(jitter(lease)), lease, func(ctx context.Context) { f.kubelets.renewLease(ctx, nd) }, nil)
+	f.pacer.every(now.Add(jitter(status)), status, func(ctx context.Context) { f.kubelets.postStatus(ctx, nd) }, nil)
+	if follower {
+		f.pacer.every(now.Add(jitter(check)), check, func(ctx context.Context) {
+			if !nd.cut.Load() {
+				f.reviews.check(ctx, nd.name)
+			}
+		}, nil)
+	}
+}
+
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
 
 // waitQuiet waits until every site's zone Lease is a quiet renewal: the
 // steady state of a fleet where nothing happens.
