@@ -29,6 +29,7 @@ type auditEvent struct {
 	ObjectRef        *struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {

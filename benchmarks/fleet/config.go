@@ -28,6 +28,8 @@ type Config struct {
 	// Windows is how many quiet zone Lease periods the steady state is
 	// measured over [-windows].
 	Windows int
+	// Outage runs the regional outage after the steady state [-outage].
+	Outage bool
 	// BinDir holds the control plane and edgequorum binaries [-bin].
 	BinDir string
 	// WorkDir receives each size's cluster, logs and audit log [-work].
@@ -55,6 +57,7 @@ func DefaultConfig() Config {
 		NodeBytes:     15_000,
 		RequestBudget: 400,
 		Windows:       1,
+		Outage:        true,
 		BinDir:        "bin",
 		WorkDir:       "/tmp/edgequorum-fleet",
 		Out:           "benchmarks/results",

@@ -53,8 +53,9 @@ func TestClassifyTellsTheSourcesApart(t *testing.T) {
 		e.ObjectRef = &struct {
 			Resource    string `json:"resource"`
 			Namespace   string `json:"namespace"`
+			Name        string `json:"name"`
 			Subresource string `json:"subresource"`
-		}{resource, ns, sub}
+		}{resource, ns, "", sub}
 		return e
 	}
 	for _, c := range []struct {
@@ -119,8 +120,10 @@ func TestMarkdownMarksTheTargets(t *testing.T) {
 		"agents write":   {"leases": 2.5},
 		"agents read":    {"leases": 3},
 	}}
+	r.Outage = &Outage{CutSites: 10, CutNodes: 30, CutPods: 30, Evictions: 2, WebhookLatency: map[string]Latency{"node": {Count: 9, P50: 1, P99: 3}}}
 	md := Markdown([]Result{r}, "test machine", "abc1234", time.Unix(0, 0))
-	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine", "abc1234"} {
+	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine", "abc1234",
+		"| 10 / 30 / 30 |", "| 2 **missed** |", "node: 9, 1.00 / 3.00 met"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the results page lacks %q:\n%s", want, md)
 		}

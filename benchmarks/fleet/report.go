@@ -37,6 +37,8 @@ type Result struct {
 	WebhookPeakRSSBytes uint64                        `json:"webhookPeakRSSBytes"`
 	// WebhookLatency is by route, in milliseconds.
 	WebhookLatency map[string]Latency `json:"webhookLatencyMs"`
+	// Outage is the regional outage, when it ran.
+	Outage *Outage `json:"outage,omitempty"`
 }
 
 // Latency is one route's answers in the window.
@@ -136,6 +138,44 @@ func Markdown(rs []Result, machine, build string, at time.Time) string {
 		fmt.Fprintf(&b, "| %d | %.0f MiB | %.0f %% | %.0f %% | %.0f %% | %.1f %% | %.0f MiB | %s | %d, %.1f s |\n",
 			r.Sites, r.EtcdDBBytes/(1<<20), 100*r.CPU["kube-apiserver"], 100*r.CPU["etcd"], 100*r.CPU["kube-controller-manager"],
 			100*r.CPU["webhook"], float64(r.WebhookPeakRSSBytes)/(1<<20), strings.Join(routes, "; "), r.SimErrors, r.MaxLatenessSeconds)
+	}
+	b.WriteString(outageMarkdown(rs))
+	return b.String()
+}
+
+// outageMarkdown is the regional outage's table, empty when none ran.
+func outageMarkdown(rs []Result) string {
+	var b strings.Builder
+	for _, r := range rs {
+		o := r.Outage
+		if o == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n## Regional outage\n\nA tenth of the sites cut from the cloud at once (their kubelets, leaders and members reach nothing; they stay up) " +
+				"for longer than their pods tolerate an unreachable node, then restored. Times are in the fleet's own time. " +
+				"Extra writes are those beyond the steady rate from the cut until everything is quiet again (every zone Lease quiet, no node tainted, every EdgeZone Connected).\n\n" +
+				"| sites | cut: sites / nodes / pods | cut for | pods tolerate | evictions of live pods (target 0) | most cut nodes tainted at once | peak writes/s (steady) | extra writes by source | webhook during the outage: answers, p50 / p99 ms (p99 ≤ 5 ms) | quiet after the restore |\n" +
+				"|---:|---|---:|---:|---|---:|---|---|---|---:|\n")
+		}
+		var extra []string
+		for _, who := range slices.Sorted(maps.Keys(o.ExtraWrites)) {
+			extra = append(extra, fmt.Sprintf("%s %.0f", who, o.ExtraWrites[who]))
+		}
+		var routes []string
+		fast := true
+		for _, route := range slices.Sorted(maps.Keys(o.WebhookLatency)) {
+			l := o.WebhookLatency[route]
+			routes = append(routes, fmt.Sprintf("%s: %d, %.2f / %.2f", route, l.Count, l.P50, l.P99))
+			fast = fast && l.P99 <= 5
+		}
+		if len(routes) == 0 {
+			routes = []string{"none called"}
+		}
+		fmt.Fprintf(&b, "| %d | %d / %d / %d | %.0f s | %d s | %d %s | %d | %.0f (%.0f) | %s | %s %s | %.0f s |\n",
+			r.Sites, o.CutSites, o.CutNodes, o.CutPods, o.Seconds, o.TolerationSeconds, o.Evictions, mark(o.Evictions == 0),
+			o.Tainted, o.PeakWritesPerSecond, o.SteadyWritesPerSecond, strings.Join(extra, ", "),
+			strings.Join(routes, "; "), mark(fast), o.QuietAfterSeconds)
 	}
 	return b.String()
 }

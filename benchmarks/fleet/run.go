@@ -24,7 +24,6 @@ import (
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/benchmarks/internal/procstat"
 	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
-	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/skew"
@@ -82,7 +81,7 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 		return Result{}, err
 	}
 	f.etcdURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
-	tol := int64(300 * f.dilation)
+	tol := int64(outageToleration.Seconds() * f.dilation)
 	progress("time dilation %.1f; starting etcd, kube-apiserver, kube-controller-manager in %s", f.dilation, dir)
 	c, err := testcluster.Start(ctx, testcluster.Options{
 		BinDir: cfg.BinDir, Dir: dir, AuditPolicy: auditPolicy,
@@ -100,7 +99,10 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 	defer c.Stop()
 	f.cluster, f.admin = c, c.Client()
 	progress("starting the webhook as deploy/webhook ships it")
-	wh, err := zonerun.StartWebhook(ctx, c, filepath.Join(cfg.BinDir, "edgequorum"), filepath.Join(dir, "webhook"))
+	// The one period of the webhook's own that a dilated fleet stretches:
+	// the longest zone Lease it believes (the quiet ones are dilated).
+	wh, err := zonerun.StartWebhook(ctx, c, filepath.Join(cfg.BinDir, "edgequorum"), filepath.Join(dir, "webhook"),
+		"--max-zone-lease-duration="+f.d(time.Minute).String())
 	if err != nil {
 		return Result{}, fmt.Errorf("start webhook: %w", err)
 	}
@@ -119,7 +121,12 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 	if err := f.waitQuiet(runCtx, progress); err != nil {
 		return Result{}, err
 	}
-	return f.measure(ctx, n, progress)
+	r, err := f.measure(ctx, n, progress)
+	if err != nil || !cfg.Outage {
+		return r, err
+	}
+	r.Outage, err = f.outage(ctx, r, progress)
+	return r, err
 }
 
 // build registers the fleet's Nodes, Leases and pods, and schedules its
@@ -175,7 +182,7 @@ func (f *fleet) build(ctx context.Context, n int, progress func(string, ...any))
 				}
 			}
 		}
-		client, err := agentClient(f.cluster.RESTConfig(), base, s.nodes[0].name)
+		client, err := agentClient(f.cluster.RESTConfig(), base, s.nodes[0].name, &s.link)
 		if err != nil {
 			return err
 		}
@@ -212,30 +219,12 @@ func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(in
 // steady state of a fleet where nothing happens.
 func (f *fleet) waitQuiet(ctx context.Context, progress func(string, ...any)) error {
 	deadline := time.Now().Add(f.d(5 * time.Minute))
-	quietFormat := zone.FormatLevel(zone.LeaseQuietFormat)
 	for {
-		list, err := f.admin.CoordinationV1().Leases(zone.DefaultLeaseNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		quiet, verdicts := 0, 0
-		if err == nil {
-			for _, l := range list.Items {
-				if strings.HasPrefix(l.Name, "edgequorum-site-") && l.Annotations[zone.LeaseFormatAnnotation] == quietFormat {
-					quiet++
-				}
-			}
-			nodes, nerr := f.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-			if nerr == nil {
-				for _, n := range nodes.Items {
-					if _, ok := n.Annotations[zone.AnnotationKey]; ok {
-						verdicts++
-					}
-				}
-			}
-		}
-		connected := 0
-		if zones, zerr := f.dynamic.Resource(admission.EdgeZoneResource).List(ctx, metav1.ListOptions{}); zerr == nil {
-			for _, z := range zones.Items {
-				if st, _, _ := unstructured.NestedString(z.Object, "status", "state"); st == "Connected" {
-					connected++
+		quiet, connected, verdicts := f.quietLeases(ctx), f.connectedZones(ctx), 0
+		if nodes, err := f.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err == nil {
+			for _, n := range nodes.Items {
+				if _, ok := n.Annotations[zone.AnnotationKey]; ok {
+					verdicts++
 				}
 			}
 		}
@@ -255,6 +244,21 @@ func (f *fleet) waitQuiet(ctx context.Context, progress func(string, ...any)) er
 		case <-time.After(f.d(5 * time.Second)):
 		}
 	}
+}
+
+// connectedZones counts the EdgeZones the webhook shows Connected.
+func (f *fleet) connectedZones(ctx context.Context) int {
+	zones, err := f.dynamic.Resource(admission.EdgeZoneResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, z := range zones.Items {
+		if st, _, _ := unstructured.NestedString(z.Object, "status", "state"); st == "Connected" {
+			n++
+		}
+	}
+	return n
 }
 
 // snapshot is what the measurement reads at each end of the window.
@@ -354,17 +358,7 @@ func (f *fleet) measure(ctx context.Context, n int, progress func(string, ...any
 	if rss, err := procstat.PeakRSS(f.webhook.Pid()); err == nil {
 		r.WebhookPeakRSSBytes = rss
 	}
-	r.WebhookLatency = map[string]Latency{}
-	for _, route := range []string{"node", "nodestatus", "endpointslice", "endpoints", "podstatus", "pod"} {
-		match := map[string]string{"resource": route}
-		b := stats.SubBuckets(after.webhook.Buckets("edgequorum_admission_duration_seconds", match),
-			before.webhook.Buckets("edgequorum_admission_duration_seconds", match))
-		count := after.webhook.Sum("edgequorum_admission_duration_seconds_count", match) - before.webhook.Sum("edgequorum_admission_duration_seconds_count", match)
-		if count == 0 {
-			continue
-		}
-		r.WebhookLatency[route] = Latency{Count: int(count), P50: stats.HistogramQuantile(0.5, b) * 1000, P99: stats.HistogramQuantile(0.99, b) * 1000}
-	}
+	r.WebhookLatency = latencies(before, after)
 	progress("measured: %s", r.Summary())
 	return r, nil
 }

@@ -35,9 +35,9 @@ type site struct {
 	name   string
 	nodes  []*simNode
 	writer *apiwriter.Writer
-	// down is the member nodes the site's members find down (an outage
-	// cuts the site, its members stay up).
-	down atomic.Pointer[[]string]
+	// link is cut while the site has lost the cloud: its leader's requests
+	// fail as a dead link's would.
+	link atomic.Bool
 }
 
 // asAgent makes req one of node's agent's.
@@ -51,11 +51,12 @@ func asAgent(req *rest.Request, node string) *rest.Request {
 // (escaped as client-go's impersonating round tripper does).
 const nodeNameExtraHeader = "authentication.kubernetes.io%2fnode-name"
 
-// agentClient is a client that speaks as node's agent over base.
-func agentClient(cfg *rest.Config, base http.RoundTripper, node string) (kubernetes.Interface, error) {
+// agentClient is a client that speaks as node's agent over base, through
+// its site's link.
+func agentClient(cfg *rest.Config, base http.RoundTripper, node string, link *atomic.Bool) (kubernetes.Interface, error) {
 	rt := transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
 		UserName: agentUser, Groups: agentGroups, Extra: map[string][]string{nodeNameExtra: {node}},
-	}, base)
+	}, cutTransport{cut: link, next: base})
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 50, 100
 	return kubernetes.NewForConfigAndClient(c, &http.Client{Transport: rt, Timeout: 30 * time.Second})
