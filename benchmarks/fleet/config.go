@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -28,8 +29,10 @@ type Config struct {
 	// Windows is how many quiet zone Lease periods the steady state is
 	// measured over [-windows].
 	Windows int
-	// Outage runs the regional outage after the steady state [-outage].
-	Outage bool
+	// OutageAt is the fleet size whose steady state the regional outage
+	// follows, 0 for none [-outage-at]: at the larger sizes' dilation it
+	// would take hours.
+	OutageAt int
 	// BinDir holds the control plane and edgequorum binaries [-bin].
 	BinDir string
 	// WorkDir receives each size's cluster, logs and audit log [-work].
@@ -57,7 +60,7 @@ func DefaultConfig() Config {
 		NodeBytes:     15_000,
 		RequestBudget: 400,
 		Windows:       1,
-		Outage:        true,
+		OutageAt:      300,
 		BinDir:        "bin",
 		WorkDir:       "/tmp/edgequorum-fleet",
 		Out:           "benchmarks/results",
@@ -91,6 +94,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-dilation %g: want 0 (from -request-budget) or at least 1", c.Dilation))
 	} else if c.Dilation > 0 && c.Dilation < 1 {
 		errs = append(errs, fmt.Errorf("-dilation %g: time can only be slowed down (want at least 1)", c.Dilation))
+	}
+	if c.OutageAt != 0 && !slices.Contains(c.Sites, c.OutageAt) {
+		errs = append(errs, fmt.Errorf("-outage-at %d is none of the -sites %v", c.OutageAt, c.Sites))
 	}
 	if c.Windows < 1 {
 		errs = append(errs, fmt.Errorf("-windows %d: want at least 1", c.Windows))

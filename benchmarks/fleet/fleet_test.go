@@ -11,10 +11,10 @@ import (
 )
 
 func TestValidateNamesEveryBadFlag(t *testing.T) {
-	cfg := Config{Sites: []int{0}, NodesPerSite: 12, PodsPerNode: -1, NodeBytes: 10, Dilation: 0.5, Windows: 0}
+	cfg := Config{Sites: []int{0}, NodesPerSite: 12, PodsPerNode: -1, NodeBytes: 10, Dilation: 0.5, Windows: 0, OutageAt: 7}
 	err := cfg.Validate()
 	for _, want := range []string{"-sites: 0", "-nodes-per-site 12", "-pods-per-node -1", "-node-bytes 10",
-		"-dilation 0.5", "-windows 0", "-bin is required", "-work is required", "-out is required"} {
+		"-dilation 0.5", "-windows 0", "-outage-at 7", "-bin is required", "-work is required", "-out is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %q", err, want)
 		}

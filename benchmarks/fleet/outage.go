@@ -84,7 +84,7 @@ func (f *fleet) outage(ctx context.Context, steady Result, progress func(string,
 		}
 	}
 	o.CutPods = o.CutNodes * f.cfg.PodsPerNode
-	length := f.d(nodeGrace + outageToleration + time.Minute)
+	length := f.d(nodeGrace + outageToleration + 30*time.Second)
 	before, err := f.snapshot(ctx)
 	if err != nil {
 		return nil, err

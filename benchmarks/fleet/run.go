@@ -122,7 +122,7 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 		return Result{}, err
 	}
 	r, err := f.measure(ctx, n, progress)
-	if err != nil || !cfg.Outage {
+	if err != nil || cfg.OutageAt != n {
 		return r, err
 	}
 	r.Outage, err = f.outage(ctx, r, progress)

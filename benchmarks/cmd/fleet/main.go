@@ -35,7 +35,7 @@ func run(args []string) error {
 	fs.Float64Var(&cfg.RequestBudget, "request-budget", cfg.RequestBudget, "requests per second of this machine's time the fleet may make; sets each size's time dilation")
 	fs.Float64Var(&cfg.Dilation, "dilation", cfg.Dilation, "time dilation for every size (0: from -request-budget)")
 	fs.IntVar(&cfg.Windows, "windows", cfg.Windows, "quiet zone Lease periods (40 s, dilated) the steady state is measured over")
-	fs.BoolVar(&cfg.Outage, "outage", cfg.Outage, "after the steady state, cut a tenth of the sites from the cloud past their pods' toleration, then restore them")
+	fs.IntVar(&cfg.OutageAt, "outage-at", cfg.OutageAt, "the fleet size whose steady state is followed by a regional outage (a tenth of the sites cut past their pods' toleration, then restored); 0 for none")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory of etcd, kube-apiserver, kube-controller-manager and edgequorum")
 	fs.StringVar(&cfg.WorkDir, "work", cfg.WorkDir, "directory for each size's cluster, logs and audit log")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory the results (fleet.md, fleet.json) are written to")
