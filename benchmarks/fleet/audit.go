@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
 // auditPolicy logs every request but watches (which only start), at the
@@ -22,25 +24,7 @@ rules:
 `
 
 // auditEvent is what the count needs of an audit.k8s.io/v1 Event.
-type auditEvent struct {
-	Verb             string     `json:"verb"`
-	User             auditUser  `json:"user"`
-	ImpersonatedUser *auditUser `json:"impersonatedUser"`
-	ObjectRef        *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	Received time.Time `json:"requestReceivedTimestamp"`
-}
-
-type auditUser struct {
-	Username string `json:"username"`
-}
+type auditEvent = testcluster.AuditEvent
 
 // Who made a request: the sources the results compare.
 const (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
 
 func TestValidateNamesEveryBadFlag(t *testing.T) {
@@ -46,16 +47,11 @@ func TestDilationKeepsTheFleetWithinTheBudget(t *testing.T) {
 
 func TestClassifyTellsTheSourcesApart(t *testing.T) {
 	ev := func(user, impersonated, verb, resource, ns, sub string) *auditEvent {
-		e := &auditEvent{Verb: verb, User: auditUser{user}}
+		e := &auditEvent{Verb: verb, User: testcluster.AuditUser{Username: user},
+			ObjectRef: &testcluster.AuditObjectRef{Resource: resource, Namespace: ns, Subresource: sub}}
 		if impersonated != "" {
-			e.ImpersonatedUser = &auditUser{impersonated}
+			e.ImpersonatedUser = &testcluster.AuditUser{Username: impersonated}
 		}
-		e.ObjectRef = &struct {
-			Resource    string `json:"resource"`
-			Namespace   string `json:"namespace"`
-			Name        string `json:"name"`
-			Subresource string `json:"subresource"`
-		}{resource, ns, "", sub}
 		return e
 	}
 	for _, c := range []struct {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -75,7 +76,7 @@ func nodeObject(n *simNode, size int, now time.Time) (*corev1.Node, error) {
 	}
 	node.Status = corev1.NodeStatus{
 		Capacity: res, Allocatable: res,
-		Conditions: conditions(now),
+		Conditions: testcluster.HealthyConditions(now, now),
 		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.name}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion: "v1.36.0", ContainerRuntimeVersion: "containerd://2.1.0",
@@ -99,20 +100,6 @@ func nodeObject(n *simNode, size int, now time.Time) (*corev1.Node, error) {
 			},
 			SizeBytes: int64(20_000_000 + i*1_000_003),
 		})
-	}
-}
-
-// conditions are a healthy node's, heartbeat now.
-func conditions(now time.Time) []corev1.NodeCondition {
-	t := metav1.NewTime(now)
-	c := func(typ corev1.NodeConditionType, st corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: typ, Status: st, Reason: reason, Message: msg, LastHeartbeatTime: t, LastTransitionTime: t}
-	}
-	return []corev1.NodeCondition{
-		c(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-		c(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-		c(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-		c(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
 	}
 }
 

@@ -26,13 +26,15 @@ rules:
 // who wrote what. The apiserver module is not a dependency of this one, so the
 // type is declared here rather than imported.
 type AuditEvent struct {
-	Stage          string               `json:"stage"`
-	Verb           string               `json:"verb"`
-	User           AuditUser            `json:"user"`
-	ObjectRef      *AuditObjectRef      `json:"objectRef,omitempty"`
-	ResponseStatus *AuditResponseStatus `json:"responseStatus,omitempty"`
-	UserAgent      string               `json:"userAgent"`
-	Received       time.Time            `json:"requestReceivedTimestamp"`
+	Stage string    `json:"stage"`
+	Verb  string    `json:"verb"`
+	User  AuditUser `json:"user"`
+	// ImpersonatedUser is who User acted as, when it impersonated.
+	ImpersonatedUser *AuditUser           `json:"impersonatedUser,omitempty"`
+	ObjectRef        *AuditObjectRef      `json:"objectRef,omitempty"`
+	ResponseStatus   *AuditResponseStatus `json:"responseStatus,omitempty"`
+	UserAgent        string               `json:"userAgent"`
+	Received         time.Time            `json:"requestReceivedTimestamp"`
 }
 
 // AuditUser is the authenticated identity of a request.

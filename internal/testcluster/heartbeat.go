@@ -98,10 +98,16 @@ func (k *Kubelet) nodeObject() *corev1.Node {
 
 // conditions is the healthy node's condition set with a fresh heartbeat.
 func (k *Kubelet) conditions(now time.Time) []corev1.NodeCondition {
-	hb := metav1.NewTime(now)
-	since := metav1.NewTime(k.readySince)
+	return HealthyConditions(now, k.readySince)
+}
+
+// HealthyConditions is the condition set a healthy kubelet reports, with its
+// heartbeat at hb and every condition holding since since: what a fake or
+// simulated kubelet posts.
+func HealthyConditions(hb, since time.Time) []corev1.NodeCondition {
+	beat, from := metav1.NewTime(hb), metav1.NewTime(since)
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: hb, LastTransitionTime: since}
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: beat, LastTransitionTime: from}
 	}
 	return []corev1.NodeCondition{
 		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
