@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,7 +75,7 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, err
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := zonerun.FreePort()
 	if err != nil {
 		return Result{}, err
 	}
@@ -399,13 +398,4 @@ func parallel(ctx context.Context, workers, n int, progress func(string, ...any)
 		return first
 	}
 	return ctx.Err()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -129,7 +129,7 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 		return nil, err
 	}
 
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,9 @@ func register(ctx context.Context, c *testcluster.Cluster, mwc *unstructured.Uns
 	return nil
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback TCP port free right now, for a component the caller
+// starts next (there is a race, as with any such port).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
