@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -122,6 +124,23 @@ func TestMarkdownMarksTheTargets(t *testing.T) {
 		"| 10 / 30 / 30 |", "| 2 **missed** |", "node: 9, 1.00 / 3.00 met"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the results page lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestWriteDrawsThePlot(t *testing.T) {
+	dir := t.TempDir()
+	r := Result{Sites: 300, Nodes: 900, Dilation: 1, Requests: map[string]map[string]float64{
+		"kubelets write": {"leases (node)": 90, "nodes/status": 3},
+		"agents write":   {"leases": 7.5},
+		"webhook write":  {"edgezones/status": 0.8},
+	}}
+	if err := Write(dir, []Result{r, {Sites: 1000, Nodes: 3000, Dilation: 5}}, "m", "c", time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fleet.md", "fleet.json", PlotWrites} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", name, err)
 		}
 	}
 }

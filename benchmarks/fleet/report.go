@@ -113,6 +113,7 @@ func Markdown(rs []Result, machine, build string, at time.Time) string {
 			r.webhookWrites(), r.rate(whoWebhook, kindRead), r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead),
 			r.EtcdPutsPerSecond, 100*r.writeShare(), mark(r.writeShare() <= 0.10), mark(r.edgequorumReads() <= r.edgequorumWrites()))
 	}
+	fmt.Fprintf(&b, "\n![steady writes by source](%s)\n", PlotWrites)
 	b.WriteString("\nReviews are the agents' apiserver reachability check (a SelfSubjectReview every 2 s per member): a create that stores nothing, counted apart from writes and reads.\n\n")
 	b.WriteString("## Steady state: edgequorum's requests by resource\n\n| sites | who | kind | resource | per second | per site per minute |\n|---:|---|---|---|---:|---:|\n")
 	for _, r := range rs {
@@ -195,5 +196,5 @@ func Write(dir string, rs []Result, machine, build string, at time.Time) error {
 	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, build, at)), 0o644); err != nil {
 		return fmt.Errorf("write fleet.md: %w", err)
 	}
-	return nil
+	return WritePlot(filepath.Join(dir, PlotWrites), rs)
 }

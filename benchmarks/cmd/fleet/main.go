@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -39,8 +40,12 @@ func run(args []string) error {
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory of etcd, kube-apiserver, kube-controller-manager and edgequorum")
 	fs.StringVar(&cfg.WorkDir, "work", cfg.WorkDir, "directory for each size's cluster, logs and audit log")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory the results (fleet.md, fleet.json) are written to")
+	render := fs.String("render", "", "re-render the results (tables and plot) from this fleet.json into -out instead of running")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render != "" {
+		return rerender(*render, cfg.Out)
 	}
 	cfg.Sites = nil
 	for f := range strings.SplitSeq(*sites, ",") {
@@ -65,6 +70,24 @@ func run(args []string) error {
 		fmt.Printf("results in %s/fleet.md\n", cfg.Out)
 	}
 	return err
+}
+
+// rerender writes the outputs of a saved run again, as that run made them.
+func rerender(path, out string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-render: %w", err)
+	}
+	var saved struct {
+		Machine string         `json:"machine"`
+		Commit  string         `json:"commit"`
+		Date    time.Time      `json:"date"`
+		Results []fleet.Result `json:"results"`
+	}
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("-render %s: %w", path, err)
+	}
+	return fleet.Write(out, saved.Results, saved.Machine, saved.Commit, saved.Date)
 }
 
 // commit names the build measured: the checkout's commit, marked dirty when
