@@ -151,7 +151,7 @@ bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, th
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
 	$(BIN)/webhookload -out $(BENCH_OUT)
 
-bench-fleet: bench-tools ## thousands of three-node sites on one control plane with the webhook: the cloud's steady cost by source; results in benchmarks/results/fleet.md (about 40 min)
+bench-fleet: bench-tools ## thousands of three-node sites on one control plane with the webhook: the cloud's steady cost by source and a regional outage; results in benchmarks/results/fleet.md (about 50 min)
 	$(BIN)/fleet -out $(BENCH_OUT) $(FLEET_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
