@@ -61,10 +61,10 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := suite.ThisMachine()
+	m, build := suite.ThisMachine(), commit()
 	rs, err := fleet.Run(ctx, cfg)
 	if len(rs) > 0 {
-		if werr := fleet.Write(cfg.Out, rs, m.String(), commit(), start); werr != nil {
+		if werr := fleet.Write(cfg.Out, rs, m.String(), build, start); werr != nil {
 			return werr
 		}
 		fmt.Printf("results in %s/fleet.md\n", cfg.Out)
