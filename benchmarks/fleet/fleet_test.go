@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 )
@@ -119,8 +121,8 @@ func TestMarkdownMarksTheTargets(t *testing.T) {
 		"agents read":    {"leases": 3},
 	}}
 	r.Outage = &Outage{CutSites: 10, CutNodes: 30, CutPods: 30, Evictions: 2, WebhookLatency: map[string]Latency{"node": {Count: 9, P50: 1, P99: 3}}}
-	md := Markdown([]Result{r}, "test machine", "abc1234", time.Unix(0, 0))
-	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine", "abc1234",
+	md := Markdown([]Result{r}, "test machine", "abc1234", "a note", time.Unix(0, 0))
+	for _, want := range []string{"| 100 | 300 | 1.0 | 30.0 |", "8.3 % met", "**missed**", "test machine", "abc1234", "a note",
 		"| 10 / 30 / 30 |", "| 2 **missed** |", "node: 9, 1.00 / 3.00 met"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the results page lacks %q:\n%s", want, md)
@@ -135,12 +137,42 @@ func TestWriteDrawsThePlot(t *testing.T) {
 		"agents write":   {"leases": 7.5},
 		"webhook write":  {"edgezones/status": 0.8},
 	}}
-	if err := Write(dir, []Result{r, {Sites: 1000, Nodes: 3000, Dilation: 5}}, "m", "c", time.Unix(0, 0)); err != nil {
+	if err := Write(dir, []Result{r, {Sites: 1000, Nodes: 3000, Dilation: 5}}, "m", "c", "", time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"fleet.md", "fleet.json", PlotWrites} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", name, err)
 		}
+	}
+}
+
+// TestLatenciesCountTheAnswersBetweenTwoScrapes: the webhook's answers per
+// route between two scrapes of its histogram, with their quantiles.
+func TestLatenciesCountTheAnswersBetweenTwoScrapes(t *testing.T) {
+	sample := func(fast, slow int) scrape.Sample {
+		text := fmt.Sprintf(`# TYPE edgequorum_admission_duration_seconds histogram
+edgequorum_admission_duration_seconds_bucket{resource="node",le="0.001"} %d
+edgequorum_admission_duration_seconds_bucket{resource="node",le="0.01"} %d
+edgequorum_admission_duration_seconds_bucket{resource="node",le="+Inf"} %d
+edgequorum_admission_duration_seconds_sum{resource="node"} 1
+edgequorum_admission_duration_seconds_count{resource="node"} %d
+`, fast, fast+slow, fast+slow, fast+slow)
+		s, err := scrape.Parse(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	got := latencies(snapshot{webhook: sample(10, 0)}, snapshot{webhook: sample(108, 2)})
+	l, ok := got["node"]
+	if !ok || l.Count != 100 {
+		t.Fatalf("latencies = %+v, want 100 answers on the node route", got)
+	}
+	if l.P50 > 1 || l.P99 <= 1 {
+		t.Errorf("p50 %.2f ms, p99 %.2f ms: want p50 within the first bucket and p99 in the second", l.P50, l.P99)
+	}
+	if _, ok := got["podstatus"]; ok {
+		t.Error("a route with no answers is listed")
 	}
 }

@@ -239,7 +239,12 @@ func latencies(before, after snapshot) map[string]Latency {
 		match := map[string]string{"resource": route}
 		b := stats.SubBuckets(after.webhook.Buckets("edgequorum_admission_duration_seconds", match),
 			before.webhook.Buckets("edgequorum_admission_duration_seconds", match))
-		count := after.webhook.Sum("edgequorum_admission_duration_seconds_count", match) - before.webhook.Sum("edgequorum_admission_duration_seconds_count", match)
+		// The scrape keeps a histogram's buckets only: its count is the
+		// +Inf bucket's.
+		count := 0.0
+		if len(b) > 0 {
+			count = b[len(b)-1].Count
+		}
 		if count == 0 {
 			continue
 		}

@@ -94,8 +94,8 @@ func mark(ok bool) string {
 }
 
 // Markdown is the results page of a run of build (a commit) on machine,
-// started at at.
-func Markdown(rs []Result, machine, build string, at time.Time) string {
+// started at at, with a note on the run (none when empty).
+func Markdown(rs []Result, machine, build, note string, at time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Fleet benchmark\n\n`make bench-fleet` at commit %s on %s, started %s. Each size ran on a fresh control plane "+
 		"(etcd, kube-apiserver, kube-controller-manager from bin/) with the webhook as deploy/webhook ships it (one replica), "+
@@ -103,6 +103,9 @@ func Markdown(rs []Result, machine, build string, at time.Time) string {
 		"Rates are per second of the fleet's own time: each size ran with its time dilation (every kubelet, agent and "+
 		"controller-manager period that many times longer) and its measured rates are multiplied back. CPU is measured, so dilated.\n\n",
 		build, machine, at.UTC().Format("2006-01-02 15:04 UTC"))
+	if note != "" {
+		fmt.Fprintf(&b, "**Note on this run:** %s\n\n", note)
+	}
 	b.WriteString("## Steady state: requests per second, by who made them\n\n")
 	b.WriteString("| sites | nodes | dilation | kubelets: node Leases | kubelets: status | agents: writes | agents: reads | agents: reviews | webhook: writes | webhook: reads | controller-manager | etcd puts | edgequorum's writes (agents + webhook) / node-Lease writes (≤ 10 %) | agents' reads ≤ their writes |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -181,19 +184,19 @@ func outageMarkdown(rs []Result) string {
 	return b.String()
 }
 
-// Write writes fleet.md and fleet.json into dir.
-func Write(dir string, rs []Result, machine, build string, at time.Time) error {
+// Write writes fleet.md, fleet.json and the plot into dir.
+func Write(dir string, rs []Result, machine, build, note string, at time.Time) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	j, err := json.MarshalIndent(map[string]any{"machine": machine, "commit": build, "date": at.UTC().Format(time.RFC3339), "results": rs}, "", "  ")
+	j, err := json.MarshalIndent(map[string]any{"machine": machine, "commit": build, "note": note, "date": at.UTC().Format(time.RFC3339), "results": rs}, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "fleet.json"), append(j, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write fleet.json: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, build, at)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "fleet.md"), []byte(Markdown(rs, machine, build, note, at)), 0o644); err != nil {
 		return fmt.Errorf("write fleet.md: %w", err)
 	}
 	return WritePlot(filepath.Join(dir, PlotWrites), rs)

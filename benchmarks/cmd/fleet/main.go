@@ -64,7 +64,7 @@ func run(args []string) error {
 	m, build := suite.ThisMachine(), commit()
 	rs, err := fleet.Run(ctx, cfg)
 	if len(rs) > 0 {
-		if werr := fleet.Write(cfg.Out, rs, m.String(), build, start); werr != nil {
+		if werr := fleet.Write(cfg.Out, rs, m.String(), build, "", start); werr != nil {
 			return werr
 		}
 		fmt.Printf("results in %s/fleet.md\n", cfg.Out)
@@ -81,13 +81,14 @@ func rerender(path, out string) error {
 	var saved struct {
 		Machine string         `json:"machine"`
 		Commit  string         `json:"commit"`
+		Note    string         `json:"note"`
 		Date    time.Time      `json:"date"`
 		Results []fleet.Result `json:"results"`
 	}
 	if err := json.Unmarshal(b, &saved); err != nil {
 		return fmt.Errorf("-render %s: %w", path, err)
 	}
-	return fleet.Write(out, saved.Results, saved.Machine, saved.Commit, saved.Date)
+	return fleet.Write(out, saved.Results, saved.Machine, saved.Commit, saved.Note, saved.Date)
 }
 
 // commit names the build measured: the checkout's commit, marked dirty when
