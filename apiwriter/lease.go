@@ -233,7 +233,9 @@ func (w *Writer) needReach(wanted []string) []string {
 // and whom fewer than a majority of their peers find down in atts: the
 // webhook counts such a member alive when the zone goes dark on a quiet
 // renewal (admission.Decider), so the renewals that gather its peers' word
-// must come at the busy pace until the word is in.
+// must come at the busy pace until the word is in. A member that withholds
+// its word can keep its zone busy, which costs the old cadence's writes and
+// nothing else: a busy renewal promises less than a quiet one.
 func (w *Writer) downShort(wanted []string, atts []zone.Attestation) []string {
 	src := w.followed()
 	if src == nil {

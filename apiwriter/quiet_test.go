@@ -69,11 +69,16 @@ func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 		}
 	}
 	busySecs, quietSecs := seconds(cfg.LeaseDuration), seconds(cfg.QuietDuration)
-	one, two := zone.FormatLevel(skew.Level1), zone.FormatLevel(zone.LeaseQuietFormat)
-	busy := written{format: one, duration: busySecs}
+	// Busy renewals are of the busy format of the level every reader
+	// reads: format 1 before the webhook says, and while it reads level 1
+	// only; the current level's otherwise (1 in this release, higher in the
+	// skewnext build).
+	one, now, two := zone.FormatLevel(skew.Level1), zone.FormatLevel(zone.LeaseFormat(skew.Current())), zone.FormatLevel(zone.LeaseQuietFormat)
+	busyOld := written{format: one, duration: busySecs}
+	busy := written{format: now, duration: busySecs}
 	quiet := written{format: two, duration: quietSecs}
 
-	renew("no webhook replica says what it reads", busy)
+	renew("no webhook replica says what it reads", busyOld)
 	h.setWebhookReads(map[string]zone.WebhookReplica{"webhook-a": {Level: skew.Current(), Release: "v0.4.0", At: h.clock.Now()}})
 	h.clock.Step(cfg.WebhookReadsPeriod)
 	renew("every reader reads the quiet format", quiet)
@@ -95,7 +100,7 @@ func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 	if !h.w.newlyWanted() {
 		t.Fatal("a member newly in need brings no renewal forward")
 	}
-	renew("a member needs its peers' word", written{format: one, duration: busySecs, evidence: true})
+	renew("a member needs its peers' word", written{format: now, duration: busySecs, evidence: true})
 	if h.w.quietNotDue() {
 		t.Error("a busy Lease waits for the quiet period")
 	}
@@ -112,7 +117,7 @@ func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 	src.mu.Lock()
 	src.want, src.down = []string{"node-2"}, map[string][]string{"node-1": {"node-2"}}
 	src.mu.Unlock()
-	renew("one of an unhealthy member's two peers finds it down", written{format: one, duration: busySecs, evidence: true})
+	renew("one of an unhealthy member's two peers finds it down", written{format: now, duration: busySecs, evidence: true})
 	src.mu.Lock()
 	src.signers = []string{"node-1", "node-2", "node-3"}
 	src.down["node-3"] = []string{"node-2"}
@@ -138,7 +143,7 @@ func TestQuietLeaseWhileNoMemberNeedsTheCloud(t *testing.T) {
 	// renewal after the reads period is of its format, and busy.
 	h.setWebhookReads(map[string]zone.WebhookReplica{"webhook-a": {Level: skew.Level1, Release: "v0.3.9", At: h.clock.Now()}})
 	h.clock.Step(cfg.WebhookReadsPeriod)
-	renew("a webhook replica reads format 1 only", busy)
+	renew("a webhook replica reads format 1 only", busyOld)
 
 	// Quiet renewals switched off.
 	h.setWebhookReads(map[string]zone.WebhookReplica{"webhook-a": {Level: skew.Current(), Release: "v0.4.0", At: h.clock.Now()}})
@@ -230,7 +235,7 @@ func TestNewLeaderTakesOverAQuietLease(t *testing.T) {
 	}
 	l := lease()
 	if ptr.Deref(l.Spec.HolderIdentity, "") != "node-1" || l.Annotations[zone.LeaseTermAnnotation] != "4" ||
-		l.Annotations[zone.LeaseFormatAnnotation] != zone.FormatLevel(skew.Level1) || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != seconds(h.w.cfg.LeaseDuration) {
+		l.Annotations[zone.LeaseFormatAnnotation] != zone.FormatLevel(zone.LeaseFormat(skew.Current())) || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != seconds(h.w.cfg.LeaseDuration) {
 		t.Errorf("takeover with one vote of three: holder %v, annotations %v, duration %v; want node-1's busy renewal under term 4",
 			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations, ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
 	}
