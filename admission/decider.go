@@ -470,6 +470,12 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 		// its members: the zone's quorum is what is missing.
 		dec.Reason = ReasonZoneNotCutOff
 		return dec, nil
+	case z.reconnecting:
+		heard, err := d.heardSinceStale(node, valid)
+		if err != nil || heard {
+			dec.Reason = ReasonZoneNotCutOff
+			return dec, err
+		}
 	}
 	if now.Sub(z.at) >= d.maxCutoffProtection {
 		dec.Reason = ReasonCutOffExpired
@@ -490,6 +496,16 @@ func (d *Decider) fresh(node string, dec Decision, valid *claim) (Decision, erro
 	return dec, nil
 }
 
+// heardSinceStale tells whether node's kubelet renewed its Lease once the
+// zone Lease renewal valid had gone stale.
+func (d *Decider) heardSinceStale(node string, valid *claim) (bool, error) {
+	l, err := d.lease(d.caches.NodeLeases, node)
+	if err != nil || l == nil {
+		return false, err
+	}
+	return !d.evidence.kubeletRenewed(l).Before(d.staleAt(valid)), nil
+}
+
 // zoneDarkness is what the webhook makes of a zone's silence.
 type zoneDarkness struct {
 	// stale: the zone Lease renewal honoured is past its duration.
@@ -500,6 +516,11 @@ type zoneDarkness struct {
 	// last of them), against which it asks which members were alive.
 	dark    bool
 	at, ref time.Time
+	// reconnecting: the zone is dark as far as the nodes it protected
+	// are concerned, but the cloud hears some of its members again
+	// (Decider.reconnecting); a node among them is judged as in a zone
+	// without a leader.
+	reconnecting bool
 }
 
 // darknessFor is darkness as a decision on node needs it: a zone is not dark
@@ -538,11 +559,36 @@ func (d *Decider) darkness(zoneName string, valid *claim, now time.Time, members
 		}
 		return d.quietDark(zoneName, valid, now, members)
 	}
-	heard, dark, err := d.zoneDark(zoneName, valid)
-	if err != nil || heard {
+	c, err := d.zoneDark(zoneName, valid)
+	if err != nil {
 		return zoneDarkness{stale: true}, err
 	}
-	return zoneDarkness{stale: true, dark: true, at: dark, ref: valid.seen}, nil
+	z := zoneDarkness{stale: true, dark: true, at: c.dark, ref: valid.seen}
+	if !c.heard.IsZero() {
+		if !d.reconnecting(zoneName, valid, c, now) {
+			return zoneDarkness{stale: true}, nil
+		}
+		z.reconnecting = true
+	}
+	return z, nil
+}
+
+// reconnecting tells whether the zone of the stale renewal valid, heard again
+// as c says, is coming back from a cut: it was dark for longer than one and
+// a half kubelet renew intervals before the cloud heard one of its members
+// (a zone whose leader alone went silent is heard within one), and it was
+// heard again less than two renew intervals ago, still inside the cut's
+// protection. Then its members come back one by one while the controller
+// manager still taints those whose kubelets have not renewed yet, and the
+// leader's renewal that makes the zone fresh again may be a renew interval
+// behind: the nodes the cut protected stay protected until then, never longer
+// than the cut itself would have kept them. A thief's kubelet renewal buys
+// nothing: silence would have kept the zone dark longer.
+func (d *Decider) reconnecting(zoneName string, valid *claim, c zoneContact, now time.Time) bool {
+	heard := d.evidence.reheard(zone.LeaseName(zoneName), valid, c.heard)
+	return heard.Sub(d.staleAt(valid)) > c.interval*3/2 &&
+		now.Before(heard.Add(2*c.interval)) &&
+		now.Sub(c.dark) < d.maxCutoffProtection
 }
 
 // quietDark tells whether the zone of the fresh quiet renewal valid is dark
@@ -597,40 +643,60 @@ func (d *Decider) quietDark(zoneName string, valid *claim, now time.Time, member
 	return z, nil
 }
 
-// zoneDark tells, of zoneName whose last honoured zone Lease renewal valid
-// has gone stale, whether the cloud still hears one of the members that
-// renewal spoke for (heard: a kubelet renewed its Lease once the zone Lease
-// was stale, so the zone's quorum is what is missing), and otherwise when the
-// zone went dark: the newest of that renewal and its members' kubelet
-// renewals. No flag has to match the controller manager's grace period: the
-// zone Lease is renewed every few seconds, kubelets every 10 s, so a zone cut
-// off as a whole is known as such the moment its Lease goes stale. A node that
-// joined the zone after the zone's last renewal is not one of the members that
-// Lease spoke for, and is not asked.
-func (d *Decider) zoneDark(zoneName string, valid *claim) (heard bool, dark time.Time, err error) {
+// zoneContact is what the cloud heard from a zone's members since its last
+// honoured zone Lease renewal went stale.
+type zoneContact struct {
+	// heard is the earliest kubelet renewal, at or after the renewal went
+	// stale, among the members the cache shows renewed since; zero if none
+	// did (the zone is dark).
+	heard time.Time
+	// dark is when the zone went dark, as far as the members not heard
+	// since tell: the newest of the renewal and their kubelet renewals.
+	dark time.Time
+	// interval is the longest kubelet renew interval among the members.
+	interval time.Duration
+}
+
+// zoneDark tells what the cloud heard from zoneName's members since its last
+// honoured zone Lease renewal valid went stale. A member heard since (a
+// kubelet renewed its Lease once the zone Lease was stale) means the zone's
+// quorum is what is missing, unless the zone is coming back from a cut
+// (reconnecting); a zone heard from by none went dark at the newest of that
+// renewal and its members' kubelet renewals. No flag has to match the
+// controller manager's grace period: the zone Lease is renewed every few
+// seconds, kubelets every 10 s, so a zone cut off as a whole is known as such
+// the moment its Lease goes stale. A node that joined the zone after the
+// zone's last renewal is not one of the members that Lease spoke for, and is
+// not asked.
+func (d *Decider) zoneDark(zoneName string, valid *claim) (zoneContact, error) {
 	members, err := d.caches.Nodes.List(labels.SelectorFromSet(labels.Set{d.zoneLabel: zoneName}))
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("list nodes of zone %s from cache: %w", zoneName, err)
+		return zoneContact{}, fmt.Errorf("list nodes of zone %s from cache: %w", zoneName, err)
 	}
 	renewed, staleAt := valid.at(), d.staleAt(valid)
-	dark = renewed
+	c := zoneContact{dark: renewed, interval: defaultKubeletRenewInterval}
 	for _, m := range members {
 		if d.evidence.memberSince(m.Name, zoneName).After(renewed) {
 			continue
 		}
 		l, err := d.lease(d.caches.NodeLeases, m.Name)
 		if err != nil {
-			return false, time.Time{}, err
+			return zoneContact{}, err
+		}
+		if l != nil {
+			c.interval = max(c.interval, kubeletInterval(l))
 		}
 		t := d.evidence.kubeletRenewed(l)
-		if !t.Before(staleAt) {
-			return true, time.Time{}, nil
-		}
-		if t.After(dark) {
-			dark = t
+		switch {
+		case !t.Before(staleAt):
+			if c.heard.IsZero() || t.Before(c.heard) {
+				c.heard = t
+			}
+		case t.After(c.dark):
+			c.dark = t
 		}
 	}
-	return false, dark, nil
+	return c, nil
 }
 
 // deadWhenDark says why the cloud cannot count node alive when its zone went

@@ -1124,3 +1124,60 @@ func TestSignatureMemoBindsWhatWasSigned(t *testing.T) {
 		t.Error("a vote's signature copied under another leader was taken as valid")
 	}
 }
+
+// TestDecideKeepsACutZoneProtectedWhileItReconnects: a zone cut off as a
+// whole comes back member by member, and its leader's renewal may trail its
+// first kubelet by a renew interval. Until it arrives, at most two kubelet
+// renew intervals after the cloud first heard a member again, the nodes still
+// silent stay protected (the controller manager still taints them); a member
+// heard again needs nothing. The instant the zone was heard again does not
+// move as its kubelets go on renewing. A zone whose leader alone went silent
+// is heard within a renew interval of its Lease going stale: no cut, no
+// grace.
+func TestDecideKeepsACutZoneProtectedWhileItReconnects(t *testing.T) {
+	nodes := func() []runtime.Object {
+		objs := []runtime.Object{testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow)}
+		for _, n := range []string{"n1", "n2", "n3"} {
+			objs = append(objs, testNode(n, "z", zone.Healthy, corev1.ConditionUnknown), testLease(NodeLeaseNamespace, n, testNow))
+		}
+		return objs
+	}
+	decide := func(t *testing.T, env *deciderEnv, node string, want Reason) {
+		t.Helper()
+		n, err := env.d.caches.Nodes.Get(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := env.d.Decide(n)
+		if err != nil || got.Reason != want || got.Vouched != (want == ReasonZoneCutOff) {
+			t.Errorf("%s at +%s: %+v, %v; want %s", node, env.clock.Since(testNow), got, err, want)
+		}
+	}
+	t.Run("a zone back from a cut", func(t *testing.T) {
+		env := newDeciderEnv(t, nil, nodes()...)
+		env.clock.Step(2 * time.Minute)
+		decide(t, env, "n1", ReasonZoneCutOff)
+		renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+		decide(t, env, "n1", ReasonZoneCutOff)
+		decide(t, env, "n2", ReasonZoneNotCutOff)
+		env.clock.Step(15 * time.Second)
+		renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+		decide(t, env, "n1", ReasonZoneCutOff)
+		env.clock.Step(5 * time.Second) // two renew intervals since n2 was first heard again
+		decide(t, env, "n1", ReasonZoneNotCutOff)
+		decide(t, env, "n3", ReasonZoneNotCutOff)
+	})
+	t.Run("a zone whose leader alone went silent", func(t *testing.T) {
+		env := newDeciderEnv(t, nil, nodes()...)
+		env.clock.Step(testLeaseDuration*time.Second + 5*time.Second)
+		decide(t, env, "n1", ReasonZoneCutOff) // dark until a member is heard
+		renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+		decide(t, env, "n1", ReasonZoneNotCutOff)
+	})
+	t.Run("a cut longer than the protection", func(t *testing.T) {
+		env := newDeciderEnv(t, func(c *Config) { c.MaxCutoffProtection = time.Minute }, nodes()...)
+		env.clock.Step(2 * time.Minute)
+		renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+		decide(t, env, "n1", ReasonZoneNotCutOff)
+	})
+}

@@ -144,6 +144,9 @@ type zoneRecord struct {
 	// said after: a signer's newest attestation may be a thief's, made
 	// with its stolen key to take back what the honest member said.
 	downs downs
+	// reheard is when the cloud first heard a member again after the
+	// claim renewed at reheardOf went stale (see Decider.reconnecting).
+	reheard, reheardOf time.Time
 }
 
 // seenAttestation is an attestation as the webhook saw it, with the answer of
@@ -476,6 +479,23 @@ func (e *evidence) zoneClaim(name string, l *coordinationv1.Lease) *claim {
 		e.check(name, rec)
 	}
 	return rec.valid
+}
+
+// reheard returns when the cloud first heard a member of the zone whose Lease
+// is name again after its stale honoured claim valid: first, the earliest
+// renewal heard now, the first time it is asked about valid, and that same
+// instant after, while the members' renewals move on.
+func (e *evidence) reheard(name string, valid *claim, first time.Time) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec := e.zones[name]
+	if rec == nil {
+		return first
+	}
+	if !rec.reheardOf.Equal(valid.renewed) || rec.reheard.IsZero() {
+		rec.reheard, rec.reheardOf = first, valid.renewed
+	}
+	return rec.reheard
 }
 
 // kubeletRenewed is when the node's kubelet last renewed its Lease l (as the

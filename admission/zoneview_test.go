@@ -175,9 +175,19 @@ func TestZoneViewFollowsAZone(t *testing.T) {
 		edgequorum_admission_zone_protection_left_seconds{zone="z"} `+ftoa(left-60)+`
 	`)
 
-	// n2's kubelet reaches the cloud again: not a cut but a lost quorum,
-	// and nothing is protected.
+	// n2's kubelet reaches the cloud again: the zone may be coming back
+	// from its cut, its leader's renewal a renew interval behind, so the
+	// nodes still silent stay protected for two kubelet renew intervals;
+	// n2, heard, needs nothing.
 	renewLease(t, env.deciderEnv, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
+	v.pass(ctx)
+	st = env.status(t, "z")
+	if st.State != ZoneCutOff || st.Protected != 2 || st.Members[1].Vouched || st.Members[1].Reason != string(ReasonZoneNotCutOff) {
+		t.Errorf("zone heard again a moment ago: %+v", st)
+	}
+	// No renewal of the zone Lease followed: not a cut but a lost quorum,
+	// and nothing is protected.
+	env.clock.Step(2 * defaultKubeletRenewInterval)
 	v.pass(ctx)
 	st = env.status(t, "z")
 	staleAt := testNow.Add(testLeaseDuration * time.Second)
@@ -190,7 +200,7 @@ func TestZoneViewFollowsAZone(t *testing.T) {
 		edgequorum_admission_zones{state="no_leader"} 1
 		edgequorum_admission_zones{state="forming"} 0
 		edgequorum_admission_protected_nodes 0
-		edgequorum_admission_zone_no_leader_seconds{zone="z"} 65
+		edgequorum_admission_zone_no_leader_seconds{zone="z"} 85
 	`)
 
 	// Another replica takes over: it reads what is stored and writes
