@@ -80,6 +80,7 @@ func (w *Writer) setReachable(ok bool) {
 	now := w.clock.Now()
 	w.mu.Lock()
 	changed := !w.reach.known || w.reach.reachable != ok
+	back := ok && w.reach.known && !w.reach.reachable
 	if changed {
 		w.reach = reachability{known: true, reachable: ok, since: now, lastContact: w.reach.lastContact}
 	}
@@ -92,13 +93,18 @@ func (w *Writer) setReachable(ok bool) {
 	} else {
 		w.metrics.reachable.Set(0)
 	}
-	if changed {
-		if ok {
-			w.log.Info("apiserver reachable")
-			w.requeuePending()
-		} else {
-			w.log.Warn("apiserver unreachable")
+	switch {
+	case changed && ok:
+		w.log.Info("apiserver reachable")
+		w.requeuePending()
+		if back {
+			// Renew the zone Lease now rather than at the next
+			// renewal: back from a cut, the webhook counts the zone
+			// led again only from its leader's renewal on.
+			w.kickRenewal()
 		}
+	case changed:
+		w.log.Warn("apiserver unreachable")
 	}
 }
 

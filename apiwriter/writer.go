@@ -163,10 +163,16 @@ func (w *Writer) Verdicts(term uint64, vs []zone.Verdict, resync bool) {
 	if resync {
 		// A new leader: take the zone Lease now rather than at the next
 		// renewal, so the webhook sees a live quorum without a gap.
-		select {
-		case w.renewNow <- struct{}{}:
-		default:
-		}
+		w.kickRenewal()
+	}
+}
+
+// kickRenewal makes the lease loop renew the zone Lease now (if this member
+// leads) rather than at its next tick.
+func (w *Writer) kickRenewal() {
+	select {
+	case w.renewNow <- struct{}{}:
+	default:
 	}
 }
 
