@@ -28,6 +28,10 @@ type Result struct {
 	MaxLatenessSeconds float64 `json:"maxLatenessSeconds"`
 	SimErrors          int64   `json:"simErrors"`
 	LastSimError       string  `json:"lastSimError,omitempty"`
+	// ControllerManagerSettled: before the window the controller manager's
+	// writes fell below one per node per ten minutes of fleet time
+	// (waitControllerManager); false when they did not in time.
+	ControllerManagerSettled bool `json:"controllerManagerSettled"`
 	// Requests is "who kind" → resource → requests per second.
 	Requests            map[string]map[string]float64 `json:"requests"`
 	EtcdPutsPerSecond   float64                       `json:"etcdPutsPerSecond"`
@@ -110,14 +114,19 @@ func Markdown(rs []Result, machine, build, note string, at time.Time) string {
 	b.WriteString("| sites | nodes | dilation | kubelets: node Leases | kubelets: status | agents: writes | agents: reads | agents: reviews | webhook: writes | webhook: reads | controller-manager | etcd puts | edgequorum's writes (agents + webhook) / node-Lease writes (≤ 10 %) | agents' reads ≤ their writes |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.1f | %.1f %% %s | %s |\n",
+		kcm := fmt.Sprintf("%.2f", r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead))
+		if !r.ControllerManagerSettled {
+			kcm += " (not settled)"
+		}
+		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %s | %.1f | %.1f %% %s | %s |\n",
 			r.Sites, r.Nodes, r.Dilation, r.kubeletLeaseWrites(), r.rate(whoKubelet, kindWrite, "nodes/status"),
 			r.edgequorumWrites(), r.edgequorumReads(), r.edgequorumReviews(),
-			r.webhookWrites(), r.rate(whoWebhook, kindRead), r.rate(whoKCM, kindWrite)+r.rate(whoKCM, kindRead),
+			r.webhookWrites(), r.rate(whoWebhook, kindRead), kcm,
 			r.EtcdPutsPerSecond, 100*r.writeShare(), mark(r.writeShare() <= 0.10), mark(r.edgequorumReads() <= r.edgequorumWrites()))
 	}
 	fmt.Fprintf(&b, "\n![steady writes by source](%s)\n", PlotWrites)
-	b.WriteString("\nReviews are the agents' apiserver reachability check (a SelfSubjectReview every 2 s per member): a create that stores nothing, counted apart from writes and reads.\n\n")
+	b.WriteString("\nReviews are the agents' apiserver reachability check (a SelfSubjectReview every 2 s per member): a create that stores nothing, counted apart from writes and reads. " +
+		"The controller manager's column is its reads and writes; the window starts once its writes fall below one per node per ten minutes after the fleet's registration (\"not settled\": they had not within three quiet renewal periods).\n\n")
 	b.WriteString("## Steady state: edgequorum's requests by resource\n\n| sites | who | kind | resource | per second | per site per minute |\n|---:|---|---|---|---:|---:|\n")
 	for _, r := range rs {
 		for _, who := range []string{whoEdgequorum, whoWebhook} {

@@ -120,7 +120,9 @@ func runSize(ctx context.Context, cfg Config, n int) (Result, error) {
 	if err := f.waitQuiet(runCtx, progress); err != nil {
 		return Result{}, err
 	}
+	settled := f.waitControllerManager(runCtx, n, progress)
 	r, err := f.measure(ctx, n, progress)
+	r.ControllerManagerSettled = settled
 	if err != nil || cfg.OutageAt != n {
 		return r, err
 	}
@@ -242,6 +244,53 @@ func (f *fleet) waitQuiet(ctx context.Context, progress func(string, ...any)) er
 			return ctx.Err()
 		case <-time.After(f.d(5 * time.Second)):
 		}
+	}
+}
+
+// waitControllerManager waits, for at most three quiet renewal periods of
+// fleet time, until the controller manager writes less than once per node per
+// ten minutes of fleet time: after a registration at thousands of nodes its
+// node lifecycle controller works off a backlog of taint passes and
+// RegisteredNode Events for a while, which is no steady cost. It tells
+// whether it did; the window starts either way.
+func (f *fleet) waitControllerManager(ctx context.Context, n int, progress func(string, ...any)) bool {
+	nodes := n * f.cfg.NodesPerSite
+	limit := float64(nodes) / 600 // writes per second of fleet time
+	bin := f.d(10 * time.Second)
+	deadline := time.Now().Add(f.d(120 * time.Second))
+	for {
+		from := time.Now()
+		st, err := os.Stat(f.cluster.AuditLogPath())
+		if err != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(bin):
+		}
+		to := time.Now()
+		time.Sleep(2 * time.Second) // the batch audit backend's flush
+		counts, err := countAudit(f.cluster.AuditLogPath(), st.Size(), from, to)
+		if err != nil {
+			return false
+		}
+		writes := 0
+		for k, c := range counts {
+			if k.Who == whoKCM && k.Kind == kindWrite {
+				writes += c
+			}
+		}
+		rate := float64(writes) / to.Sub(from).Seconds() * f.dilation
+		if rate <= limit {
+			progress("controller manager settled: %.1f writes/s (limit %.1f for %d nodes)", rate, limit, nodes)
+			return true
+		}
+		if time.Now().After(deadline) {
+			progress("controller manager still writes %.1f/s (limit %.1f): measuring anyway", rate, limit)
+			return false
+		}
+		progress("controller manager writes %.1f/s (limit %.1f for %d nodes): waiting for it to settle", rate, limit, nodes)
 	}
 }
 
