@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,6 +72,33 @@ func TestQualifies(t *testing.T) {
 				t.Errorf("qualifies = %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSlimNode(t *testing.T) {
+	n := testNode("n", "z", zone.Healthy, corev1.ConditionUnknown, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}}
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.36.0"}
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	got, err := slimNodes(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.(*corev1.Node)
+	if s.Name != "n" || s.UID != n.UID || s.Labels[zone.DefaultZoneLabel] != "z" || s.Annotations[zone.AnnotationKey] == "" ||
+		len(s.Spec.Taints) != 1 || len(s.Status.Conditions) != len(n.Status.Conditions) {
+		t.Errorf("slim node lost what the webhook reads: %+v", s)
+	}
+	if s.Status.Images != nil || s.Status.Capacity != nil || s.Status.NodeInfo.KubeletVersion != "" || s.ManagedFields != nil {
+		t.Errorf("slim node kept what the webhook never reads: %+v", s.Status)
+	}
+	if n.Status.Images == nil || n.ManagedFields == nil {
+		t.Error("slimNodes changed the Node it was given")
+	}
+	var other runtime.Object = &corev1.Pod{}
+	if got, _ := slimNodes(other); got != other {
+		t.Error("slimNodes changed a non-node")
 	}
 }
 

@@ -84,6 +84,11 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 	if err := podInformer.Informer().SetTransform(slimPods(cfg.ElectionNamespace)); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
+	// Every Node too, and a kubelet's Node is 10-20 KB, mostly its images
+	// and resources, which the webhook never reads.
+	if err := all.Core().V1().Nodes().Informer().SetTransform(slimNodes); err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
 	w.announcer.pods = podInformer.Lister().Pods(cfg.ElectionNamespace)
 	caches := Caches{
 		Nodes:      all.Core().V1().Nodes().Lister(),
@@ -405,6 +410,24 @@ func (w *Webhook) closingWhileDraining(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// slimNodes keeps of a Node what the webhook reads or writes back: its
+// metadata (labels, annotations: zone, verdict, key), its whole spec (taints;
+// failover and the repair loop write a cached Node back with Update, which
+// takes the spec from the request and the status from the stored Node), and
+// its conditions. Images, resources, addresses, node info and volumes go;
+// so do the managed fields, which an Update that omits them leaves as they
+// are.
+func slimNodes(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: n.Spec,
+		Status: corev1.NodeStatus{Conditions: n.Status.Conditions}}
+	slim.ManagedFields = nil
+	return slim, nil
 }
 
 // slimPods keeps what qualifies reads of a pod: identity, node, deletion, and
