@@ -197,6 +197,11 @@ type evidence struct {
 	// kept is, by node name, the last verdict honoured: what the node is
 	// judged by while its annotation is one the zone did not sign.
 	kept map[string]*keptVerdict
+
+	// keysMu guards keys, the memo of nodeKey; apart from mu, since
+	// memberKey is called with and without it.
+	keysMu sync.Mutex
+	keys   map[string]memberKeyOf
 }
 
 func newEvidence(cfg Config, nodes corelisters.NodeLister, m *metrics) *evidence {
@@ -452,14 +457,50 @@ func (e *evidence) validVotes(zoneName string, votes []zone.LeaderVote) int {
 // or why there is none.
 func (e *evidence) memberKey(node, zoneName string) (ed25519.PublicKey, Reason) {
 	n, err := e.nodes.Get(node)
-	if err != nil || n.Labels[e.zoneLabel] != zoneName {
+	if err != nil {
 		return nil, ReasonSignerNotMember
 	}
-	key, err := zone.ParseNodeKey(n.Annotations[zone.NodeKeyAnnotation])
-	if err != nil {
+	k := e.nodeKey(n)
+	switch {
+	case k.zone != zoneName:
+		return nil, ReasonSignerNotMember
+	case k.key == nil:
 		return nil, ReasonSignerNoKey
 	}
-	return key, ""
+	return k.key, ""
+}
+
+// memberKeyOf is what memberKey reads of one version of a Node.
+type memberKeyOf struct {
+	resourceVersion string
+	zone            string
+	key             ed25519.PublicKey // nil: none that parses
+}
+
+// maxNodeKeys bounds the memo of Node keys; past it, it starts over.
+const maxNodeKeys = 1 << 17
+
+// nodeKey returns n's zone and registered key, memoized per Node version: a
+// review checks every peer's attestation, each against its signer's Node,
+// and the cached Node is replaced, never changed, when it changes.
+func (e *evidence) nodeKey(n *corev1.Node) memberKeyOf {
+	e.keysMu.Lock()
+	k, ok := e.keys[n.Name]
+	e.keysMu.Unlock()
+	if ok && k.resourceVersion == n.ResourceVersion && n.ResourceVersion != "" {
+		return k
+	}
+	k = memberKeyOf{resourceVersion: n.ResourceVersion, zone: n.Labels[e.zoneLabel]}
+	if key, err := zone.ParseNodeKey(n.Annotations[zone.NodeKeyAnnotation]); err == nil {
+		k.key = key
+	}
+	e.keysMu.Lock()
+	if e.keys == nil || len(e.keys) >= maxNodeKeys {
+		e.keys = map[string]memberKeyOf{}
+	}
+	e.keys[n.Name] = k
+	e.keysMu.Unlock()
+	return k
 }
 
 // zoneClaim returns the honoured claim of the zone Lease named name, nil if
