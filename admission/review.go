@@ -344,11 +344,28 @@ func encodePair[T any](obj *T, mutate func(*T) (int, []any, []nodeEvent, error))
 	return mutation{original: original, mutated: mutated, changed: n, attrs: attrs, events: evs}, nil
 }
 
+// reviewedNode is what the node route reads of a Node in a review: the
+// controller manager's Node writes carry the kubelet's whole status, 10-20 KB
+// of images and resources, and decoding them into a corev1.Node on every
+// review was most of the route's cost. The patch is built from the taints'
+// indices in the request, so nothing else is needed.
+type reviewedNode struct {
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Taints []corev1.Taint `json:"taints,omitempty"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []corev1.NodeCondition `json:"conditions,omitempty"`
+	} `json:"status"`
+}
+
 func mutateNode(m *mutator, req *admissionv1.AdmissionRequest) (mutation, error) {
-	var n corev1.Node
-	if err := decodeObject(req.Object.Raw, &n); err != nil {
+	var r reviewedNode
+	if err := decodeObject(req.Object.Raw, &r); err != nil {
 		return mutation{}, err
 	}
+	n := corev1.Node{ObjectMeta: r.ObjectMeta, Spec: corev1.NodeSpec{Taints: r.Spec.Taints},
+		Status: corev1.NodeStatus{Conditions: r.Status.Conditions}}
 	taints := slices.Clone(n.Spec.Taints)
 	stripped, dec, err := m.node(&n)
 	if err != nil {
