@@ -170,7 +170,7 @@ func New(cfg Config, client kubernetes.Interface) (*Webhook, error) {
 		}
 		view := &zoneViewer{
 			decider: w.decider, nodes: caches.Nodes, events: w.events, clock: cfg.Clock,
-			period: cfg.ZoneStatusPeriod, limiter: rate.NewLimiter(rate.Limit(cfg.ZoneStatusQPS), cfg.ZoneStatusBurst),
+			period: cfg.ZoneStatusPeriod, spread: cfg.ZoneStatusPeriod / 2, limiter: rate.NewLimiter(rate.Limit(cfg.ZoneStatusQPS), cfg.ZoneStatusBurst),
 			dryRun: cfg.DryRun, metrics: m, log: cfg.Logger.With("component", "zones"),
 		}
 		if cfg.ZoneClient != nil {

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -56,7 +57,7 @@ func BenchmarkZoneViewPass(b *testing.B) {
 			env := newDeciderEnv(b, nil, fleet(zones)...)
 			v := &zoneViewer{decider: env.d, nodes: env.d.caches.Nodes, clock: env.clock, metrics: env.d.evidence.metrics,
 				written: map[string]*writtenZone{}}
-			view, err := v.view(env.clock.Now())
+			view, err := v.view(context.Background(), env.clock.Now())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +74,7 @@ func BenchmarkZoneViewPass(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := v.view(env.clock.Now()); err != nil {
+				if _, err := v.view(context.Background(), env.clock.Now()); err != nil {
 					b.Fatal(err)
 				}
 			}

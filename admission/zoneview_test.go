@@ -319,3 +319,23 @@ func wantGauges(t *testing.T, c *zoneCollector, want string) {
 		t.Errorf("gauges:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(sortedCopy(lines), "\n"))
 	}
 }
+
+// TestZoneViewPacing: a pass over many nodes spreads its judging over the
+// spread it is given, in pauses no shorter than minPause; a pass over few
+// nodes, or one not spread, does not pause.
+func TestZoneViewPacing(t *testing.T) {
+	v := &zoneViewer{spread: 5 * time.Second}
+	for _, zones := range []int{20, 100, 1000, 3000, 10000, 100000} {
+		batch, pause := v.pacing(zones, max(pacedNodes, 3*zones))
+		total := time.Duration(zones/batch) * pause
+		if pause < minPause || total > v.spread || total < v.spread*9/10 {
+			t.Errorf("%d zones: a pause of %s every %d zones, %s in all; want at least %s each and about %s in all", zones, pause, batch, total, minPause, v.spread)
+		}
+	}
+	if _, pause := v.pacing(300, pacedNodes-1); pause != 0 {
+		t.Errorf("a pass over %d nodes pauses %s", pacedNodes-1, pause)
+	}
+	if _, pause := (&zoneViewer{}).pacing(10000, 30000); pause != 0 {
+		t.Errorf("a pass not spread pauses %s", pause)
+	}
+}
