@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/memlimit"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zonekeys"
@@ -160,7 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
-	applyMemoryLimit(a.cfg.MemoryLimit, "/sys/fs/cgroup", a.log)
+	memlimit.Apply(a.cfg.MemoryLimit, "/sys/fs/cgroup", a.log)
 	statusLn, err := net.Listen("tcp", a.cfg.StatusAddress)
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)

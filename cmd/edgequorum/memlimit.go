@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/edgequorum/edgequorum/agent"
+	"github.com/edgequorum/edgequorum/internal/memlimit"
 )
 
 // memoryLimitFlag reads --memory-limit: "auto", or a byte count written the
@@ -17,7 +17,7 @@ func (q memoryLimitFlag) String() string {
 	switch {
 	case q.v == nil:
 		return ""
-	case *q.v == agent.MemoryLimitAuto:
+	case *q.v == memlimit.Auto:
 		return "auto"
 	}
 	return resource.NewQuantity(*q.v, resource.BinarySI).String()
@@ -25,7 +25,7 @@ func (q memoryLimitFlag) String() string {
 
 func (q memoryLimitFlag) Set(s string) error {
 	if s == "auto" {
-		*q.v = agent.MemoryLimitAuto
+		*q.v = memlimit.Auto
 		return nil
 	}
 	r, err := resource.ParseQuantity(s)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/memlimit"
 )
 
 func init() {
@@ -102,6 +103,8 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.IdleTimeout, "http-idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "how long reviews are still answered after SIGTERM, with /readyz failing, while the Service's endpoints drop this replica (0: stop at once)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may finish once the listener closes")
+	memoryLimit := int64(memlimit.Auto)
+	fs.Var(memoryLimitFlag{v: &memoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 1Gi; GOMEMLIMIT, when set, wins")
 	logFlags := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -110,6 +113,12 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if memoryLimit < 0 && memoryLimit != memlimit.Auto || memoryLimit > 0 && memoryLimit < 64<<20 {
+		return usageErrorf("--memory-limit %d must be auto, 0 (no limit) or at least 64Mi", memoryLimit)
+	}
+	// Its caches grow with the cluster: near the container's limit the
+	// collector works harder rather than the kernel killing the webhook.
+	memlimit.Apply(memoryLimit, "/sys/fs/cgroup", log)
 	if *legacyLeaseAge != 0 {
 		log.Warn("--node-lease-max-age is deprecated and ignored: whether a zone is cut off follows from its Leases; remove the flag")
 	}

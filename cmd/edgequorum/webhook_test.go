@@ -44,6 +44,8 @@ func TestWebhookUsage(t *testing.T) {
 		{"repair qps", append([]string{"--repair-qps", "0"}, tls...), "--repair-qps"},
 		{"tiny body limit", append([]string{"--max-request-bytes", "10"}, tls...), "--max-request-bytes"},
 		{"bad log level", append([]string{"--log-level", "loud"}, tls...), "--log-level"},
+		{"tiny memory limit", append([]string{"--memory-limit", "1Mi"}, tls...), "--memory-limit"},
+		{"memory limit not a quantity", append([]string{"--memory-limit", "lots"}, tls...), "memory-limit"},
 		{"unknown flag", []string{"--nope"}, "nope"},
 		{"not a duration", []string{"--node-lease-max-age", "soon"}, "node-lease-max-age"},
 		// The zone Lease's own leaseDurationSeconds says how long it holds.

@@ -1,4 +1,4 @@
-package agent
+package memlimit
 
 import (
 	"log/slog"
@@ -50,17 +50,17 @@ func TestApplyMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	applyMemoryLimit(MemoryLimitAuto, root, log)
+	Apply(Auto, root, log)
 	cgroupLimit := 128.0 * (1 << 20)
 	if got, want := debug.SetMemoryLimit(-1), int64(cgroupLimit*autoMemoryFraction); got != want {
 		t.Errorf("auto under a 128Mi cgroup set %d, want %d (90%% of it)", got, want)
 	}
-	applyMemoryLimit(96<<20, root, log)
+	Apply(96<<20, root, log)
 	if got := debug.SetMemoryLimit(-1); got != 96<<20 {
 		t.Errorf("explicit 96Mi set %d", got)
 	}
 	debug.SetMemoryLimit(prev)
-	applyMemoryLimit(MemoryLimitAuto, t.TempDir(), log) // no cgroup limit
+	Apply(Auto, t.TempDir(), log) // no cgroup limit
 	if got := debug.SetMemoryLimit(-1); got != prev {
 		t.Errorf("auto without a cgroup limit changed the limit to %d", got)
 	}
