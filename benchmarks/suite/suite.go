@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -269,6 +270,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 // ThisMachine describes this host from /proc, for results that say which
 // machine made them.
 func ThisMachine() Machine { return machine() }
+
+// ThisCommit names the build a results page measured: the checkout's
+// commit, marked dirty when it has changes; "unknown" outside a checkout.
+func ThisCommit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
 
 // String is the machine in one line.
 func (m Machine) String() string {

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -61,7 +60,7 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, build := suite.ThisMachine(), commit()
+	m, build := suite.ThisMachine(), suite.ThisCommit()
 	rs, err := fleet.Run(ctx, cfg)
 	if len(rs) > 0 {
 		if werr := fleet.Write(cfg.Out, rs, m.String(), build, "", start); werr != nil {
@@ -89,16 +88,6 @@ func rerender(path, out string) error {
 		return fmt.Errorf("-render %s: %w", path, err)
 	}
 	return fleet.Write(out, saved.Results, saved.Machine, saved.Commit, saved.Note, saved.Date)
-}
-
-// commit names the build measured: the checkout's commit, marked dirty when
-// it has changes.
-func commit() string {
-	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func joinInts(xs []int) string {

@@ -55,6 +55,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/benchmarks/internal/procstat"
 	"github.com/edgequorum/edgequorum/benchmarks/internal/stats"
+	"github.com/edgequorum/edgequorum/benchmarks/suite"
 )
 
 // The issue's targets: p99 at or under 5 ms at 500 reviews/s, at least 2000
@@ -213,6 +214,9 @@ type Report struct {
 	CPUs   int       `json:"hostCPUs"`
 	Kinds  []Result  `json:"kinds"`
 	At     time.Time `json:"at"`
+	// Commit and Machine say which build ran where.
+	Commit  string `json:"commit"`
+	Machine string `json:"machine"`
 }
 
 func drive(o options) error {
@@ -270,7 +274,7 @@ func drive(o options) error {
 		Rate: o.rate, Duration: o.duration.String(), At: time.Now().UTC(), CPUs: runtime.NumCPU(),
 		SyncSeconds: rd.SyncSeconds, SettleSeconds: rd.SettleSeconds, FakeAPIRSSMiB: rd.FakeAPIRSSMiB, FakeStoreMiB: rd.FakeStoreMiB,
 		CacheHeapMiB: rd.CacheHeapMiB, ContainerLimitMiB: float64(o.memLimit) / (1 << 20), GoMemLimitMiB: rd.GoMemLimitMiB,
-		WebhookCPUs: rd.CPUs, WebhookGOMAXPROCS: rd.GOMAXPROCS}
+		WebhookCPUs: rd.CPUs, WebhookGOMAXPROCS: rd.GOMAXPROCS, Commit: suite.ThisCommit(), Machine: suite.ThisMachine().String()}
 	if rep.IdleRSSMiB, err = rssMiB(pid); err != nil {
 		return err
 	}
@@ -590,7 +594,7 @@ func write(out string, rep Report) error {
 		return "**missed**"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Webhook cost\n\n")
+	fmt.Fprintf(&b, "# Webhook cost\n\n`webhookload` at commit %s on %s, started %s.\n\n", rep.Commit, rep.Machine, rep.At.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "`webhookload`: one webhook process, repair loop on and leading, whose caches hold %d nodes (zones of %d, every node Unknown and vouched; "+
 		"kubelet-style status with 40-50 images, %.1f KB per Node as JSON on average) and %d pods, and %d EndpointSlices and as many Endpoints "+
 		"(a Service per ten pods, every endpoint ready) in the repair loop's caches. "+
@@ -618,7 +622,7 @@ func write(out string, rep Report) error {
 
 	goLimit := "none"
 	if rep.GoMemLimitMiB > 0 {
-		goLimit = fmt.Sprintf("%.0f MiB, %d %% of the container's %.0f MiB (deploy/webhook sets no Go limit of its own; this is the agent's rule)",
+		goLimit = fmt.Sprintf("%.0f MiB, %d %% of the container's %.0f MiB (what the webhook's --memory-limit=auto, as deploy/webhook runs it, sets under that container limit)",
 			rep.GoMemLimitMiB, memLimitPercent, rep.ContainerLimitMiB)
 	}
 	fmt.Fprintf(&b, "Memory. The fake API lives in the webhook's process: it held %.0f MiB of RSS before the webhook started "+
