@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -1179,5 +1180,35 @@ func TestDecideKeepsACutZoneProtectedWhileItReconnects(t *testing.T) {
 		env.clock.Step(2 * time.Minute)
 		renewLease(t, env, NodeLeaseNamespace, "n2", func(l *coordinationv1.Lease) *coordinationv1.Lease { return l })
 		decide(t, env, "n1", ReasonZoneNotCutOff)
+	})
+}
+
+// TestDecideRechecksAttestationsWhenAKeyChanges: the answer of a peer's
+// attestation is remembered until a member's key or zone changes; a signer
+// whose Node registers a new key no longer vouches with what its old key
+// signed, and a node whose peers' word stops counting is no longer vouched.
+func TestDecideRechecksAttestationsWhenAKeyChanges(t *testing.T) {
+	n1 := testNode("n1", "z", zone.Healthy, corev1.ConditionUnknown)
+	env := newDeciderEnv(t, nil, n1, testNode("n2", "z", "", corev1.ConditionTrue), testNode("n3", "z", "", corev1.ConditionTrue),
+		testLease(zone.DefaultLeaseNamespace, zone.LeaseName("z"), testNow),
+		testLease(NodeLeaseNamespace, "n1", testNow.Add(-time.Minute)), testLease(NodeLeaseNamespace, "n2", testNow), testLease(NodeLeaseNamespace, "n3", testNow))
+	if got, err := env.d.Decide(n1); err != nil || !got.Vouched || got.Reason != ReasonZoneLeaseFresh {
+		t.Fatalf("with its peers' word: %+v, %v", got, err)
+	}
+	ctx := context.Background()
+	for _, peer := range []string{"n2", "n3"} {
+		n, err := env.client.CoreV1().Nodes().Get(ctx, peer, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations[zone.NodeKeyAnnotation] = zone.EncodeNodeKey(testKey(peer + "-new").Public().(ed25519.PublicKey))
+		n.ResourceVersion = "2" // as the apiserver would
+		if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.UntilTrue(t, waitTimeout, "the peers' new keys seen", func() bool {
+		got, err := env.d.Decide(n1)
+		return err == nil && !got.Vouched && got.Reason == ReasonNoQuorumEvidence
 	})
 }

@@ -139,7 +139,7 @@ type zoneRecord struct {
 	certified bool
 	// attests are the newest attestation seen from each signer, by signer:
 	// the quorum's evidence for the nodes the cloud cannot hear from.
-	attests map[string]seenAttestation
+	attests map[string]*seenAttestation
 	// downs records every member's word that a node is down, whatever it
 	// said after: a signer's newest attestation may be a thief's, made
 	// with its stolen key to take back what the honest member said.
@@ -157,8 +157,14 @@ type zoneRecord struct {
 type seenAttestation struct {
 	zone.Attestation
 	renewal
-	checkedKey ed25519.PublicKey
-	ok         bool
+	// checkedKey is the key the signature was last checked against, ok
+	// the answer; checkedGen is e.keysGen then and checkedZone the zone
+	// it was checked for: while no member's key or zone changed since,
+	// the answer stands without reading the signer's Node again.
+	checkedKey  ed25519.PublicKey
+	ok          bool
+	checkedGen  uint64
+	checkedZone string
 }
 
 // membership is a node's zone as the webhook saw it, and since when. Nodes in
@@ -166,6 +172,8 @@ type seenAttestation struct {
 type membership struct {
 	zone  string
 	since time.Time
+	// key is the node key annotation as last seen.
+	key string
 }
 
 type verdictCheck struct {
@@ -197,6 +205,11 @@ type evidence struct {
 	// kept is, by node name, the last verdict honoured: what the node is
 	// judged by while its annotation is one the zone did not sign.
 	kept map[string]*keptVerdict
+	// keysGen counts the changes of any node's zone or key the node events
+	// told (seenAttestation.checkedGen). An event trails the node cache
+	// by moments, during which an attestation checked before a key change
+	// keeps its answer.
+	keysGen uint64
 
 	// keysMu guards keys, the memo of nodeKey; apart from mu, since
 	// memberKey is called with and without it.
@@ -227,6 +240,7 @@ func (e *evidence) follow(inf Informers) error {
 				}
 				delete(e.joined, n)
 				delete(e.kept, n)
+				e.keysGen++
 			})
 		}},
 		{inf.NodeLeases, func(obj any, _ bool) { e.onKubeletLease(obj) }, func(obj any) { e.forget(obj, func(n string) { delete(e.kubelets, n) }) }},
@@ -267,22 +281,28 @@ func (e *evidence) onNode(obj any, initial bool) {
 	if !ok {
 		return
 	}
-	z := n.Labels[e.zoneLabel]
+	z, key := n.Labels[e.zoneLabel], n.Annotations[zone.NodeKeyAnnotation]
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old, ok := e.joined[n.Name]
 	if ok && old.zone == z {
+		if old.key != key {
+			old.key = key
+			e.joined[n.Name] = old
+			e.keysGen++
+		}
 		return
 	}
 	if ok {
 		e.sizes[old.zone]--
 	}
 	e.sizes[z]++
-	m := membership{zone: z}
+	m := membership{zone: z, key: key}
 	if !initial {
 		m.since = e.clock.Now()
 	}
 	e.joined[n.Name] = m
+	e.keysGen++
 }
 
 func (e *evidence) onKubeletLease(obj any) {
@@ -326,7 +346,7 @@ func (e *evidence) zoneLease(l *coordinationv1.Lease) *zoneRecord {
 	c.endorses, c.endorsed = endorses, err == nil // refused when it does not parse
 	rec := e.zones[l.Name]
 	if rec == nil {
-		rec = &zoneRecord{attests: map[string]seenAttestation{}}
+		rec = &zoneRecord{attests: map[string]*seenAttestation{}}
 		e.zones[l.Name] = rec
 	}
 	e.attestations(l, rec)
@@ -696,7 +716,7 @@ func (e *evidence) attestations(l *coordinationv1.Lease, rec *zoneRecord) {
 		if prev, ok := rec.attests[a.Signer]; ok && !a.At.After(prev.At) {
 			continue
 		}
-		rec.attests[a.Signer] = sa
+		rec.attests[a.Signer] = &sa
 	}
 }
 
@@ -815,12 +835,7 @@ func (e *evidence) eachValid(node, zoneName string, ttl time.Duration, now time.
 		if signer == node || a.at().After(now) || !now.Before(a.at().Add(ttl)) {
 			continue
 		}
-		checked := a.checkedKey
-		valid := e.attestationValid(zoneName, &a)
-		if !bytes.Equal(checked, a.checkedKey) {
-			rec.attests[signer] = a // remember the answer
-		}
-		if valid {
+		if e.attestationValid(zoneName, a) {
 			fn(&a.Attestation)
 		}
 	}
@@ -863,6 +878,9 @@ func (e *evidence) majorityOfPeers(node, zoneName string) int {
 // registers, a member of zoneName, remembering the answer on a for that key.
 // Called with mu held.
 func (e *evidence) attestationValid(zoneName string, a *seenAttestation) bool {
+	if a.checkedKey != nil && a.checkedGen == e.keysGen && a.checkedZone == zoneName {
+		return a.ok
+	}
 	key, r := e.memberKey(a.Signer, zoneName)
 	if r != "" {
 		e.countEvidenceRefusal(a.Attestation, evidenceNotMember)
@@ -871,6 +889,7 @@ func (e *evidence) attestationValid(zoneName string, a *seenAttestation) bool {
 	if a.checkedKey != nil && bytes.Equal(a.checkedKey, key) {
 		return a.ok
 	}
+	a.checkedGen, a.checkedZone = e.keysGen, zoneName
 	a.checkedKey, a.ok = key, a.Verify(key)
 	if !a.ok {
 		e.countEvidenceRefusal(a.Attestation, evidenceBadSignature)
