@@ -248,7 +248,7 @@ func (r *repairer) lead(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C():
-				r.scan(q)
+				r.scan(ctx, q)
 			}
 		}
 	})
@@ -270,13 +270,30 @@ func (r *repairer) lead(ctx context.Context) {
 }
 
 // scan considers every cached node, EndpointSlice and Endpoints object.
-func (r *repairer) scan(q repairQueue) {
+func (r *repairer) scan(ctx context.Context, q repairQueue) {
+	var objs [][]any
+	total := 0
 	for _, inf := range r.informers {
-		for _, obj := range inf.GetStore().List() {
+		list := inf.GetStore().List()
+		objs, total = append(objs, list), total+len(list)
+	}
+	var pace pacer
+	if total >= pacedObjects {
+		pace.batch, pace.pause = spreadOver(total, r.period/2)
+	}
+	for _, list := range objs {
+		for _, obj := range list {
+			if !pace.next(ctx) {
+				return
+			}
 			r.consider(q, obj)
 		}
 	}
 }
+
+// pacedObjects is how many objects a rescan considers before it spreads its
+// work over half the period (spreadOver): fewer take a few milliseconds.
+const pacedObjects = 5000
 
 // consider offers obj, a node, EndpointSlice or Endpoints object, to each
 // controller, which queues what it would write now. A node that went Unknown

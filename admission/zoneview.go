@@ -322,14 +322,10 @@ func (v *zoneViewer) view(ctx context.Context, now time.Time) (map[string]*EdgeZ
 	}
 	out := make(map[string]*EdgeZoneStatus, len(byZone))
 	batch, pause := v.pacing(len(byZone), len(nodes))
-	judged := 0
+	pace := pacer{batch: batch, pause: pause}
 	for z, members := range byZone {
-		if judged++; pause > 0 && judged%batch == 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(pause):
-			}
+		if !pace.next(ctx) {
+			return nil, ctx.Err()
 		}
 		edge, err := v.edgeZone(z, members)
 		if err != nil {
@@ -347,27 +343,17 @@ func (v *zoneViewer) view(ctx context.Context, now time.Time) (map[string]*EdgeZ
 	return out, nil
 }
 
-// minPause is the shortest pause pacing makes: shorter sleeps cost more in
-// wake-ups than they spread.
-const minPause = 2 * time.Millisecond
-
 // pacedNodes is how many nodes a pass judges before it spreads its work: a
 // pass over fewer takes a few milliseconds.
 const pacedNodes = 1000
 
 // pacing says how a pass over zones with nodes in all spreads its judging
-// over v.spread: a pause after every batch of zones; no pause when it is not
-// spread.
+// over v.spread (spreadOver); no pause under pacedNodes.
 func (v *zoneViewer) pacing(zones, nodes int) (batch int, pause time.Duration) {
-	if v.spread <= 0 || nodes < pacedNodes || zones < 2 {
+	if nodes < pacedNodes {
 		return 1, 0
 	}
-	per := v.spread / time.Duration(zones)
-	batch = 1
-	if per < minPause {
-		batch = int((minPause + per - 1) / max(per, 1))
-	}
-	return batch, per * time.Duration(batch)
+	return spreadOver(zones, v.spread)
 }
 
 // edgeZone reports whether zone z, whose nodes are members, is one of

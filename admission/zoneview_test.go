@@ -339,3 +339,18 @@ func TestZoneViewPacing(t *testing.T) {
 		t.Errorf("a pass not spread pauses %s", pause)
 	}
 }
+
+// TestPacerStopsWithItsContext: a paced pass ends at once when its context
+// does, rather than after its pauses.
+func TestPacerStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := pacer{batch: 1, pause: time.Hour}
+	cancel()
+	if p.next(ctx) {
+		t.Error("a pacer went on after its context ended")
+	}
+	unpaced := pacer{}
+	if !unpaced.next(context.Background()) || unpaced.next(ctx) {
+		t.Error("an unpaced pacer does not follow its context")
+	}
+}
