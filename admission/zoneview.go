@@ -256,6 +256,9 @@ func (v *zoneViewer) readStored(ctx context.Context) {
 func (v *zoneViewer) pass(ctx context.Context) {
 	now := v.clock.Now()
 	view, err := v.view(ctx, now)
+	if ctx.Err() != nil {
+		return // stopping: a paced pass ends where it is
+	}
 	if err != nil {
 		v.log.Warn("zone view not computed", "err", err)
 		return
