@@ -248,16 +248,16 @@ func (f *fleet) waitQuiet(ctx context.Context, progress func(string, ...any)) er
 }
 
 // waitControllerManager waits, for at most three quiet renewal periods of
-// fleet time, until the controller manager writes less than once per node per
-// ten minutes of fleet time: after a registration at thousands of nodes its
-// node lifecycle controller works off a backlog of taint passes and
-// RegisteredNode Events for a while, which is no steady cost. It tells
-// whether it did; the window starts either way.
+// fleet time and never more than settleCap, until the controller manager
+// writes less than once per node per ten minutes of fleet time: after a
+// registration at thousands of nodes its node lifecycle controller works off
+// a backlog of taint passes and RegisteredNode Events for a while, which is
+// no steady cost. It tells whether it did; the window starts either way.
 func (f *fleet) waitControllerManager(ctx context.Context, n int, progress func(string, ...any)) bool {
 	nodes := n * f.cfg.NodesPerSite
 	limit := float64(nodes) / 600 // writes per second of fleet time
 	bin := f.d(10 * time.Second)
-	deadline := time.Now().Add(f.d(120 * time.Second))
+	deadline := time.Now().Add(min(f.d(120*time.Second), settleCap))
 	for {
 		from := time.Now()
 		st, err := os.Stat(f.cluster.AuditLogPath())
@@ -293,6 +293,10 @@ func (f *fleet) waitControllerManager(ctx context.Context, n int, progress func(
 		progress("controller manager writes %.1f/s (limit %.1f for %d nodes): waiting for it to settle", rate, limit, nodes)
 	}
 }
+
+// settleCap bounds waitControllerManager in real time: at a dilation of 15
+// three quiet periods would be half an hour of a run that must fit an hour.
+const settleCap = 90 * time.Second
 
 // connectedZones counts the EdgeZones the webhook shows Connected.
 func (f *fleet) connectedZones(ctx context.Context) int {
