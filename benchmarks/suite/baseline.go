@@ -266,28 +266,32 @@ func (r *baselineRun) steady(ctx context.Context) error {
 	return nil
 }
 
+// kills kills and revives a node Kills times, deaths alternating between
+// reset and silent (killKind), each kind's figures kept apart.
 func (r *baselineRun) kills(ctx context.Context) error {
 	start := time.Now()
 	var last string
 	for i := 1; i <= r.v.kills; i++ {
-		o := r.killOne(ctx, last)
+		kind := killKind(i)
+		o := r.killOne(ctx, last, kind)
 		last = o.victim
 		if o.killed.IsZero() {
 			return o.err
 		}
+		_, annots, recoveries := r.res.deaths(kind)
 		annotS := "—"
 		if o.detectErr != nil {
-			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, o.victim, o.detectErr))
+			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d, %s (%s): %v", i, kind, o.victim, o.detectErr))
 		} else {
-			r.res.DetectAnnot = append(r.res.DetectAnnot, o.detect.Seconds())
+			*annots = append(*annots, o.detect.Seconds())
 			annotS = fmt.Sprintf("%.2fs", o.detect.Seconds()/r.v.k)
 		}
 		if o.err != nil {
 			return o.err
 		}
-		r.res.Recovery = append(r.res.Recovery, o.recovery.Seconds())
-		r.s.progress(r.n, r.v.label, "kill %d/%d %s: annotated unhealthy %s; healthy again %.2fs after restart",
-			i, r.v.kills, o.victim, annotS, o.recovery.Seconds()/r.v.k)
+		*recoveries = append(*recoveries, o.recovery.Seconds())
+		r.s.progress(r.n, r.v.label, "kill %d/%d %s %s: annotated unhealthy %s; healthy again %.2fs after restart%s",
+			i, r.v.kills, kind, o.victim, annotS, o.recovery.Seconds()/r.v.k, o.droppedNote())
 	}
 	// Let the stragglers of the last round (other daemons still voting on a
 	// stale copy) be counted with the phase that caused them.
@@ -306,9 +310,10 @@ func (r *baselineRun) kills(ctx context.Context) error {
 
 // killOne kills a random daemon other than last with its kubelet, after a
 // random part of the variant's longest period, times its unhealthy
-// annotation, and revives both.
-func (r *baselineRun) killOne(ctx context.Context, last string) killOutcome {
-	var o killOutcome
+// annotation, and revives both. A silent death drops the victim's packets
+// from just before the kills until just before the revival.
+func (r *baselineRun) killOne(ctx context.Context, last string, kind deathKind) killOutcome {
+	o := killOutcome{kind: kind}
 	var cands []*baseNode
 	for _, b := range r.nodes {
 		if b.name != last && b.running() {
@@ -320,13 +325,23 @@ func (r *baselineRun) killOne(ctx context.Context, last string) killOutcome {
 	if o.err = r.s.jitter(ctx, r.v.phase); o.err != nil {
 		return o
 	}
-	o.killed = time.Now()
+	killed := time.Now()
+	drop, err := r.s.silence(ctx, kind, victim.kubelet.IP())
+	if err != nil {
+		o.err = fmt.Errorf("silence %s: %w", victim.name, err)
+		return o
+	}
+	defer drop.remove()
+	o.killed = killed
 	victim.kill()
 	victim.kubelet.Kill()
 	if at, err := r.w.waitTransition(ctx, r.v.detectTimeout, victim.name, zone.Unhealthy, o.killed); err != nil {
 		o.detectErr = err
 	} else {
 		o.detect = at.Sub(o.killed)
+	}
+	if o.err = drop.lift(&o); o.err != nil {
+		return o
 	}
 	t1 := time.Now()
 	if err := victim.kubelet.Restart(ctx); err != nil {
@@ -347,7 +362,8 @@ func (r *baselineRun) killOne(ctx context.Context, last string) killOutcome {
 
 // lossTarget is this zone for the lossy-link phase.
 func (r *baselineRun) lossTarget() lossTarget {
-	t := lossTarget{label: r.v.label, k: r.v.k, timeout: r.v.detectTimeout, names: r.names, w: r.w, kill: r.killOne}
+	kill := func(ctx context.Context, last string) killOutcome { return r.killOne(ctx, last, reset) }
+	t := lossTarget{label: r.v.label, k: r.v.k, timeout: r.v.detectTimeout, names: r.names, w: r.w, kill: kill}
 	for _, b := range r.nodes {
 		t.ips = append(t.ips, b.kubelet.IP())
 	}

@@ -285,6 +285,10 @@ func (c *Config) ValidatePlan() error {
 	return errors.Join(errs...)
 }
 
+// killsAny reports whether the run has a kill phase, and so silent deaths
+// (every second death of a kill phase; the lossy-link phase's are resets).
+func (c *Config) killsAny() bool { return !c.OnlyLive && !c.OnlyLossy }
+
 // liveAt reports whether the real-time leader phase runs at size n.
 func (c *Config) liveAt(n int) bool {
 	return n > Voters+Standbys && slices.Contains(c.LiveSizes, n)

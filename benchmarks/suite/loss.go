@@ -185,7 +185,14 @@ type lossTarget struct {
 // killOutcome is one kill and revival, on the wall clock.
 type killOutcome struct {
 	victim string
+	kind   deathKind
+	// killed is the death: for a silent one, just before its drop rule
+	// was installed, so the milliseconds nft takes count against the
+	// system, never for it.
 	killed time.Time
+	// dropped is how many packets to or from a silently dead node were
+	// dropped.
+	dropped int64
 	// detect is death → unhealthy annotation; detectErr when it never came.
 	detect    time.Duration
 	detectErr error
@@ -197,6 +204,15 @@ type killOutcome struct {
 	recovery time.Duration
 	// err is a failure that ends the phase (the node could not be revived).
 	err error
+}
+
+// droppedNote is the end of a kill's progress line: the packets a silent
+// death dropped, the evidence that it was silent.
+func (o killOutcome) droppedNote() string {
+	if o.kind != silent {
+		return ""
+	}
+	return fmt.Sprintf(" (%d packets to or from it dropped)", o.dropped)
 }
 
 // lossy runs every loss level of the phase on one system's formed zone: with

@@ -185,33 +185,36 @@ func (r *oursRun) steady(ctx context.Context) error {
 
 // kills kills a random follower (agent and kubelet) and brings it back, Kills
 // times, timing the unhealthy commit, the unhealthy annotation and the healthy
-// annotation after the restart.
+// annotation after the restart. Deaths alternate between reset and silent
+// (killKind), each kind's figures kept apart.
 func (r *oursRun) kills(ctx context.Context) error {
 	start := time.Now()
 	var last string
 	for i := 1; i <= r.p.kills; i++ {
-		o := r.killOne(ctx, last)
+		kind := killKind(i)
+		o := r.killOne(ctx, last, kind)
 		last = o.victim
 		if o.killed.IsZero() {
 			return o.err
 		}
+		commits, annots, recoveries := r.res.deaths(kind)
 		commitS, annotS := "—", "—"
 		if o.detectErr != nil {
-			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d (%s): %v", i, o.victim, o.detectErr))
+			r.res.Errors = append(r.res.Errors, fmt.Sprintf("kill %d, %s (%s): %v", i, kind, o.victim, o.detectErr))
 		} else {
-			r.res.DetectAnnot = append(r.res.DetectAnnot, o.detect.Seconds())
+			*annots = append(*annots, o.detect.Seconds())
 			annotS = fmt.Sprintf("%.2fs", o.detect.Seconds()/r.p.k)
 			if o.commit > 0 {
-				r.res.DetectCommit = append(r.res.DetectCommit, o.commit.Seconds())
+				*commits = append(*commits, o.commit.Seconds())
 				commitS = fmt.Sprintf("%.2fs", o.commit.Seconds()/r.p.k)
 			}
 		}
 		if o.err != nil {
 			return o.err
 		}
-		r.res.Recovery = append(r.res.Recovery, o.recovery.Seconds())
-		r.s.progress(r.n, "ours", "kill %d/%d %s: unhealthy committed %s, annotated %s; healthy again %.2fs after restart",
-			i, r.p.kills, o.victim, commitS, annotS, o.recovery.Seconds()/r.p.k)
+		*recoveries = append(*recoveries, o.recovery.Seconds())
+		r.s.progress(r.n, "ours", "kill %d/%d %s %s: unhealthy committed %s, annotated %s; healthy again %.2fs after restart%s",
+			i, r.p.kills, kind, o.victim, commitS, annotS, o.recovery.Seconds()/r.p.k, o.droppedNote())
 	}
 	end := time.Now()
 	time.Sleep(500 * time.Millisecond) // writes in flight at end
@@ -226,9 +229,10 @@ func (r *oursRun) kills(ctx context.Context) error {
 
 // killOne kills a random follower other than last (agent and kubelet) after
 // a random part of a probe period, times its unhealthy annotation and commit,
-// and revives it.
-func (r *oursRun) killOne(ctx context.Context, last string) killOutcome {
-	var o killOutcome
+// and revives it. A silent death drops the victim's packets from just before
+// the kills until just before the revival.
+func (r *oursRun) killOne(ctx context.Context, last string, kind deathKind) killOutcome {
+	o := killOutcome{kind: kind}
 	leader, err := r.leader(ctx)
 	if err != nil {
 		o.err = err
@@ -239,7 +243,14 @@ func (r *oursRun) killOne(ctx context.Context, last string) killOutcome {
 	if o.err = r.s.jitter(ctx, scaled(ProbePeriod, r.p.k)); o.err != nil {
 		return o
 	}
-	o.killed = time.Now()
+	killed := time.Now()
+	drop, err := r.s.silence(ctx, kind, victim.Kubelet.IP())
+	if err != nil {
+		o.err = fmt.Errorf("silence %s: %w", victim.Name, err)
+		return o
+	}
+	defer drop.remove()
+	o.killed = killed
 	victim.Kill()
 	victim.Kubelet.Kill()
 	annotated, err := r.w.waitTransition(ctx, r.p.timeout, victim.Name, zone.Unhealthy, o.killed)
@@ -250,6 +261,9 @@ func (r *oursRun) killOne(ctx context.Context, last string) killOutcome {
 		if at, ok := r.decidedAt(ctx, victim.Name, zone.Unhealthy, o.killed); ok {
 			o.commit = at.Sub(o.killed)
 		}
+	}
+	if o.err = drop.lift(&o); o.err != nil {
+		return o
 	}
 	healthy, err := r.revive(ctx, victim)
 	if err != nil {
@@ -262,7 +276,8 @@ func (r *oursRun) killOne(ctx context.Context, last string) killOutcome {
 
 // lossTarget is this zone for the lossy-link phase.
 func (r *oursRun) lossTarget() lossTarget {
-	t := lossTarget{label: "ours", k: r.p.k, timeout: r.p.timeout, names: r.names, w: r.w, kill: r.killOne}
+	kill := func(ctx context.Context, last string) killOutcome { return r.killOne(ctx, last, reset) }
+	t := lossTarget{label: "ours", k: r.p.k, timeout: r.p.timeout, names: r.names, w: r.w, kill: kill}
 	for _, a := range r.z.Agents() {
 		t.ips = append(t.ips, a.Kubelet.IP())
 	}

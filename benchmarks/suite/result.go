@@ -102,12 +102,20 @@ type System struct {
 	FormSeconds float64
 
 	// DetectCommit is node death → unhealthy verdict committed (the leader's
-	// decidedAt); edgequorum only.
+	// decidedAt); edgequorum only. Like DetectAnnot and Recovery it holds
+	// reset deaths only: the processes SIGKILLed with the node's address up,
+	// so probes fail at once with a TCP reset (every kill, in runs before
+	// silent deaths were measured).
 	DetectCommit []float64
 	// DetectAnnot is node death → unhealthy annotation on the Node.
 	DetectAnnot []float64
 	// Recovery is node back (kubelet and agent started) → healthy annotation.
 	Recovery []float64
+	// DetectCommitSilent, DetectAnnotSilent and RecoverySilent are the same
+	// for silent deaths: the same kills behind a drop of every packet to and
+	// from the node's address, so that every probe waits out its timeout, as
+	// for a powered-off node. Empty in results from before they were measured.
+	DetectCommitSilent, DetectAnnotSilent, RecoverySilent []float64
 
 	// Failover is leader death → a surviving voter leads and has passed its
 	// Barrier (edgequorum_raft_is_leader = 1): from then its next verdict is
@@ -172,6 +180,15 @@ type Churn struct {
 	Changes int
 	// WriteAttempts are node write requests (any answer); WritesOK the 2xx ones.
 	WriteAttempts, WritesOK int
+}
+
+// deaths are the kind's detection and recovery lists: death → committed
+// verdict, death → annotation, restart → healthy annotation.
+func (s *System) deaths(kind deathKind) (commit, annot, recovery *[]float64) {
+	if kind == silent {
+		return &s.DetectCommitSilent, &s.DetectAnnotSilent, &s.RecoverySilent
+	}
+	return &s.DetectCommit, &s.DetectAnnot, &s.Recovery
 }
 
 // WritesPerMinute in the steady window.
@@ -284,7 +301,8 @@ func (s *System) normalize(k float64) {
 	if k == 1 {
 		return
 	}
-	for _, xs := range [][]float64{s.DetectCommit, s.DetectAnnot, s.Recovery, s.Failover, s.FailoverWrite, s.FailoverVerdict} {
+	for _, xs := range [][]float64{s.DetectCommit, s.DetectAnnot, s.Recovery, s.DetectCommitSilent, s.DetectAnnotSilent, s.RecoverySilent,
+		s.Failover, s.FailoverWrite, s.FailoverVerdict} {
 		for i := range xs {
 			xs[i] /= k
 		}

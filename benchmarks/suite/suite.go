@@ -58,6 +58,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("lossy-link phase: %w", err)
 		}
 	}
+	if cfg.killsAny() {
+		// Likewise the table of a silent death: a run killed during one
+		// left that node's address dark.
+		if err := clearSilent(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := clearSilent(cctx); err != nil {
+				s.progress(0, "cleanup", "%v", err)
+			}
+		}()
+	}
 	s.progress(0, "setup", "starting etcd, kube-apiserver and kube-controller-manager")
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
