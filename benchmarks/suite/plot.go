@@ -29,20 +29,23 @@ type series struct {
 }
 
 var (
-	colorOurs     = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	colorOursAlt  = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
-	colorOursLead = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
-	colorBase     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
-	colorBaseAlt  = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
-	colorTarget   = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+	colorOurs       = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colorOursAlt    = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
+	colorOursLead   = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	colorBase       = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colorBaseAlt    = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colorBaseSilent = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	colorTarget     = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 )
 
 // WritePlots draws detection time, bytes/s and writes/min against zone size.
 func WritePlots(dir string, rep *Report) error {
 	detection := []series{
-		{label: "edgequorum: verdict committed", y: func(r SizeResult) float64 { return p99(r.Ours.DetectCommit) }, color: colorOursAlt},
-		{label: "edgequorum: annotation written", y: func(r SizeResult) float64 { return p99(r.Ours.DetectAnnot) }, color: colorOurs},
-		{label: "baseline, same cadence", y: func(r SizeResult) float64 { return p99(r.Base.DetectAnnot) }, color: colorBase},
+		{label: "edgequorum: verdict committed, reset death", y: func(r SizeResult) float64 { return p99(r.Ours.DetectCommit) }, color: colorOursAlt},
+		{label: "edgequorum: annotation written, reset death", y: func(r SizeResult) float64 { return p99(r.Ours.DetectAnnot) }, color: colorOurs},
+		{label: "edgequorum: annotation written, silent death", y: func(r SizeResult) float64 { return p99(r.Ours.DetectAnnotSilent) }, color: colorOursLead},
+		{label: "baseline, same cadence, reset death", y: func(r SizeResult) float64 { return p99(r.Base.DetectAnnot) }, color: colorBase},
+		{label: "baseline, same cadence, silent death", y: func(r SizeResult) float64 { return p99(r.Base.DetectAnnotSilent) }, color: colorBaseSilent},
 		{label: "target", y: func(SizeResult) float64 { return TargetDetection.Seconds() }, color: colorTarget, dash: true},
 	}
 	if rep.Config.DefaultsKills > 0 {
@@ -54,7 +57,7 @@ func WritePlots(dir string, rep *Report) error {
 				return p99(r.Defaults.DetectAnnot)
 			}})
 	}
-	if err := linePlot(filepath.Join(dir, PlotDetection), rep, "Node death → unhealthy (p99)", "seconds", false, detection); err != nil {
+	if err := linePlot(filepath.Join(dir, PlotDetection), rep, "Node death → unhealthy (p99; below 100 deaths, the maximum)", "seconds", false, detection); err != nil {
 		return err
 	}
 	bytes := []series{

@@ -31,10 +31,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "- **Machine:** %s, %d cores, %.0f GiB, Linux %s; load average at start %s\n",
 		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemGiB, rep.Machine.Kernel, rep.Machine.LoadAvg)
 	fmt.Fprintf(&b, "- **Go:** %s; **commit:** %s\n", rep.GoVersion, orDash(rep.Commit))
-	fmt.Fprintf(&b, "- **Settings:** %d kills and %d leader failovers per size, steady window %s, cloud cut %s; "+
+	fmt.Fprintf(&b, "- **Settings:** %d kills (%s) and %d leader failovers per size, steady window %s, cloud cut %s; "+
 		"edgequorum at its defaults (probe period %s × failure threshold %d, vote period %s, vote timeout %s); "+
 		"baseline = SuperEdge edge-health at the same cadence (check and exchange %s, vote %s, votes valid %s)",
-		cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, ProbePeriod, FailureThreshold, VotePeriod, VoteTimeout, ProbePeriod, VotePeriod, VoteTimeout)
+		cfg.Kills, killKinds(rep), cfg.Failovers, cfg.Steady, cfg.Cut, ProbePeriod, FailureThreshold, VotePeriod, VoteTimeout, ProbePeriod, VotePeriod, VoteTimeout)
 	if cfg.DefaultsKills > 0 {
 		fmt.Fprintf(&b, ", and again at SuperEdge's own defaults (%d %s)", cfg.DefaultsKills, plural(cfg.DefaultsKills, "kill", "kills"))
 	}
@@ -42,6 +42,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 
 	b.WriteString("## Summary\n\n")
 	writeSummary(&b, rep)
+	b.WriteString("\n" + deathsNote(rep) + "\n")
 	b.WriteString("\n" + dilationNote + "\n")
 	if n := fromNote(rep); n != "" {
 		b.WriteString("\n" + n + "\n")
@@ -52,7 +53,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		b.WriteString("\n## Leader in real time\n\n")
 		writeLive(&b, rep)
 	}
-	b.WriteString("\n## Detection, recovery and failover (seconds, p50 / p99)\n\n")
+	b.WriteString("\n## Detection, recovery and failover\n\n")
 	writeDetection(&b, rep)
 	if hasLossy(rep) {
 		b.WriteString("\n## Lossy links\n\n")
@@ -81,6 +82,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 func SummaryTable(rep *Report) string {
 	var b strings.Builder
 	writeSummary(&b, rep)
+	b.WriteString("\n" + deathsNote(rep) + "\n")
 	b.WriteString("\n" + dilationNote + "\n")
 	if n := fromNote(rep); n != "" {
 		b.WriteString("\n" + n + "\n")
@@ -89,6 +91,43 @@ func SummaryTable(rep *Report) string {
 		b.WriteString("\n" + n + "\n")
 	}
 	return b.String()
+}
+
+// hasSilent reports whether any system of the report measured a silent
+// death: runs from before them killed by reset only.
+func hasSilent(rep *Report) bool {
+	for _, r := range rep.Sizes {
+		for _, sys := range []*System{&r.Ours, &r.Base, r.Defaults} {
+			if sys != nil && len(sys.DetectAnnotSilent)+len(sys.DetectCommitSilent) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// killKinds says in the settings line which deaths the kills were.
+func killKinds(rep *Report) string {
+	if hasSilent(rep) {
+		return "reset and silent deaths alternating"
+	}
+	return "every one a reset death"
+}
+
+// deathsNote explains the two kinds of death and how their tails are named.
+func deathsNote(rep *Report) string {
+	const reset = "A **reset** death SIGKILLs the agent (or baseline daemon) and the fake kubelet while the node's address stays up, " +
+		"so peers' probes fail at once with a TCP reset. "
+	const silent = "A **silent** death does the same behind an nftables rule that drops every packet to and from the node's address, " +
+		"as for a powered-off node: every probe waits out its timeout. "
+	const tails = "Detection times are nearest-rank p99s of the deaths of that kind at that size, which for fewer than 100 deaths is their maximum, " +
+		"so each figure says which it is and how many deaths it pools (\"max of n=2\"); `make bench-detect` runs 100 of each."
+	if !hasSilent(rep) {
+		return "Every death in these figures was a reset death. " + reset + "Silent deaths (the same kills behind a drop of every packet " +
+			"to and from the node's address, as for a powered-off node) were not measured. " + tails
+	}
+	return "Deaths alternate between two kinds. " + reset + silent + "A size whose silent column is empty measured none " +
+		"(a run from before silent deaths, or a single kill). " + tails
 }
 
 // dilationNote explains the ⏱ marks.
@@ -127,15 +166,17 @@ func fromNote(rep *Report) string {
 }
 
 func writeSummary(b *strings.Builder, rep *Report) {
-	row(b, "N", "detect p99 ours: commit / annotation (s)", "detect p99 baseline (s)", "recovery p50 ours / baseline (s)",
+	row(b, "N", "detect ours, reset deaths: commit / annotation (s)", "detect ours, silent deaths: commit / annotation (s)",
+		"detect baseline: reset / silent deaths (s)", "recovery p50 ours / baseline (s)",
 		"failover p99 (s)", "zone traffic ours / baseline", "ours ÷ baseline", "leader / baseline node", "writes/min steady ours / baseline",
 		"writes per verdict change ours / baseline", "leader CPU (% core)", "peak RSS (MiB)", "false verdicts in cut")
-	rule(b, 13)
+	rule(b, 14)
 	for _, r := range rep.Sizes {
 		o, s := r.Ours, r.Base
 		os, ss := sv(o), sv(s)
 		row(b, sizeLabel(r),
-			pair(sec(p99(o.DetectCommit)), sec(p99(o.DetectAnnot))), sec(p99(s.DetectAnnot)),
+			tailPair(o.DetectCommit, o.DetectAnnot), tailPair(o.DetectCommitSilent, o.DetectAnnotSilent),
+			tailPair(s.DetectAnnot, s.DetectAnnotSilent),
 			pair(sec(p50(o.Recovery)), sec(p50(s.Recovery))), sec(p99(o.Failover)),
 			pair(humanRate(os.ZoneBytes), humanRate(ss.ZoneBytes)), fraction(os.ZoneBytes, ss.ZoneBytes),
 			pair(humanRate(os.LeaderBytes()), humanRate(ss.NodeBytes())),
@@ -179,7 +220,7 @@ func (t target) String() string {
 }
 
 func writeTargets(b *strings.Builder, rep *Report) {
-	row(b, "N", fmt.Sprintf("detection p99 ≤ %s", fmtDur(TargetDetection)), fmt.Sprintf("failover p99 ≤ %s", fmtDur(TargetFailover)),
+	row(b, "N", fmt.Sprintf("detection p99 ≤ %s, reset and silent deaths", fmtDur(TargetDetection)), fmt.Sprintf("failover p99 ≤ %s", fmtDur(TargetFailover)),
 		fmt.Sprintf("zone bytes ≤ baseline's (≤ 1/%.0f at N=%d)", 1/TargetZoneBytesRatio, TargetSize), "leader bytes ≤ one baseline node",
 		"1 write per verdict change + Lease renewals", fmt.Sprintf("agent peak RSS ≤ %d MiB", TargetRSS>>20),
 		fmt.Sprintf("leader CPU ≤ %.0f %% in real time (N=%d)", 100*TargetLeaderCPU, TargetSize),
@@ -218,7 +259,6 @@ func targetsFor(r SizeResult) []target {
 	o := r.Ours
 	os, ss := sv(r.Ours), sv(r.Base)
 	at129 := r.N == TargetSize
-	detect := p99(o.DetectAnnot)
 	fail := p99(o.Failover)
 	ratio := os.ZoneBytes / ss.ZoneBytes
 	maxRatio := 1.0
@@ -242,7 +282,7 @@ func targetsFor(r SizeResult) []target {
 	oneWrite := o.Churn.Changes > 0 && o.Churn.WriteAttempts == o.Churn.Changes && os.NodeWrites == 0 &&
 		os.Writes == os.LeaseWrites
 	return []target{
-		{applies: true, ok: detect <= TargetDetection.Seconds(), value: orNaN(detect, sec(detect)+" s")},
+		detectTarget(o),
 		{applies: true, ok: fail <= TargetFailover.Seconds(), value: orNaN(fail, sec(fail)+" s")},
 		{applies: true, ok: ratio <= maxRatio, value: orNaN(ratio, fraction(os.ZoneBytes, ss.ZoneBytes))},
 		{applies: true, ok: leader <= node, value: orNaN(leader/node, targetTimes(leader/node)+how)},
@@ -255,20 +295,45 @@ func targetsFor(r SizeResult) []target {
 	}
 }
 
+// detectTarget judges the detection target on both kinds of death: a
+// powered-off node is as dead as a crashed one. The cell names each kind's
+// tail; a run from before silent deaths were measured has resets only.
+func detectTarget(o System) target {
+	r, s := p99(o.DetectAnnot), p99(o.DetectAnnotSilent)
+	worst := maxNaN(r, s)
+	limit := TargetDetection.Seconds()
+	return target{applies: true, ok: !(r > limit) && !(s > limit),
+		value: orNaN(worst, fmt.Sprintf("%s reset, %s silent", orNaN(r, sec(r)+" s"), orNaN(s, sec(s)+" s")))}
+}
+
 func writeDetection(b *strings.Builder, rep *Report) {
-	row(b, "N", "ours: death → committed", "ours: death → annotation", "ours: back → healthy",
-		"baseline: death → annotation", "baseline: back → healthy", "ours ÷ baseline (p99 annotation)",
-		"failover: → new leader ready", "failover: → first API write", "failover: → dead leader's verdict", "zone formed ours / baseline")
-	rule(b, 11)
+	row(b, "N", "kind", "ours: death → committed", "ours: death → annotation", "ours: back → healthy",
+		"baseline: death → annotation", "baseline: back → healthy", "ours ÷ baseline (tail annotation)")
+	rule(b, 8)
+	kinds := []deathKind{reset, silent}
+	if !hasSilent(rep) {
+		kinds = kinds[:1]
+	}
 	for _, r := range rep.Sizes {
 		o, s := r.Ours, r.Base
-		row(b, sizeLabel(r), p5099(o.DetectCommit), p5099(o.DetectAnnot), p5099(o.Recovery),
-			p5099(s.DetectAnnot), p5099(s.Recovery), ratioX(p99(o.DetectAnnot), p99(s.DetectAnnot)),
-			p5099(o.Failover), p5099(o.FailoverWrite), p5099(o.FailoverVerdict),
+		for _, kind := range kinds {
+			oCommit, oAnnot, oRecovery := o.deaths(kind)
+			_, sAnnot, sRecovery := s.deaths(kind)
+			row(b, sizeLabel(r), kind.String(), p50Tail(*oCommit), p50Tail(*oAnnot), p50Tail(*oRecovery),
+				p50Tail(*sAnnot), p50Tail(*sRecovery), ratioX(p99(*oAnnot), p99(*sAnnot)))
+		}
+	}
+	b.WriteString("\nSeconds, p50 / tail. The tail is the nearest-rank p99 of the deaths of that kind, which for fewer than 100 is their maximum: " +
+		"each cell says which, and how many deaths it pools. The summary describes the two kinds of death. " +
+		"\"Committed\" is the leader's decidedAt of the Raft-committed verdict; \"annotation\" is when the watch saw the Node change.\n\n")
+	row(b, "N", "failover: → new leader ready", "failover: → first API write", "failover: → dead leader's verdict", "zone formed ours / baseline")
+	rule(b, 5)
+	for _, r := range rep.Sizes {
+		o, s := r.Ours, r.Base
+		row(b, sizeLabel(r), p5099(o.Failover), p5099(o.FailoverWrite), p5099(o.FailoverVerdict),
 			pair(num(o.FormSeconds, 1), num(s.FormSeconds, 1)))
 	}
-	b.WriteString("\nKills per size: edgequorum and baseline as in the settings; p99 of fewer than 100 samples is their maximum. " +
-		"\"Committed\" is the leader's decidedAt of the Raft-committed verdict; \"annotation\" is when the watch saw the Node change. " +
+	b.WriteString("\nFailovers per size as in the settings, p50 / p99; p99 of fewer than 100 samples is their maximum. " +
 		"\"New leader ready\" is when a surviving voter reports edgequorum_raft_is_leader=1, set after its Barrier: from then its next verdict change is written within one vote period. " +
 		"The first API write after a failover is the zone Lease renewal, on its own 5 s period.\n")
 }
@@ -453,9 +518,9 @@ func writeResources(b *strings.Builder, rep *Report) {
 }
 
 func writeDefaults(b *strings.Builder, rep *Report) {
-	row(b, "N", "death → annotation p50 / p99 (s)", "real SuperEdge (issue)", "back → healthy p50 / p99 (s)", "node sent / recv",
-		"zone total", "write requests per change", "node CPU s/min")
-	rule(b, 8)
+	row(b, "N", "reset death → annotation p50 / tail (s)", "silent death → annotation p50 / tail (s)", "real SuperEdge (issue)",
+		"back → healthy p50 / p99 (s)", "node sent / recv", "zone total", "write requests per change", "node CPU s/min")
+	rule(b, 9)
 	for _, r := range rep.Sizes {
 		d := r.Defaults
 		if d == nil {
@@ -466,7 +531,8 @@ func writeDefaults(b *strings.Builder, rep *Report) {
 			ref = fmt.Sprintf("≈ %.0f", v)
 		}
 		ds := sv(*d)
-		row(b, strconv.Itoa(r.N), p5099(d.DetectAnnot), ref, p5099(d.Recovery), pair(humanRate(ds.NodeSent), humanRate(ds.NodeRecv)),
+		row(b, strconv.Itoa(r.N), p50Tail(d.DetectAnnot), p50Tail(d.DetectAnnotSilent), ref, p5099(append(slices.Clone(d.Recovery), d.RecoverySilent...)),
+			pair(humanRate(ds.NodeSent), humanRate(ds.NodeRecv)),
 			humanRate(ds.ZoneBytes), num(d.Churn.WritesPerChange(), 1), num(ds.NodeCPU, 2))
 	}
 	b.WriteString("\nCheck 10 s, exchange 60 s, vote 10 s, votes valid 60 s. The steady window is one exchange period.\n")
@@ -568,6 +634,7 @@ func csvColumns(r SizeResult, lossPercents []int) []column {
 			name string
 			xs   []float64
 		}{{"detect_commit", s.DetectCommit}, {"detect_annotation", s.DetectAnnot}, {"recovery", s.Recovery},
+			{"detect_commit_silent", s.DetectCommitSilent}, {"detect_annotation_silent", s.DetectAnnotSilent}, {"recovery_silent", s.RecoverySilent},
 			{"failover_ready", s.Failover}, {"failover_first_write", s.FailoverWrite}, {"failover_verdict", s.FailoverVerdict}} {
 			add(prefix+d.name+"_p50_s", p50(d.xs))
 			add(prefix+d.name+"_p99_s", p99(d.xs))
@@ -695,6 +762,44 @@ func p5099(xs []float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f / %.1f", p50(xs), p99(xs))
+}
+
+// tailName names what p99 returns for n samples: by nearest rank, the p99
+// of fewer than 100 samples is their maximum, and is called that.
+func tailName(n int) string {
+	if n < 100 {
+		return "max"
+	}
+	return "p99"
+}
+
+// pooled says what a tail pools: "max of n=4", "p99 of n=200".
+func pooled(n int) string { return fmt.Sprintf("%s of n=%d", tailName(n), n) }
+
+// p50Tail is "p50 / tail (max of n=4)"; "—" when there are no samples.
+func p50Tail(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f / %.1f (%s)", p50(xs), p99(xs), pooled(len(xs)))
+}
+
+// tailPair is two tails side by side, "5.9 / 6.1 (max of n=2 each)", each
+// with its own count when they differ; "—" for a list without samples.
+func tailPair(a, b []float64) string {
+	switch {
+	case len(a) == 0 && len(b) == 0:
+		return "—"
+	case len(a) == len(b):
+		return fmt.Sprintf("%s / %s (%s each)", sec(p99(a)), sec(p99(b)), pooled(len(a)))
+	}
+	one := func(xs []float64) string {
+		if len(xs) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%s (%s)", sec(p99(xs)), pooled(len(xs)))
+	}
+	return one(a) + " / " + one(b)
 }
 
 func orNaN(v float64, s string) string {

@@ -255,9 +255,18 @@ func (s *suite) progress(n int, phase, format string, args ...any) {
 
 // oneLine is the size's headline for the progress log.
 func oneLine(r SizeResult) string {
-	return fmt.Sprintf("detect p99 ours %.1fs / base %.1fs, zone B/s ours %s / base %s, leader CPU %.0f%%, peak RSS %.0f MiB, false verdicts %d",
-		p99(r.Ours.DetectAnnot), p99(r.Base.DetectAnnot), humanBytes(r.Ours.Steady.ZoneBytes), humanBytes(r.Base.Steady.ZoneBytes),
+	return fmt.Sprintf("detect ours reset %s, silent %s; base reset %s, silent %s; zone B/s ours %s / base %s, leader CPU %.0f%%, peak RSS %.0f MiB, false verdicts %d",
+		tailPhrase(r.Ours.DetectAnnot), tailPhrase(r.Ours.DetectAnnotSilent), tailPhrase(r.Base.DetectAnnot), tailPhrase(r.Base.DetectAnnotSilent),
+		humanBytes(r.Ours.Steady.ZoneBytes), humanBytes(r.Base.Steady.ZoneBytes),
 		100*r.Ours.Steady.LeaderCPUShare(), r.Ours.Steady.PeakRSS()/(1<<20), r.Ours.FalseVerdicts)
+}
+
+// tailPhrase is a detection tail for a progress line: "6.1s (max of n=2)".
+func tailPhrase(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1fs (%s)", p99(xs), pooled(len(xs)))
 }
 
 // jitter waits a random time in [0, d): a kill right after a fixed-length

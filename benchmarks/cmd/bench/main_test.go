@@ -228,3 +228,36 @@ func TestMergeKeepsTheBaselineOfAnOursOnlyRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderReadsResultsFromBeforeSilentDeaths: a results.json written
+// before silent deaths were measured has none of their fields; it still
+// loads, merges and renders, every death read as a reset.
+func TestRenderReadsResultsFromBeforeSilentDeaths(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.json")
+	raw := `{"Commit":"3b0ca2d","Config":{"Sizes":[5],"Kills":4},"Sizes":[{"N":5,
+		"Ours":{"Name":"edgequorum","Ran":true,"Scale":1,"FormSeconds":5,"DetectCommit":[5.1,5.8],"DetectAnnot":[5.2,5.9],"Recovery":[2,2]},
+		"Base":{"Name":"baseline","Ran":true,"Scale":1,"FormSeconds":2,"DetectAnnot":[2.1,2.4],"Recovery":[1,1]},"Lossy":null}]}`
+	if err := os.WriteFile(old, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := merge([]string{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rep.Sizes[0].Ours
+	if len(o.DetectAnnot) != 2 || o.DetectAnnotSilent != nil || o.DetectCommitSilent != nil {
+		t.Errorf("old figures read as %+v", o)
+	}
+	out := filepath.Join(dir, "out")
+	if err := writeOutputs(rep, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| 5 | 5.8 / 5.9 (max of n=2 each) | — | 2.4 (max of n=2) / — |") {
+		t.Errorf("results.md of the old run:\n%s", md)
+	}
+}
