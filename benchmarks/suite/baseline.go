@@ -38,8 +38,9 @@ type variant struct {
 	settle        time.Duration
 	detectTimeout time.Duration
 	// lossy runs the lossy-link phase after the kills; onlyLossy skips the
-	// steady window and the kills.
-	lossy, onlyLossy bool
+	// steady window and the kills; detectOnly skips the steady window (but
+	// waits its settle time).
+	lossy, onlyLossy, detectOnly bool
 }
 
 // matchedVariant runs SuperEdge's protocol at edgequorum's cadence: check and
@@ -211,7 +212,13 @@ func (r *baselineRun) run(ctx context.Context, zoneName string, kubelets []*test
 		res.FormSeconds = time.Since(started).Seconds()
 		s.progress(n, v.label, "every node annotated healthy after %.1fs", res.FormSeconds)
 	}
-	if ctx.Err() == nil && !v.onlyLossy {
+	switch {
+	case ctx.Err() != nil || v.onlyLossy:
+	case v.detectOnly:
+		if err := sleep(ctx, v.settle); err != nil {
+			fail("settle", err)
+		}
+	default:
 		if err := r.steady(ctx); err != nil {
 			fail("steady", err)
 		}

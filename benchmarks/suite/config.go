@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 )
@@ -115,6 +116,18 @@ type Config struct {
 	// SuperEdge's defaults; the real-time leader phase runs as configured.
 	OnlyOurs bool
 
+	// DetectOnly runs nothing but formation and the kill phase at every
+	// size, for both systems (the baseline at edgequorum's cadence), with
+	// DetectKills deaths of each kind: `make bench-detect`, enough deaths
+	// for a p99 that is not simply the maximum. Its results page is its own
+	// (WriteDetectMarkdown).
+	DetectOnly bool
+	// DetectKills is how many reset and how many silent deaths each system
+	// gets per size in a DetectOnly run; the kills alternate, so the kill
+	// phase has twice as many. Time-dilated sizes get as many: the count is
+	// what the run is for.
+	DetectKills int
+
 	// BinDir holds the control plane, bin/edgequorum and the baseline binary.
 	BinDir string
 	// BaselineBinary is the edgehealth binary; default BinDir/edgehealth-baseline.
@@ -171,6 +184,10 @@ var AllSizes = []int{3, 5, 9, 17, 33, 65, 129}
 // QuickSizes are the sizes of a CI smoke run.
 var QuickSizes = []int{3, 5, 9}
 
+// DetectSizes are the sizes of a detection run: the smallest zone, a
+// middling one, and the largest that runs in real time on this host.
+var DetectSizes = []int{3, 9, 33}
+
 // FullConfig is `make bench`.
 // The lossy-link phase runs at the real-time sizes whose figures the issue
 // compares, both loss levels, about 6 minutes per size.
@@ -191,6 +208,17 @@ func QuickConfig() Config {
 		Cut: 15 * time.Second, DefaultsKills: 0, DefaultsSteady: time.Minute,
 		LossPercents: []int{TargetLossPercent}, LossSizes: []int{5}, LossWindow: 15 * time.Second, LossKills: 1,
 		LiveSizes: []int{9}, LiveSpares: 1, Seed: 1, Quick: true}
+}
+
+// DetectConfig is `make bench-detect`: at each of DetectSizes, formation and
+// 100 reset and 100 silent deaths per system, nothing else.
+func DetectConfig() Config {
+	c := FullConfig()
+	c.Sizes = DetectSizes
+	c.DetectOnly, c.DetectKills = true, 100
+	c.Failovers, c.DefaultsKills, c.DefaultsSizes = 0, 0, nil
+	c.LossPercents, c.LossSizes, c.LiveSizes = nil, nil, nil
+	return c
 }
 
 // Validate names the field of every problem.
@@ -274,6 +302,18 @@ func (c *Config) ValidatePlan() error {
 	if c.OnlyOurs && (c.OnlyDefaults || c.OnlyLossy || c.OnlyLive) {
 		bad("OnlyOurs", "is set with another Only* run; a run can be only one of them")
 	}
+	if c.DetectOnly {
+		if c.DetectKills < 1 {
+			bad("DetectKills", "is %d, must be at least 1", c.DetectKills)
+		}
+		if c.OnlyDefaults || c.OnlyLossy || c.OnlyLive || c.OnlyOurs {
+			bad("DetectOnly", "is set with an Only* run; a run can be only one of them")
+		}
+		if len(c.LossPercents) > 0 || len(c.LiveSizes) > 0 || c.DefaultsKills > 0 {
+			bad("DetectOnly", "is set with a lossy-link phase, a real-time leader phase or a run at SuperEdge's defaults; "+
+				"a detection run has formation and the kill phase only")
+		}
+	}
 	if c.OnlyLive {
 		switch {
 		case c.OnlyDefaults || c.OnlyLossy:
@@ -289,7 +329,20 @@ func (c *Config) ValidatePlan() error {
 // (every second death of a kill phase; the lossy-link phase's are resets).
 func (c *Config) killsAny() bool { return !c.OnlyLive && !c.OnlyLossy }
 
+// killsFor is how many kills a kill phase at time-dilation factor k gets:
+// Kills, fewer at dilated sizes (each takes k times longer), or both kinds'
+// DetectKills in a detection run.
+func (c *Config) killsFor(k float64) int {
+	switch {
+	case c.DetectOnly:
+		return 2 * c.DetectKills
+	case k > 1:
+		return max(2, int(math.Round(float64(c.Kills)/math.Sqrt(k))))
+	}
+	return c.Kills
+}
+
 // liveAt reports whether the real-time leader phase runs at size n.
 func (c *Config) liveAt(n int) bool {
-	return n > Voters+Standbys && slices.Contains(c.LiveSizes, n)
+	return !c.DetectOnly && n > Voters+Standbys && slices.Contains(c.LiveSizes, n)
 }

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,76 @@ func TestOnlyOursRunsNoBaselinePhase(t *testing.T) {
 	cfg.OnlyLive = true
 	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), "OnlyOurs is set with another") {
 		t.Errorf("-only-ours with -only-live: %v", err)
+	}
+}
+
+// TestDetectConfig: `make bench-detect` is a valid plan of formation and
+// kills only, 100 deaths of each kind at every size, dilated or not.
+func TestDetectConfig(t *testing.T) {
+	cfg := DetectConfig()
+	if err := cfg.ValidatePlan(); err != nil {
+		t.Fatalf("detect profile: %v", err)
+	}
+	if !slices.Equal(cfg.Sizes, []int{3, 9, 33}) || cfg.DetectKills != 100 {
+		t.Errorf("detect profile runs %d deaths of each kind at %v, want 100 at [3 9 33]", cfg.DetectKills, cfg.Sizes)
+	}
+	for _, k := range []float64{1, 4, 16} {
+		if got := cfg.killsFor(k); got != 200 {
+			t.Errorf("detect profile at ×%g: %d kills, want 200 (100 reset, 100 silent)", k, got)
+		}
+	}
+	for _, n := range []int{3, 9, 33, 129} {
+		if cfg.lossAt(n) || cfg.liveAt(n) {
+			t.Errorf("detect profile runs another phase at N=%d", n)
+		}
+	}
+	full := FullConfig()
+	for k, want := range map[float64]int{1: 4, 4: 2, 16: 2} {
+		if got := full.killsFor(k); got != want {
+			t.Errorf("full profile at ×%g: %d kills, want %d", k, got, want)
+		}
+	}
+}
+
+func TestValidatePlanNamesBadDetectFields(t *testing.T) {
+	fields := func(err error) map[string]string {
+		out := map[string]string{}
+		if err == nil {
+			return out
+		}
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				out[fe.Field] += fe.Msg + ";"
+			}
+		}
+		return out
+	}
+	cfg := DetectConfig()
+	cfg.DetectKills = 0
+	if f := fields(cfg.ValidatePlan()); !strings.Contains(f["DetectKills"], "is 0") {
+		t.Errorf("DetectKills 0: %v", f)
+	}
+	for name, change := range map[string]func(*Config){
+		"lossy":    func(c *Config) { c.LossPercents = []int{5} },
+		"live":     func(c *Config) { c.LiveSizes = []int{129} },
+		"defaults": func(c *Config) { c.DefaultsKills = 1 },
+	} {
+		cfg := DetectConfig()
+		change(&cfg)
+		if f := fields(cfg.ValidatePlan()); !strings.Contains(f["DetectOnly"], "formation and the kill phase only") {
+			t.Errorf("detect with a %s phase: %v", name, f)
+		}
+	}
+	cfg = DetectConfig()
+	cfg.OnlyOurs = true
+	if f := fields(cfg.ValidatePlan()); !strings.Contains(f["DetectOnly"], "Only* run") {
+		t.Errorf("detect with -only-ours: %v", f)
+	}
+	// Outside a detection run the count is not looked at.
+	cfg = FullConfig()
+	cfg.DetectKills = -1
+	if err := cfg.ValidatePlan(); err != nil {
+		t.Errorf("a full run with an unused DetectKills: %v", err)
 	}
 }

@@ -358,5 +358,5 @@ func (s *suite) controlPlaneAddrs() []netip.Addr {
 
 // lossAt reports whether the lossy-link phase runs at size n.
 func (c *Config) lossAt(n int) bool {
-	return !c.OnlyOurs && len(c.LossPercents) > 0 && (len(c.LossSizes) == 0 || slices.Contains(c.LossSizes, n))
+	return !c.OnlyOurs && !c.DetectOnly && len(c.LossPercents) > 0 && (len(c.LossSizes) == 0 || slices.Contains(c.LossSizes, n))
 }

@@ -107,7 +107,17 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 		run  func(context.Context) error
 	}
 	var phases []phase
-	if !s.cfg.OnlyLossy {
+	switch {
+	case s.cfg.DetectOnly:
+		// The settle time the steady window would have had: start-up work
+		// (joins, promotions) is not what a death is detected against.
+		phases = []phase{{"kills", func(ctx context.Context) error {
+			if err := sleep(ctx, p.settle); err != nil {
+				return err
+			}
+			return r.kills(ctx)
+		}}}
+	case !s.cfg.OnlyLossy:
 		phases = []phase{{"steady", r.steady}, {"kills", r.kills}, {"failover", r.failovers}, {"cloud cut", r.cut}}
 	}
 	if s.cfg.lossAt(n) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -180,7 +179,7 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 
 	if !s.cfg.OnlyDefaults && !s.cfg.OnlyOurs {
 		v := matchedVariant(s.planFor(scale.Base))
-		v.lossy, v.onlyLossy = s.cfg.lossAt(n), s.cfg.OnlyLossy
+		v.lossy, v.onlyLossy, v.detectOnly = s.cfg.lossAt(n), s.cfg.OnlyLossy, s.cfg.DetectOnly
 		base, lossy := s.runBaseline(ctx, n, zoneName, kubelets, v)
 		res.Base = base
 		if s.cfg.OnlyLossy {
@@ -188,11 +187,15 @@ func (s *suite) runSize(ctx context.Context, n int) SizeResult {
 		}
 		res.Lossy = zipLoss(s.cfg.LossPercents, oursLossy, lossy)
 	}
-	if s.cfg.DefaultsKills > 0 && !s.cfg.OnlyLossy && !s.cfg.OnlyOurs && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
+	if s.cfg.DefaultsKills > 0 && !s.cfg.OnlyLossy && !s.cfg.DetectOnly && !s.cfg.OnlyOurs && ctx.Err() == nil && (len(s.cfg.DefaultsSizes) == 0 || slices.Contains(s.cfg.DefaultsSizes, n)) {
 		d, _ := s.runBaseline(ctx, n, zoneName, kubelets, defaultsVariant(s.cfg))
 		res.Defaults = &d
 	}
-	s.progress(n, "size", "done in %s: %s", time.Since(sizeStart).Round(time.Second), oneLine(res))
+	line := oneLine(res)
+	if s.cfg.DetectOnly {
+		line = detectLine(res)
+	}
+	s.progress(n, "size", "done in %s: %s", time.Since(sizeStart).Round(time.Second), line)
 	return res
 }
 
@@ -225,12 +228,11 @@ type plan struct {
 
 // planFor stretches the configured phases by the time-dilation factor k.
 // Scaled sizes get fewer repetitions so a full run stays near an hour: each
-// repetition takes k times longer.
+// repetition takes k times longer (not in a detection run: see killsFor).
 func (s *suite) planFor(k float64) plan {
-	p := plan{k: k, kills: s.cfg.Kills, failovers: s.cfg.Failovers, steady: s.cfg.Steady, settle: s.cfg.Settle,
+	p := plan{k: k, kills: s.cfg.killsFor(k), failovers: s.cfg.Failovers, steady: s.cfg.Steady, settle: s.cfg.Settle,
 		cut: s.cfg.Cut, timeout: detectTimeout}
 	if k > 1 {
-		p.kills = max(2, int(math.Round(float64(s.cfg.Kills)/math.Sqrt(k))))
 		p.failovers = min(p.failovers, 1)
 		p.steady = max(s.cfg.Steady, scaled(3*ProbePeriod, k))
 		p.settle = min(scaled(s.cfg.Settle, k), 40*time.Second)
@@ -259,6 +261,19 @@ func oneLine(r SizeResult) string {
 		tailPhrase(r.Ours.DetectAnnot), tailPhrase(r.Ours.DetectAnnotSilent), tailPhrase(r.Base.DetectAnnot), tailPhrase(r.Base.DetectAnnotSilent),
 		humanBytes(r.Ours.Steady.ZoneBytes), humanBytes(r.Base.Steady.ZoneBytes),
 		100*r.Ours.Steady.LeaderCPUShare(), r.Ours.Steady.PeakRSS()/(1<<20), r.Ours.FalseVerdicts)
+}
+
+// detectLine is a detection run's headline for a size: each system's
+// death → annotation for each kind, p50 and tail.
+func detectLine(r SizeResult) string {
+	f := func(xs []float64) string {
+		if len(xs) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1fs / %.1fs (%s)", p50(xs), p99(xs), pooled(len(xs)))
+	}
+	return fmt.Sprintf("death → annotation p50 / tail: ours reset %s, silent %s; base reset %s, silent %s",
+		f(r.Ours.DetectAnnot), f(r.Ours.DetectAnnotSilent), f(r.Base.DetectAnnot), f(r.Base.DetectAnnotSilent))
 }
 
 // tailPhrase is a detection tail for a progress line: "6.1s (max of n=2)".

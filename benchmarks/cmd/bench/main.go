@@ -1,7 +1,9 @@
 // Command bench runs edgequorum's zone-size benchmark suite against the
 // SuperEdge edge-health baseline and writes results.md, results.csv,
 // results.json and the plots into -out. `make bench` and `make bench-quick`
-// run it; see benchmarks/README.md.
+// run it; see benchmarks/README.md. With -detect (`make bench-detect`) it
+// runs only the kill phase, with many reset and silent deaths, and writes
+// detect.md and detect.json instead.
 package main
 
 import (
@@ -37,7 +39,7 @@ func main() {
 }
 
 func run() error {
-	full, q := suite.FullConfig(), suite.QuickConfig()
+	full, q, det := suite.FullConfig(), suite.QuickConfig(), suite.DetectConfig()
 	var (
 		quick         = flag.Bool("quick", false, "CI smoke run: sizes 3,5,9, fewer repetitions, no run at SuperEdge's default timings")
 		sizes         = flag.String("sizes", "", fmt.Sprintf("comma-separated zone sizes (default %s; quick %s)", joinInts(full.Sizes), joinInts(q.Sizes)))
@@ -66,6 +68,8 @@ func run() error {
 		liveSpares    = flag.Int("live-spares", full.LiveSpares, fmt.Sprintf("spares run as agents in the real-time leader phase (quick %d)", q.LiveSpares))
 		onlyLive      = flag.Bool("only-live", false, "run only the real-time leader phase, e.g. to merge into a full run with -render")
 		onlyOurs      = flag.Bool("only-ours", false, "run edgequorum alone (no baseline, lossy-link or SuperEdge-defaults phase), e.g. to measure a change and merge it into a full run with -render, which keeps that run's baseline")
+		detect        = flag.Bool("detect", false, fmt.Sprintf("detection run: at each size (default %s) only formation and the kill phase, both systems, -detect-kills reset and as many silent deaths each; writes detect.md and detect.json into -out", joinInts(det.Sizes)))
+		detectKills   = flag.Int("detect-kills", det.DetectKills, "with -detect: deaths of each kind (reset, silent) per system and size")
 	)
 	flag.Parse()
 
@@ -79,16 +83,34 @@ func run() error {
 			}
 		}
 	}
+	// Flags left alone keep the chosen profile's value; Validate names a bad one.
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *render != "" {
 		rep, err := merge(strings.Split(*render, ","))
 		if err != nil {
 			return err
 		}
+		if rep.Config.DetectOnly {
+			if len(readmes) > 0 {
+				return errors.New("-readme: a detection run has no summary for a README")
+			}
+			return writeDetectOutputs(rep, *out)
+		}
 		return writeOutputs(rep, *out, readmes)
 	}
 
 	cfg := suite.FullConfig()
-	if *quick {
+	switch {
+	case *detect:
+		if err := detectFlags(set, *quick, readmes); err != nil {
+			return err
+		}
+		cfg = suite.DetectConfig()
+		cfg.DetectKills = *detectKills
+	case set["detect-kills"]:
+		return errors.New("-detect-kills applies only with -detect")
+	case *quick:
 		cfg = suite.QuickConfig()
 	}
 	if *sizes != "" {
@@ -98,9 +120,6 @@ func run() error {
 		}
 		cfg.Sizes = ns
 	}
-	// Flags left alone keep the chosen profile's value; Validate names a bad one.
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["kills"] {
 		cfg.Kills = *kills
 	}
@@ -209,18 +228,47 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("edgequorum benchmark: sizes %v, %d kills, %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills), real-time leader at %v; logs in %s\n",
-		cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.LiveSizes, cfg.WorkDir)
+	if cfg.DetectOnly {
+		fmt.Printf("edgequorum detection benchmark: sizes %v, %d reset and %d silent deaths per system and size, alternating; logs in %s\n",
+			cfg.Sizes, cfg.DetectKills, cfg.DetectKills, cfg.WorkDir)
+	} else {
+		fmt.Printf("edgequorum benchmark: sizes %v, %d kills (reset and silent alternating), %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills), real-time leader at %v; logs in %s\n",
+			cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.LiveSizes, cfg.WorkDir)
+	}
 	rep, err := suite.Run(ctx, cfg)
 	if rep == nil {
 		return err
 	}
 	rep.Commit = commit()
-	if werr := writeOutputs(rep, *out, readmes); werr != nil {
+	write := func() error { return writeOutputs(rep, *out, readmes) }
+	if cfg.DetectOnly {
+		write = func() error { return writeDetectOutputs(rep, *out) }
+	}
+	if werr := write(); werr != nil {
 		return errors.Join(err, werr)
 	}
 	fmt.Printf("done in %s; results in %s\n", rep.Took.Round(time.Second), *out)
 	return err
+}
+
+// detectFlags refuses what does not go with -detect: another profile, a
+// README (a detection run has no summary table for it), and -kills, which
+// would do nothing there.
+func detectFlags(set map[string]bool, quick bool, readmes []string) error {
+	var errs []error
+	if quick {
+		errs = append(errs, errors.New("-detect and -quick are two profiles; pick one"))
+	}
+	if len(readmes) > 0 {
+		errs = append(errs, errors.New("-readme: a detection run has no summary for a README"))
+	}
+	if set["kills"] {
+		errs = append(errs, errors.New("-kills does not apply to -detect; -detect-kills sets its deaths of each kind"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("bad flags: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // lossFlags applies the lossy-link flags that were set to cfg. -only-lossy
@@ -277,6 +325,27 @@ func liveFlags(cfg *suite.Config, set map[string]bool, sizes string, spares int,
 		cfg.LiveSpares = spares
 	}
 	cfg.OnlyLive = only
+	return nil
+}
+
+// writeDetectOutputs writes a detection run's detect.md and detect.json.
+func writeDetectOutputs(rep *suite.Report, out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	if err := suite.WriteDetectMarkdown(&md, rep); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode detect.json: %w", err)
+	}
+	for name, b := range map[string][]byte{"detect.md": md.Bytes(), "detect.json": raw} {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -339,6 +408,9 @@ func merge(paths []string) (*suite.Report, error) {
 		var r suite.Report
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", p, err)
+		}
+		if rep != nil && r.Config.DetectOnly != rep.Config.DetectOnly {
+			return nil, fmt.Errorf("%s and %s: a detection run (-detect) merges only with detection runs", paths[0], p)
 		}
 		if rep == nil {
 			rep = &r
@@ -489,7 +561,7 @@ var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failove
 	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut",
 	"LossPercents": "-loss", "LossSizes": "-loss-sizes", "LossWindow": "-loss-window", "LossKills": "-loss-kills",
 	"OnlyLossy": "-only-lossy", "LiveSizes": "-live-sizes", "LiveSpares": "-live-spares", "OnlyLive": "-only-live",
-	"OnlyOurs": "-only-ours"}
+	"OnlyOurs": "-only-ours", "DetectOnly": "-detect", "DetectKills": "-detect-kills"}
 
 // flagErrors rewrites ValidatePlan's errors to name the flag an operator
 // typed, e.g. "-kills is 0, must be at least 1".

@@ -261,3 +261,67 @@ func TestRenderReadsResultsFromBeforeSilentDeaths(t *testing.T) {
 		t.Errorf("results.md of the old run:\n%s", md)
 	}
 }
+
+func TestDetectFlags(t *testing.T) {
+	if err := detectFlags(map[string]bool{"detect": true, "sizes": true, "detect-kills": true}, false, nil); err != nil {
+		t.Errorf("-detect -sizes -detect-kills: %v", err)
+	}
+	err := detectFlags(map[string]bool{"detect": true, "kills": true}, true, []string{"README.md"})
+	for _, want := range []string{"-detect and -quick", "-readme", "-kills does not apply to -detect"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("detectFlags = %v, want it to say %q", err, want)
+		}
+	}
+	cfg := suite.DetectConfig()
+	cfg.DetectKills = 0
+	cfg.LossPercents = []int{5}
+	err = flagErrors(cfg.ValidatePlan())
+	for _, want := range []string{"-detect-kills is 0", "-detect is set with a lossy-link phase"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("flagErrors = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// TestRenderDetectRuns: detection runs merge with each other into
+// detect.md and detect.json, never with a full run.
+func TestRenderDetectRuns(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
+	sys := func(reset, silent float64) suite.System {
+		return suite.System{Ran: true, Scale: 1, DetectAnnot: []float64{reset}, DetectAnnotSilent: []float64{silent}}
+	}
+	a := suite.Report{Commit: "aaa", Config: suite.DetectConfig(), Sizes: []suite.SizeResult{{N: 3, Ours: sys(5, 6), Base: sys(2, 3)}}}
+	b := suite.Report{Commit: "bbb", Config: suite.DetectConfig(), Started: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
+		Sizes: []suite.SizeResult{{N: 33, Ours: sys(5.5, 6.5), Base: sys(3, 4)}}}
+	rep, err := merge([]string{write("a.json", a), write("b.json", b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Config.DetectOnly || len(rep.Sizes) != 2 {
+		t.Fatalf("merged detection runs: %+v", rep)
+	}
+	out := filepath.Join(dir, "out")
+	if err := writeDetectOutputs(rep, out); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "detect.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 3 | silent | — | 6.0 / 6.0 (max of n=1) | 3.0 / 3.0 (max of n=1) |", "| 33 † | reset |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("detect.md lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "detect.json")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "results.md")); err == nil {
+		t.Error("a detection run wrote results.md")
+	}
+	full := suite.Report{Commit: "ccc", Config: suite.FullConfig(), Sizes: []suite.SizeResult{{N: 3, Ours: sys(5, 6)}}}
+	if _, err := merge([]string{write("full.json", full), write("a2.json", a)}); err == nil || !strings.Contains(err.Error(), "detection run") {
+		t.Errorf("merging a detection run into a full one: %v", err)
+	}
+}

@@ -1,0 +1,96 @@
+package suite
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteDetectMarkdown renders a detection run (Config.DetectOnly, `make
+// bench-detect`): per size and kind of death, each system's death → verdict
+// figures, p50 and tail, and the revivals.
+func WriteDetectMarkdown(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	cfg := rep.Config
+	fmt.Fprintf(&b, "# edgequorum detection benchmark: reset and silent deaths\n\n")
+	fmt.Fprintf(&b, "- **Date:** %s (took %s) — detection run (`make bench-detect`)\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Took.Round(time.Second))
+	fmt.Fprintf(&b, "- **Machine:** %s, %d cores, %.0f GiB, Linux %s; load average at start %s\n",
+		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemGiB, rep.Machine.Kernel, rep.Machine.LoadAvg)
+	fmt.Fprintf(&b, "- **Go:** %s; **commit:** %s\n", rep.GoVersion, orDash(rep.Commit))
+	fmt.Fprintf(&b, "- **Settings:** %d reset and %d silent %s per system and size, alternating, each after a random part of a probe period; "+
+		"only formation and the kill phase run. edgequorum at its defaults (probe period %s, probe timeout 1s, failure threshold %d, "+
+		"vote period %s, vote timeout %s); baseline = SuperEdge edge-health at the same cadence (check and exchange %s, ping timeout 1s, "+
+		"vote %s, votes valid %s)\n\n",
+		cfg.DetectKills, cfg.DetectKills, plural(cfg.DetectKills, "death", "deaths"), ProbePeriod, FailureThreshold, VotePeriod, VoteTimeout,
+		ProbePeriod, VotePeriod, VoteTimeout)
+
+	b.WriteString("## Node death → unhealthy (seconds, p50 / tail)\n\n")
+	row(&b, "N", "kind", "ours: death → committed", "ours: death → annotation", "baseline: death → annotation",
+		"ours ÷ baseline (tail annotation)", fmt.Sprintf("ours: tail ≤ %s", fmtDur(TargetDetection)))
+	rule(&b, 7)
+	for _, r := range rep.Sizes {
+		for _, kind := range []deathKind{reset, silent} {
+			oCommit, oAnnot, _ := r.Ours.deaths(kind)
+			_, sAnnot, _ := r.Base.deaths(kind)
+			tail := p99(*oAnnot)
+			t := target{applies: true, ok: tail <= TargetDetection.Seconds(), value: orNaN(tail, sec(tail)+" s")}
+			row(&b, sizeLabel(r), kind.String(), p50Tail(*oCommit), p50Tail(*oAnnot), p50Tail(*sAnnot),
+				ratioX(p99(*oAnnot), p99(*sAnnot)), t.String())
+		}
+	}
+	b.WriteString("\n" + deathsNote(rep) + " \"Committed\" is the leader's decidedAt of the Raft-committed verdict; " +
+		"\"annotation\" is when a watch on the zone's Nodes saw the verdict written. The death is timed from just before the kills, " +
+		"or for a silent death just before its drop rule is installed.\n")
+	if scaledAny(rep) {
+		b.WriteString("\n" + dilationNote + "\n")
+	}
+	if n := fromNote(rep); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
+
+	b.WriteString("\n## What silence costs (seconds, p50 of silent − p50 of reset)\n\n")
+	row(&b, "N", "ours: death → committed", "ours: death → annotation", "baseline: death → annotation")
+	rule(&b, 4)
+	for _, r := range rep.Sizes {
+		o, s := r.Ours, r.Base
+		row(&b, sizeLabel(r), diff(o.DetectCommitSilent, o.DetectCommit), diff(o.DetectAnnotSilent, o.DetectAnnot),
+			diff(s.DetectAnnotSilent, s.DetectAnnot))
+	}
+	b.WriteString("\nA reset death fails the next probe at once; a silent one fails it only when the probe's timeout " +
+		"(1 s for both systems, × the dilation factor at ⏱ sizes) runs out, so silence is expected to cost up to about that much more.\n")
+
+	b.WriteString("\n## Back → healthy (seconds, p50 / tail)\n\n")
+	row(&b, "N", "kind", "ours", "baseline")
+	rule(&b, 4)
+	for _, r := range rep.Sizes {
+		for _, kind := range []deathKind{reset, silent} {
+			_, _, o := r.Ours.deaths(kind)
+			_, _, s := r.Base.deaths(kind)
+			row(&b, sizeLabel(r), kind.String(), p50Tail(*o), p50Tail(*s))
+		}
+	}
+	b.WriteString("\nFrom the restart of the kubelet and the agent (or daemon) to the healthy annotation; a silent death's drop rule " +
+		"is removed just before the restart.\n")
+	writeNotes(&b, rep)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// diff is p50(a) − p50(b), signed; "—" when either is empty.
+func diff(a, b []float64) string {
+	if len(a) == 0 || len(b) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f", p50(a)-p50(b))
+}
+
+// scaledAny reports whether any size ran time-dilated.
+func scaledAny(rep *Report) bool {
+	for _, r := range rep.Sizes {
+		if r.Ours.Scale > 1 || r.Base.Scale > 1 {
+			return true
+		}
+	}
+	return false
+}
