@@ -123,7 +123,7 @@ func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log 
 	// Probes leave from the advertise address, like all zone traffic.
 	probeDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)}}
 	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: port.HTTPClient(),
-		Dial: probeDialer.DialContext, Registerer: reg, Logger: log.With("component", "probe")})
+		Dial: probeDialer.DialContext, Confirm: cfg.ProbeConfirm(), Registerer: reg, Logger: log.With("component", "probe")})
 	if err != nil {
 		return nil, fmt.Errorf("--probe: %w", err)
 	}

@@ -58,6 +58,13 @@ type Config struct {
 	Probes []probe.Spec
 	// ScoreLine is the score a peer needs to be judged OK [--score-line].
 	ScoreLine float64
+	// ConfirmConnects is how many fresh connections to a peer's kubelet
+	// port confirm its first failed probe; when none gets any answer the
+	// peer is judged failed at once (probe.Confirm). 0 turns confirmation
+	// off: the probes' thresholds alone judge [--confirm-connects].
+	ConfirmConnects int
+	// ConfirmGap is the time between their starts [--confirm-gap].
+	ConfirmGap time.Duration
 	// TargetSyncPeriod is how often probe targets follow the member list.
 	TargetSyncPeriod time.Duration
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, unless the
@@ -85,9 +92,20 @@ func DefaultConfig() Config {
 		APITimeout:          10 * time.Second,
 		StatusAddress:       ":9471",
 		ScoreLine:           100,
+		ConfirmConnects:     probe.DefaultConfirmConnects,
+		ConfirmGap:          probe.DefaultConfirmGap,
 		TargetSyncPeriod:    2 * time.Second,
 		MemoryLimit:         MemoryLimitAuto,
 	}
+}
+
+// ProbeConfirm is the flags as probe.Confirm, whose zero value means its
+// defaults: there 0 connections is "off" spelled as a negative count.
+func (c Config) ProbeConfirm() probe.Confirm {
+	if c.ConfirmConnects == 0 {
+		return probe.Confirm{Connects: -1}
+	}
+	return probe.Confirm{Connects: c.ConfirmConnects, Gap: c.ConfirmGap}
 }
 
 // DefaultProbes are the probes an agent runs against each peer when --probe is
@@ -159,6 +177,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ScoreLine <= 0 || c.ScoreLine > 100 {
 		errs = append(errs, fmt.Errorf("--score-line %v must be in (0, 100]", c.ScoreLine))
+	}
+	if c.ConfirmConnects < 0 || c.ConfirmConnects > probe.MaxConfirmConnects {
+		errs = append(errs, fmt.Errorf("--confirm-connects %d must be in [0, %d] (0 turns confirmation off)", c.ConfirmConnects, probe.MaxConfirmConnects))
+	}
+	if c.ConfirmConnects > 1 && c.ConfirmGap <= 0 {
+		errs = append(errs, fmt.Errorf("--confirm-gap must be positive, got %s", c.ConfirmGap))
 	}
 	for _, d := range []struct {
 		flag string

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,6 +105,14 @@ func startHarness(t *testing.T, cfg Config, scripted bool) *harness {
 	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))}
 	cfg.Clock = ClockOf(h.clk)
 	cfg.Rand = func() float64 { return 0 }
+	if cfg.Confirm == (Confirm{}) {
+		// The scripted probes' tests are about the thresholds; the
+		// confirmation's own tests turn it on.
+		cfg.Confirm.Connects = -1
+	}
+	if cfg.Dial == nil && scripted {
+		cfg.Dial = noDial(t)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger()
 	}
@@ -265,4 +274,13 @@ func probeWithin(t *testing.T, p Prober, host string, timeout time.Duration) (Re
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return p.Probe(ctx, host)
+}
+
+// noDial fails a test that would open a connection: its hosts are not ours
+// to send packets to.
+func noDial(t *testing.T) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(_ context.Context, network, address string) (net.Conn, error) {
+		t.Errorf("unexpected dial %s %s", network, address)
+		return nil, syscall.ECONNREFUSED
+	}
 }

@@ -46,6 +46,10 @@ type Config struct {
 	Rand func() float64
 	// Logger receives state changes and probe errors. Nil means slog.Default().
 	Logger *slog.Logger
+	// Confirm is how a first failed probe is confirmed or refuted at once by
+	// fresh connections (see Confirm). The zero value is on with the
+	// defaults; Connects < 0 turns it off.
+	Confirm Confirm
 }
 
 // defaultSpecs is what an agent probes when nothing is configured.
@@ -85,6 +89,9 @@ func (c Config) Validate() error {
 	if _, err := resolveWeights(c.Specs); err != nil {
 		return fmt.Errorf("probe: Config.Specs: %w", err)
 	}
+	if err := c.Confirm.validate(); err != nil {
+		return fmt.Errorf("probe: Config.Confirm: %w", err)
+	}
 	if c.AgentClient != nil && c.AgentProber != nil {
 		return errors.New("probe: Config.AgentClient and Config.AgentProber are both set; set one")
 	}
@@ -110,14 +117,15 @@ var ErrRunning = errors.New("probe: Manager.Run called more than once")
 // Targets may be added and removed at any time, before or while Run runs; their
 // workers run only while Run does.
 type Manager struct {
-	cfg     Config // with defaults applied
-	specs   []Spec // cfg.Specs with defaults applied, for the workers
-	names   []string
-	checker *Checker
-	probers []Prober
-	metrics *metrics
-	log     *slog.Logger
-	changes chan struct{}
+	cfg        Config // with defaults applied
+	confirmCfg Confirm
+	specs      []Spec // cfg.Specs with defaults applied, for the workers
+	names      []string
+	checker    *Checker
+	probers    []Prober
+	metrics    *metrics
+	log        *slog.Logger
+	changes    chan struct{}
 
 	mu      sync.Mutex
 	targets map[string]*target
@@ -132,10 +140,20 @@ type Manager struct {
 type target struct {
 	name string
 	Target
+	ctx    context.Context    // its workers' context; nil until they start
 	cancel context.CancelFunc // nil until its workers start
-	wg     sync.WaitGroup     // this target's worker goroutines
+	wg     sync.WaitGroup     // this target's worker and confirmation goroutines
 	probes []ProbeStatus
 	eval   Evaluation
+
+	// confirming is set while a confirmation of t runs.
+	confirming bool
+	// silentSince is when the confirmation that found t silent started;
+	// zero while t is not judged silent. A success of a probe that started
+	// after it clears it.
+	silentSince time.Time
+	// lastSuccess is when the latest probe of t that succeeded started.
+	lastSuccess time.Time
 }
 
 // TargetStatus is what this node currently thinks of one target.
@@ -153,6 +171,10 @@ type TargetStatus struct {
 	Latency time.Duration
 	// Probes holds one entry per spec, in Config.Specs order.
 	Probes []ProbeStatus
+	// Silent is set while the target is judged failed because a
+	// confirmation's fresh connections all went unanswered (see Confirm),
+	// until one of its probes succeeds again.
+	Silent bool
 }
 
 // ProbeStatus is the state of one probe of one target.
@@ -183,11 +205,12 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("probe: Config.Specs: %w", err)
 	}
 	m := &Manager{
-		cfg:     cfg,
-		checker: checker,
-		log:     cfg.Logger,
-		changes: make(chan struct{}, 1),
-		targets: make(map[string]*target),
+		cfg:        cfg,
+		confirmCfg: cfg.Confirm.withDefaults(cfg.Specs),
+		checker:    checker,
+		log:        cfg.Logger,
+		changes:    make(chan struct{}, 1),
+		targets:    make(map[string]*target),
 	}
 	for i, s := range cfg.Specs {
 		var p Prober
@@ -343,15 +366,24 @@ func (m *Manager) newTarget(name string, tg Target) *target {
 	for i, s := range m.specs {
 		t.probes[i] = ProbeStatus{Spec: m.names[i], Kind: s.Kind, Weight: weights[i]}
 	}
-	t.eval = m.checker.Evaluate(t.states())
+	t.eval = m.evaluate(t)
 	return t
+}
+
+// evaluate judges t by its probes' states, and as failed while it is silent.
+func (m *Manager) evaluate(t *target) Evaluation {
+	e := m.checker.Evaluate(t.states())
+	if !t.silentSince.IsZero() {
+		e = Evaluation{Known: true}
+	}
+	return e
 }
 
 // startLocked starts t's workers under the running Manager. m.mu must be held
 // and m.runCtx set.
 func (m *Manager) startLocked(t *target) {
 	ctx, cancel := context.WithCancel(WithKubeletPort(peerctx.With(m.runCtx, t.name), t.KubeletPort))
-	t.cancel = cancel
+	t.ctx, t.cancel = ctx, cancel
 	for i, s := range m.specs {
 		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
 			func(u probeUpdate) { m.record(t, u) })
@@ -375,10 +407,26 @@ func (m *Manager) record(t *target, u probeUpdate) {
 	p := &t.probes[u.index]
 	prevState := p.State
 	p.State, p.Last, p.Err, p.At, p.Latency = u.state, u.raw, u.err, u.at, u.latency
+	if u.raw == Success && u.at.After(t.lastSuccess) {
+		t.lastSuccess = u.at
+	}
+	heard := u.raw == Success && !t.silentSince.IsZero() && !u.at.Before(t.silentSince)
+	if heard {
+		t.silentSince = time.Time{}
+	}
 	prev := t.eval
-	t.eval = m.checker.Evaluate(t.states())
+	t.eval = m.evaluate(t)
 	eval := t.eval
+	confirm := u.raw == Failure && m.startConfirmLocked(t)
 	m.mu.Unlock()
+
+	if heard {
+		m.log.Info("silent peer answers again", "peer", t.name, "host", t.Host, "probe", m.names[u.index])
+	}
+	if confirm {
+		m.log.Debug("confirming a failed probe with fresh connections", "peer", t.name, "host", t.Host,
+			"probe", m.names[u.index], "err", u.err)
+	}
 
 	if u.raw != Success {
 		m.log.Debug("probe did not succeed", "peer", t.name, "host", t.Host, "probe", m.names[u.index],
@@ -413,9 +461,65 @@ func (t *target) status() TargetStatus {
 		OK:     t.eval.OK,
 		Score:  t.eval.Score,
 		Probes: append([]ProbeStatus(nil), t.probes...),
+		Silent: !t.silentSince.IsZero(),
 	}
 	for _, p := range t.probes {
 		st.Latency = max(st.Latency, p.Latency)
 	}
 	return st
+}
+
+// startConfirmLocked starts a confirmation of t after a failed probe, unless
+// one runs, t is judged silent already, confirmation is off, t is already
+// judged failed by its thresholds (a confirmation could add nothing), or its
+// workers are not running. m.mu must be held.
+func (m *Manager) startConfirmLocked(t *target) bool {
+	if m.confirmCfg.Off() || t.confirming || !t.silentSince.IsZero() || t.ctx == nil || m.runCtx == nil ||
+		(t.eval.Known && !t.eval.OK) {
+		return false
+	}
+	t.confirming = true
+	started := m.cfg.Clock.Now()
+	ctx := t.ctx
+	m.wg.Add(1)
+	t.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer t.wg.Done()
+		m.confirmed(t, started, m.confirm(ctx, t))
+	}()
+	return true
+}
+
+// confirmed records a confirmation's outcome: t is judged silent if every
+// connection went unanswered and no probe that started after the
+// confirmation did succeed meanwhile.
+func (m *Manager) confirmed(t *target, started time.Time, outcome string) {
+	m.mu.Lock()
+	if m.targets[t.name] != t {
+		m.mu.Unlock()
+		return
+	}
+	t.confirming = false
+	if outcome == "" {
+		m.mu.Unlock()
+		return
+	}
+	m.metrics.confirmations.WithLabelValues(outcome).Inc()
+	silent := outcome == confirmSilent && t.lastSuccess.Before(started)
+	prev := t.eval
+	if silent {
+		t.silentSince = started
+		t.eval = m.evaluate(t)
+	}
+	eval := t.eval
+	m.mu.Unlock()
+	if !silent {
+		return
+	}
+	m.log.Info("peer silent: no fresh connection answered", "peer", t.name, "host", t.Host,
+		"connections", m.confirmCfg.Connects, "timeout", m.confirmCfg.Timeout)
+	if eval != prev {
+		m.notify()
+	}
 }

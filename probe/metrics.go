@@ -14,8 +14,9 @@ import (
 // process, as in tests) the Manager adopts the registered ones instead of failing,
 // so both count into the same series.
 type metrics struct {
-	results  *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	results       *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	confirmations *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, specs []Spec) (*metrics, error) {
@@ -33,6 +34,12 @@ func newMetrics(reg prometheus.Registerer, specs []Spec) (*metrics, error) {
 			Help:      "Time one probe took, by probe kind, including probes that failed or timed out.",
 			Buckets:   prometheus.DefBuckets,
 		}, []string{"kind"}),
+		confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgequorum",
+			Subsystem: "probe",
+			Name:      "confirmations_total",
+			Help:      "Confirmations of a failed probe by fresh connections to the peer's kubelet port, by outcome: silent (none answered: the peer is judged failed at once), answered (the box answered one: the thresholds judge), inconclusive (a local error).",
+		}, []string{"outcome"}),
 	}
 	if reg != nil {
 		var err error
@@ -42,9 +49,15 @@ func newMetrics(reg prometheus.Registerer, specs []Spec) (*metrics, error) {
 		if m.duration, err = register(reg, m.duration); err != nil {
 			return nil, err
 		}
+		if m.confirmations, err = register(reg, m.confirmations); err != nil {
+			return nil, err
+		}
 	}
 	// Create the series of every configured kind up front, so that a
 	// dashboard shows zero failures rather than no data.
+	for _, o := range []string{confirmSilent, confirmAnswered, confirmInconclusive} {
+		m.confirmations.WithLabelValues(o)
+	}
 	for _, s := range specs {
 		for _, r := range []Result{Success, Failure, Unknown} {
 			m.results.WithLabelValues(string(s.Kind), r.String())

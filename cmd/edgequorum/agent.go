@@ -78,6 +78,8 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	var probes probe.SpecList
 	fs.Var(&probes, "probe", "probe run against every peer, repeatable, e.g. tcp:port=10250,weight=0.5,timeout=1s,period=2s,failure-threshold=3\n(default: agent:port=<peer-port>,weight=0.5 and kubelet:weight=0.5)")
 	fs.Float64Var(&cfg.ScoreLine, "score-line", cfg.ScoreLine, "weighted probe score (0-100) a peer needs to be judged OK")
+	fs.IntVar(&cfg.ConfirmConnects, "confirm-connects", cfg.ConfirmConnects, "fresh connections to a peer's kubelet port that confirm its first failed probe; when none gets any answer the peer is judged failed at once (0: off, the thresholds alone judge)")
+	fs.DurationVar(&cfg.ConfirmGap, "confirm-gap", cfg.ConfirmGap, "time between the starts of the --confirm-connects connections")
 	fs.Var(memoryLimitFlag{v: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
 	logFlags := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
