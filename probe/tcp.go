@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 )
 
 // tcpProber succeeds when a TCP connection opens, like the kubelet's TCP probe:
@@ -29,7 +30,7 @@ func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
 	if n := KubeletPortOf(ctx); p.kubeletPortFromTarget && n > 0 {
 		port = strconv.Itoa(n)
 	}
-	conn, err := p.dial(ctx, "tcp", net.JoinHostPort(host, port))
+	conn, err := hedgedDial(ctx, p.dial, net.JoinHostPort(host, port))
 	if err != nil {
 		// Refused, unreachable and timed out all mean the same to a
 		// health probe.
@@ -39,4 +40,72 @@ func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
 	// about the peer.
 	_ = conn.Close()
 	return Success, nil
+}
+
+// hedgedDial opens a TCP connection within ctx's deadline, starting a second
+// attempt at half of the time left when the first has had no answer by then;
+// the first to connect wins, and a refusal ends it at once.
+//
+// Why: Linux resends a lost SYN after one second, which is the kubelet
+// probe's default timeout, so one lost SYN or SYN-ACK failed the probe — one
+// probe in ten at 5 % packet loss, and with it the peer's whole opinion. Two
+// independent attempts within the same timeout fail together about one time
+// in a hundred. A silent peer costs one more SYN and no time; the timeout and
+// what a success means (a connection opened in time) stay the kubelet's.
+func hedgedDial(ctx context.Context, dial func(ctx context.Context, network, address string) (net.Conn, error), address string) (net.Conn, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return dial(ctx, "tcp", address)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	type attempt struct {
+		conn net.Conn
+		err  error
+	}
+	out := make(chan attempt, 2)
+	started, answered := 0, 0
+	try := func() {
+		started++
+		go func() {
+			c, err := dial(ctx, "tcp", address)
+			out <- attempt{c, err}
+		}()
+	}
+	try()
+	hedge := time.NewTimer(time.Until(deadline) / 2)
+	defer hedge.Stop()
+	var (
+		won   net.Conn
+		first error
+	)
+wait:
+	for won == nil && answered < started {
+		select {
+		case <-hedge.C:
+			try()
+		case a := <-out:
+			answered++
+			switch {
+			case a.err == nil:
+				won = a.conn
+			case first == nil:
+				first = a.err
+			}
+			if a.err != nil && connectOutcome(a.err) == confirmAnswered {
+				// Refused: the box answered; another SYN asks nothing new.
+				break wait
+			}
+		}
+	}
+	// What still dials stops now; a late winner is closed.
+	cancel()
+	for ; answered < started; answered++ {
+		if a := <-out; a.conn != nil {
+			_ = a.conn.Close()
+		}
+	}
+	if won != nil {
+		return won, nil
+	}
+	return nil, first
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -118,5 +119,70 @@ func TestKubeletPortFollowsTheTarget(t *testing.T) {
 		if got := <-dialed; got != tt.want {
 			t.Errorf("%s with the target's kubelet port %d dialed %s, want %s", tt.spec, tt.kubeletPort, got, tt.want)
 		}
+	}
+}
+
+// scriptedDial answers the n-th dial with script[n]: "silent" waits for the
+// dial's context, "refused" refuses, "open" connects.
+type scriptedDial struct {
+	mu     sync.Mutex
+	script []string
+	calls  int
+}
+
+func (d *scriptedDial) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	d.mu.Lock()
+	what := "silent"
+	if d.calls < len(d.script) {
+		what = d.script[d.calls]
+	}
+	d.calls++
+	d.mu.Unlock()
+	switch what {
+	case "refused":
+		return nil, errRefused
+	case "open":
+		c1, c2 := net.Pipe()
+		c2.Close()
+		return c1, nil
+	}
+	<-ctx.Done()
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
+}
+
+func (d *scriptedDial) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+// TestTCPProbeHedgesALostSYN: a connect with no answer at half the timeout
+// gets a second attempt, which a lost SYN would otherwise have cost the
+// probe; a refusal is an answer and ends the probe at once.
+func TestTCPProbeHedgesALostSYN(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		script []string
+		want   Result
+		dials  int
+	}{
+		{"first SYN lost, second answered", []string{"silent", "open"}, Success, 2},
+		{"first answered", []string{"open"}, Success, 1},
+		{"refused", []string{"refused"}, Failure, 1},
+		{"silent", nil, Failure, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &scriptedDial{script: tt.script}
+			p, err := NewProber(mustParse(t, "tcp:port=10250"), ProberOptions{Dial: d.dial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			got, err := p.Probe(ctx, "10.0.0.1")
+			if got != tt.want || d.count() != tt.dials {
+				t.Fatalf("Probe = %v (%v) after %d dials, want %v after %d", got, err, d.count(), tt.want, tt.dials)
+			}
+		})
 	}
 }
