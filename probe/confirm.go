@@ -126,11 +126,6 @@ func connectOutcome(err error) string {
 	return confirmInconclusive
 }
 
-// confirmation is one round of fresh connections to a target.
-type confirmation struct {
-	started time.Time
-}
-
 // confirm runs one confirmation of t and returns its outcome: silent only if
 // every connection went unanswered. It stops early when one is answered, and
 // returns "" when ctx ends first (the target was removed or the Manager
