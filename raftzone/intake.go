@@ -68,6 +68,13 @@ const (
 // promptly; heartbeats wait up to HeartbeatBatchWindow and go along, so a zone
 // of N members costs a couple of log entries per report period instead of N —
 // each of which Raft sends to every follower.
+//
+// A heartbeat's sender is answered once the report is verified and queued
+// (ErrQueued), not when it commits: a sender waits for one report at a time,
+// and a change it sees while its heartbeat waited for the batch would wait
+// too, up to HeartbeatBatchWindow. A heartbeat that does not commit costs
+// nothing to repair: it changed nothing, and the next report carries every
+// result that differs from what the zone holds.
 type intake struct {
 	s       *Member
 	mu      sync.Mutex
@@ -144,7 +151,12 @@ func (in *intake) verify(r *zone.Report) *RejectError {
 	return nil
 }
 
-// submit verifies r and waits until it is committed or refused.
+// ErrQueued is submit's answer to a heartbeat that was verified and queued
+// for the next batch: accepted, not yet committed.
+var ErrQueued = errors.New("report queued for the next batch")
+
+// submit verifies r and waits until it is committed or refused, or, for a
+// heartbeat, until it is queued (ErrQueued).
 func (in *intake) submit(ctx context.Context, r zone.Report) error {
 	if in.s.Term() == 0 {
 		return in.count(reject(RejectNotLeader, http.StatusMisdirectedRequest, ErrNotLeader))
@@ -177,15 +189,15 @@ func (in *intake) submit(ctx context.Context, r zone.Report) error {
 	in.urgent = in.urgent || urgent
 	in.mu.Unlock()
 	signal(in.kick)
-	if urgent {
-		signal(in.hurry)
+	if !urgent {
+		return ErrQueued
 	}
+	signal(in.hurry)
 	select {
 	case rj := <-done:
 		if rj != nil {
-			return in.count(rj)
+			return rj
 		}
-		in.s.metrics.reportsAccepted.Inc()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -250,8 +262,10 @@ func (in *intake) commit(ctx context.Context) {
 		return
 	}
 	reports := make([]zone.Report, len(batch))
+	changes := false
 	for i, p := range batch {
 		reports[i] = p.r
+		changes = changes || len(p.r.Results) > 0
 	}
 	var result *RejectError
 	cmd, err := in.s.encode(store.ReportBatch{At: in.s.clock.Now().UTC(), Reports: reports})
@@ -260,10 +274,18 @@ func (in *intake) commit(ctx context.Context) {
 	}
 	switch {
 	case err == nil:
+		in.s.metrics.reportsAccepted.Add(float64(len(batch)))
+		if changes {
+			// Judge now what changed, not at the next vote tick.
+			signal(in.s.voteKick)
+		}
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 		result = reject(RejectNotLeader, http.StatusMisdirectedRequest, err)
 	default:
 		result = reject(RejectCommitError, http.StatusServiceUnavailable, err)
+	}
+	if result != nil {
+		in.s.metrics.reportsRejected.WithLabelValues(result.Reason).Add(float64(len(batch)))
 	}
 	in.mu.Lock()
 	for _, p := range batch {
@@ -297,6 +319,9 @@ func (in *intake) flush(err *RejectError) {
 	in.seqs = map[string]uint64{}
 	in.counts = map[string]int{}
 	in.mu.Unlock()
+	if len(batch) > 0 {
+		in.s.metrics.reportsRejected.WithLabelValues(err.Reason).Add(float64(len(batch)))
+	}
 	for _, p := range batch {
 		p.done <- err
 	}
@@ -324,9 +349,18 @@ func (s *Member) handleReport(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, struct{}{})
+	case errors.Is(err, ErrQueued):
+		writeJSON(w, http.StatusAccepted, reportAnswer{Queued: true})
 	case errors.As(err, &rj):
 		s.writeError(w, rj.Status, rj.Reason, rj)
 	default:
 		s.writeError(w, http.StatusServiceUnavailable, "canceled", err)
 	}
+}
+
+// reportAnswer is the body of a 2xx answer to POST /v1/reports: Queued for a
+// heartbeat answered before its batch commits (202), absent once committed
+// (200). A sender of an earlier release reads any 2xx as delivered.
+type reportAnswer struct {
+	Queued bool `json:"queued,omitempty"`
 }

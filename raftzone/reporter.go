@@ -113,17 +113,22 @@ func (s *Member) reportOnce(ctx context.Context) {
 		s.metrics.reportsSent.WithLabelValues("error").Inc()
 		return
 	}
-	// The leader may hold a heartbeat for HeartbeatBatchWindow before it
-	// commits it; the wait must cover that and the commit.
+	// A leader of an earlier release holds a heartbeat for
+	// HeartbeatBatchWindow before it commits it and answers; the wait must
+	// cover that and the commit.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReportPeriod+s.cfg.heartbeatBatchWindow())
 	defer cancel()
+	var answer reportAnswer
 	if s.Term() != 0 {
 		err = s.intake.submit(ctx, rep)
+		if errors.Is(err, ErrQueued) {
+			err, answer.Queued = nil, true
+		}
 	} else {
-		err = s.callPeer(ctx, leaderAddr, "/v1/reports", rep, nil)
+		err = s.callPeer(ctx, leaderAddr, "/v1/reports", rep, &answer)
 		var pe *PeerError
 		if errors.As(err, &pe) && pe.Status == http.StatusMisdirectedRequest && pe.Leader != "" && pe.Leader != leaderAddr {
-			err = s.callPeer(ctx, pe.Leader, "/v1/reports", rep, nil)
+			err = s.callPeer(ctx, pe.Leader, "/v1/reports", rep, &answer)
 		}
 	}
 	if s.inConfiguration() {
@@ -135,7 +140,10 @@ func (s *Member) reportOnce(ctx context.Context) {
 	switch {
 	case err == nil:
 		s.metrics.reportsSent.WithLabelValues("ok").Inc()
-		s.cleanStart.Do(s.dropMigrationBackups)
+		if !answer.Queued {
+			// Committed: the zone holds what this member reports.
+			s.cleanStart.Do(s.dropMigrationBackups)
+		}
 	case errors.As(err, &pe), errors.As(err, &rj):
 		s.metrics.reportsSent.WithLabelValues("rejected").Inc()
 		s.log.Debug("leader rejected our report", "err", err)

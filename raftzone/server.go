@@ -103,6 +103,9 @@ type Member struct {
 	// reconcileKick asks the leader's reconcile loop for a round now (a
 	// member joined).
 	reconcileKick chan struct{}
+	// voteKick asks the leader's vote loop for a tally now: a batch that
+	// changed a result has committed.
+	voteKick chan struct{}
 	// recoveryPending is set while a recovery's first act as leader is to do
 	// (finishRecovery).
 	recoveryPending atomic.Bool
@@ -158,6 +161,7 @@ func New(cfg Config, deps Deps) (*Member, error) {
 		sigs:       zone.NewSigMemo(sigMemoSize),
 
 		reconcileKick: make(chan struct{}, 1),
+		voteKick:      make(chan struct{}, 1),
 	}
 	s.intake = newIntake(s)
 	s.attest = newAttestor(s)

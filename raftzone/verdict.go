@@ -26,9 +26,11 @@ func verdictChanges(tally, committed map[string]zone.Verdict) []zone.Verdict {
 	return out
 }
 
-// voteLoop recomputes verdicts every VotePeriod while this member leads, commits
+// voteLoop recomputes verdicts every VotePeriod while this member leads, and
+// at once when a report batch that changed a result has committed; it commits
 // the changes through Raft and only then hands them to the sink, so a verdict
-// written to the API is always one the zone has agreed on.
+// written to the API is always one the zone has agreed on. The ticker stays
+// for what no report brings: a member whose reports stopped goes stale.
 func (s *Member) voteLoop(ctx context.Context, term uint64) {
 	t := s.clock.NewTicker(s.cfg.VotePeriod)
 	defer t.Stop()
@@ -37,6 +39,7 @@ func (s *Member) voteLoop(ctx context.Context, term uint64) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-s.voteKick:
 		}
 		if err := s.vote(ctx, term); err != nil && ctx.Err() == nil {
 			s.log.Warn("verdict round failed", "term", term, "err", err)
