@@ -138,8 +138,9 @@ $(NODE_BINS): $(BIN)/%: $(CONTROLPLANE_DEPS)
 BENCH_OUT       ?= benchmarks/results
 BENCH_QUICK_OUT ?= benchmarks/results/quick
 BENCH_FLAGS     ?=
+DETECT_FLAGS    ?=
 
-.PHONY: bench bench-quick bench-tools bench-fleet
+.PHONY: bench bench-quick bench-tools bench-fleet bench-detect
 bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
@@ -153,6 +154,12 @@ bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, th
 
 bench-fleet: bench-tools ## thousands of three-node sites on one control plane with the webhook: the cloud's steady cost by source and a regional outage; results in benchmarks/results/fleet.md (about 50 min)
 	$(BIN)/fleet -out $(BENCH_OUT) $(FLEET_FLAGS)
+
+# Detection only: each kill of edgequorum takes about 9.5 s (jitter, detection,
+# revival) and each of the baseline about 6 s, so 200 of each per size come to
+# about 55 minutes a size. Not part of .ci/run.
+bench-detect: bench-tools ## node-death detection only: 100 reset and 100 silent deaths per system at zone sizes 3, 9, 33; results in benchmarks/results/detect.md (about 3 hours)
+	$(BIN)/bench -detect -out $(BENCH_OUT) $(DETECT_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)

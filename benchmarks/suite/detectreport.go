@@ -57,8 +57,9 @@ func WriteDetectMarkdown(w io.Writer, rep *Report) error {
 		row(&b, sizeLabel(r), diff(o.DetectCommitSilent, o.DetectCommit), diff(o.DetectAnnotSilent, o.DetectAnnot),
 			diff(s.DetectAnnotSilent, s.DetectAnnot))
 	}
-	b.WriteString("\nA reset death fails the next probe at once; a silent one fails it only when the probe's timeout " +
-		"(1 s for both systems, × the dilation factor at ⏱ sizes) runs out, so silence is expected to cost up to about that much more.\n")
+	b.WriteString("\nA reset death fails the next probe at once; a silent one fails it only when a timeout runs out: edgequorum's " +
+		"probe timeout of 1 s, the baseline's ping timeout of 1 s and exchange timeout of 2 s (× the dilation factor at ⏱ sizes). " +
+		"With a few deaths of each kind these differences move from run to run; compare them at 100 of each.\n")
 
 	b.WriteString("\n## Back → healthy (seconds, p50 / tail)\n\n")
 	row(&b, "N", "kind", "ours", "baseline")
