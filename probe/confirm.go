@@ -14,19 +14,20 @@ import (
 // Defaults of Confirm.
 const (
 	// DefaultConfirmConnects is how many fresh connections confirm a
-	// suspicion. At 5 % packet loss one connection of a live peer fails
+	// suspicion. At 5 % packet loss one connection to a live peer fails
 	// about one time in ten (a lost SYN or SYN-ACK: Linux resends the SYN
-	// after 1 s, when the probe has timed out); four all failing is about
-	// one in 10⁴ (DESIGN.md, verdict rule).
-	DefaultConfirmConnects = 4
+	// after 1 s, when the connection has timed out); five all failing,
+	// about one in 10⁵ (DESIGN.md, verdict rule).
+	DefaultConfirmConnects = 5
 	// DefaultConfirmGap is the time between their starts: apart, so that
 	// one short burst of loss does not drop them all, and close, so that a
 	// dead peer is confirmed about one timeout after its first failed probe.
 	DefaultConfirmGap = 50 * time.Millisecond
 )
 
-// Confirm is how a target's first failed probe is confirmed or refuted at
-// once, beside the thresholds.
+// Confirm is how a suspicion of a target is confirmed or refuted at once,
+// beside the thresholds. A probe that fails, or has had no answer for half its
+// timeout, raises it.
 //
 // Why: a dead box and a lossy link look alike to one probe, and the kubelet's
 // rule tells them apart by waiting — FailureThreshold failures a period
@@ -36,8 +37,9 @@ const (
 // follow the thresholds as before (a stalled or restarting process keeps its
 // kubelet-like grace); if none gets any answer within the timeout, the box is
 // silent, and the target is judged failed at once, until one of its probes
-// succeeds again. Only silence confirms: a refused connection means the box
-// is up and a process is down, which the thresholds judge.
+// that started after the confirmation succeeds. Only silence confirms: a
+// refused connection means the box is up and a process is down, which the
+// thresholds judge.
 type Confirm struct {
 	// Connects is how many fresh connections one confirmation opens. Zero
 	// means DefaultConfirmConnects; a negative value turns confirmation off

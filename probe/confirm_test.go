@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
 )
@@ -281,5 +282,39 @@ func TestConfirmValidate(t *testing.T) {
 	if c := (Confirm{}).withDefaults([]Spec{mustParse(t, "kubelet:timeout=700ms")}); c.Timeout != 700*time.Millisecond ||
 		c.Connects != DefaultConfirmConnects || c.Gap != DefaultConfirmGap {
 		t.Errorf("defaults with a kubelet timeout of 700ms: %+v", c)
+	}
+}
+
+// TestConfirmStartsWhileAProbeHangs: a probe with no answer for half its
+// timeout starts the confirmation while it goes on, so a silent peer is judged
+// before that probe has even failed.
+func TestConfirmStartsWhileAProbeHangs(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	release := make(chan struct{})
+	hanging := ProberFunc(func(context.Context, string) (Result, error) {
+		<-release
+		return Failure, errScripted
+	})
+	d := newFakeDial(errSilent)
+	m, err := New(Config{Clock: ClockOf(clk), Rand: func() float64 { return 0 }, Logger: discardLogger(),
+		AgentProber: hanging, Specs: []Spec{mustParse(t, "agent:timeout=400ms")}, Dial: d.dial,
+		Confirm: Confirm{Connects: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	defer close(release)
+	m.AddTarget("peer", Target{Host: "10.0.0.1"})
+	poll.UntilTrue(t, waitTimeout, "the worker armed", func() bool { return clk.Waiters() == 1 })
+	clk.Step(0)
+	poll.UntilTrue(t, waitTimeout, "the peer judged silent", func() bool { st, _ := m.Status("peer"); return st.Silent })
+	if st, _ := m.Status("peer"); st.OK || !st.Known || st.Probes[0].Last != Unknown {
+		t.Fatalf("silent while its first probe still hangs: %+v, want Known, not OK, no probe result yet", st)
 	}
 }

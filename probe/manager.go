@@ -152,8 +152,8 @@ type target struct {
 	// zero while t is not judged silent. A success of a probe that started
 	// after it clears it.
 	silentSince time.Time
-	// lastSuccess is when the latest probe of t that succeeded started.
-	lastSuccess time.Time
+	// lastAnswer is when the latest probe of t that succeeded ended.
+	lastAnswer time.Time
 }
 
 // TargetStatus is what this node currently thinks of one target.
@@ -387,6 +387,9 @@ func (m *Manager) startLocked(t *target) {
 	for i, s := range m.specs {
 		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
 			func(u probeUpdate) { m.record(t, u) })
+		if !m.confirmCfg.Off() {
+			w.suspect = func() { m.suspect(t, i) }
+		}
 		m.wg.Add(1)
 		t.wg.Add(1)
 		go func() {
@@ -407,8 +410,8 @@ func (m *Manager) record(t *target, u probeUpdate) {
 	p := &t.probes[u.index]
 	prevState := p.State
 	p.State, p.Last, p.Err, p.At, p.Latency = u.state, u.raw, u.err, u.at, u.latency
-	if u.raw == Success && u.at.After(t.lastSuccess) {
-		t.lastSuccess = u.at
+	if end := u.at.Add(u.latency); u.raw == Success && end.After(t.lastAnswer) {
+		t.lastAnswer = end
 	}
 	heard := u.raw == Success && !t.silentSince.IsZero() && !u.at.Before(t.silentSince)
 	if heard {
@@ -469,7 +472,7 @@ func (t *target) status() TargetStatus {
 	return st
 }
 
-// startConfirmLocked starts a confirmation of t after a failed probe, unless
+// startConfirmLocked starts a confirmation of t after a failed or unanswered probe, unless
 // one runs, t is judged silent already, confirmation is off, t is already
 // judged failed by its thresholds (a confirmation could add nothing), or its
 // workers are not running. m.mu must be held.
@@ -491,9 +494,22 @@ func (m *Manager) startConfirmLocked(t *target) bool {
 	return true
 }
 
+// suspect starts a confirmation of t when its probe index has had no answer
+// for half its timeout.
+func (m *Manager) suspect(t *target, index int) {
+	m.mu.Lock()
+	confirm := m.targets[t.name] == t && m.startConfirmLocked(t)
+	m.mu.Unlock()
+	if confirm {
+		m.log.Debug("confirming a probe with no answer yet with fresh connections", "peer", t.name, "host", t.Host,
+			"probe", m.names[index])
+	}
+}
+
 // confirmed records a confirmation's outcome: t is judged silent if every
-// connection went unanswered and no probe that started after the
-// confirmation did succeed meanwhile.
+// connection went unanswered and no probe of t got an answer after the
+// confirmation started (whenever that probe started: an answer, however late,
+// proves the box was there after its probe began, and doubt goes to the box).
 func (m *Manager) confirmed(t *target, started time.Time, outcome string) {
 	m.mu.Lock()
 	if m.targets[t.name] != t {
@@ -506,7 +522,7 @@ func (m *Manager) confirmed(t *target, started time.Time, outcome string) {
 		return
 	}
 	m.metrics.confirmations.WithLabelValues(outcome).Inc()
-	silent := outcome == confirmSilent && t.lastSuccess.Before(started)
+	silent := outcome == confirmSilent && t.lastAnswer.Before(started)
 	prev := t.eval
 	if silent {
 		t.silentSince = started

@@ -60,6 +60,10 @@ type worker struct {
 	metrics *metrics
 	report  func(probeUpdate)
 	th      threshold
+	// suspect, if set, is called when a probe has had no answer for half
+	// its timeout, while it goes on: a box that answers a connection on a
+	// LAN within a millisecond is worth confirming by then (see Confirm).
+	suspect func()
 
 	// linger lets a probe that missed its timeout keep running until the
 	// next one is due (agent probes; see callLingering). pending is closed
@@ -137,10 +141,18 @@ func (w *worker) probeOnce(ctx context.Context) (probeUpdate, bool) {
 		raw Result
 		err error
 	)
+	var suspicion *time.Timer
+	if w.suspect != nil {
+		// Real time, as the probe's own timeout is.
+		suspicion = time.AfterFunc(w.spec.Timeout/2, w.suspect)
+	}
 	if w.linger {
 		raw, err = w.callLingering(ctx, pctx)
 	} else {
 		raw, err = w.call(pctx)
+	}
+	if suspicion != nil {
+		suspicion.Stop()
 	}
 	cancel()
 	if ctx.Err() != nil {
