@@ -134,9 +134,10 @@ type Config struct {
 	Level   skew.Level
 }
 
-// DefaultConfig returns the defaults. With them a dead peer is judged within
-// about probe period × failure threshold + VotePeriod, far inside the node
-// lifecycle controller's 50 s grace period.
+// DefaultConfig returns the defaults. With them a silent dead peer is judged
+// within about a probe period plus two probe timeouts (DESIGN.md, verdict
+// rule), one whose processes died within probe period × failure threshold,
+// far inside the node lifecycle controller's 50 s grace period.
 func DefaultConfig() Config {
 	return Config{
 		PeerPort:               9470,
