@@ -30,6 +30,16 @@ const (
 	// FailureThreshold failures a ProbePeriod apart, the leader votes every
 	// VotePeriod, and one second covers the report, the commit and the write.
 	TargetDetection = ProbePeriod*FailureThreshold + VotePeriod + time.Second
+	// TargetSilentDetection bounds the p99 of a silent death → annotation
+	// (make bench-detect): a powered-off box, whose probes wait out their
+	// timeouts.
+	TargetSilentDetection = 4 * time.Second
+	// TargetSilentVsBaseline: that p99 at most this share of the
+	// baseline's in the same run, at the same cadence.
+	TargetSilentVsBaseline = 0.9
+	// TargetFloorRatio: a measured detection p99 at most this many times
+	// the verdict rule's own (Floor): the code adds little to the rule.
+	TargetFloorRatio = 1.1
 	// TargetFailover bounds kill-to-new-leader-ready with default Raft timers.
 	TargetFailover = 3 * time.Second
 	// TargetZoneBytesRatio: at TargetSize, edgequorum's zone total must be at

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -613,14 +614,15 @@ func agentTimers(k float64) []string {
 		return nil
 	}
 	d := func(base time.Duration) string { return scaled(base, k).String() }
-	probe := fmt.Sprintf("period=%s,timeout=%s,failure-threshold=%d", d(ProbePeriod), d(time.Second), FailureThreshold)
+	timing := fmt.Sprintf("period=%s,timeout=%s,failure-threshold=%d", d(ProbePeriod), d(ProbeTimeout), FailureThreshold)
 	return []string{
-		fmt.Sprintf("--probe=agent:port=%d,weight=0.5,%s", zonerun.PeerPort, probe),
-		"--probe=kubelet:weight=0.5," + probe,
+		fmt.Sprintf("--probe=agent:port=%d,weight=0.5,%s", zonerun.PeerPort, timing),
+		"--probe=kubelet:weight=0.5," + timing,
 		"--report-period=" + d(2*time.Second),
 		"--vote-period=" + d(VotePeriod),
 		"--vote-timeout=" + d(VoteTimeout),
-		"--report-batch-window=" + d(20*time.Millisecond),
+		"--report-batch-window=" + d(BatchWindow),
+		"--confirm-gap=" + d(probe.DefaultConfirmGap),
 		"--heartbeat-batch-window=" + d(1800*time.Millisecond),
 		"--raft-heartbeat-timeout=" + d(time.Second),
 		"--raft-election-timeout=" + d(time.Second),

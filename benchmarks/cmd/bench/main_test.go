@@ -309,7 +309,7 @@ func TestRenderDetectRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 3 | silent | — | 6.0 / 6.0 (max of n=1) | 3.0 / 3.0 (max of n=1) |", "| 33 † | reset |"} {
+	for _, want := range []string{"| 3 | silent | — | 6.0 / 6.0 (max of n=1) | 3.6 s | ❌ 1.68× | 3.0 / 3.0 (max of n=1) | ❌ 2.00× |", "| 33 † | reset |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("detect.md lacks %q:\n%s", want, md)
 		}
