@@ -137,6 +137,10 @@ type Config struct {
 	// phase has twice as many. Time-dilated sizes get as many: the count is
 	// what the run is for.
 	DetectKills int
+	// DetectStalls is how many follower stalls edgequorum gets per size in
+	// a DetectOnly run, after its kills: the agent stopped for 1–3 s, which
+	// must not be judged a death.
+	DetectStalls int
 
 	// BinDir holds the control plane, bin/edgequorum and the baseline binary.
 	BinDir string
@@ -225,7 +229,7 @@ func QuickConfig() Config {
 func DetectConfig() Config {
 	c := FullConfig()
 	c.Sizes = DetectSizes
-	c.DetectOnly, c.DetectKills = true, 100
+	c.DetectOnly, c.DetectKills, c.DetectStalls = true, 100, 20
 	c.Failovers, c.DefaultsKills, c.DefaultsSizes = 0, 0, nil
 	c.LossPercents, c.LossSizes, c.LiveSizes = nil, nil, nil
 	return c
@@ -315,6 +319,9 @@ func (c *Config) ValidatePlan() error {
 	if c.DetectOnly {
 		if c.DetectKills < 1 {
 			bad("DetectKills", "is %d, must be at least 1", c.DetectKills)
+		}
+		if c.DetectStalls < 0 {
+			bad("DetectStalls", "is %d, must not be negative", c.DetectStalls)
 		}
 		if c.OnlyDefaults || c.OnlyLossy || c.OnlyLive || c.OnlyOurs {
 			bad("DetectOnly", "is set with an Only* run; a run can be only one of them")

@@ -73,6 +73,31 @@ func WriteDetectMarkdown(w io.Writer, rep *Report) error {
 		"probe timeout of 1 s, the baseline's ping timeout of 1 s and exchange timeout of 2 s (× the dilation factor at ⏱ sizes). " +
 		"With a few deaths of each kind these differences move from run to run; compare them at 100 of each.\n")
 
+	b.WriteString("\n## A stalled agent is not a dead node (edgequorum)\n\n")
+	row(&b, "N", "stalls", "stopped for (s, min / max)", "false unhealthy verdicts (target 0)")
+	rule(&b, 4)
+	for _, r := range rep.Sizes {
+		st := r.Ours.Stalls
+		if len(st) == 0 {
+			row(&b, sizeLabel(r), "0", "—", "—")
+			continue
+		}
+		lo, hi := st[0].Seconds, st[0].Seconds
+		for _, x := range st {
+			lo, hi = min(lo, x.Seconds), max(hi, x.Seconds)
+		}
+		f := r.Ours.StallFalse
+		t := target{applies: true, ok: len(f) == 0, value: fmt.Sprint(len(f))}
+		if len(f) > 0 {
+			t.value += ": " + strings.Join(f, "; ")
+		}
+		row(&b, sizeLabel(r), fmt.Sprint(len(st)), fmt.Sprintf("%.1f / %.1f", lo, hi), t.String())
+	}
+	b.WriteString("\nA follower's agent is stopped (SIGSTOP) for a random 1–3 s, after its kills, and continued; its kubelet and its " +
+		"address stay up, as on a box whose agent stalls (a long GC, a swap storm, a frozen cgroup). Every unhealthy verdict about it " +
+		"from the stop until a vote timeout after it went on counts. Its peers' agent probes fail meanwhile; the confirmation's " +
+		"fresh connections find the box's kernel answering, so the failure threshold judges, as a kubelet would.\n")
+
 	b.WriteString("\n## Back → healthy (seconds, p50 / tail)\n\n")
 	row(&b, "N", "kind", "ours", "baseline")
 	rule(&b, 4)

@@ -9,6 +9,8 @@ func TestDetectMarkdown(t *testing.T) {
 	rep := deathsReport()
 	rep.Config = DetectConfig()
 	rep.Config.DetectKills = 2
+	rep.Sizes[0].Ours.Stalls = []Stall{{Node: "n5-2", Seconds: 1.2}, {Node: "n5-3", Seconds: 2.9}}
+	rep.Sizes[0].Ours.StallFalse = []string{"n5-3 at +4.1s"}
 	var b strings.Builder
 	if err := WriteDetectMarkdown(&b, rep); err != nil {
 		t.Fatal(err)
@@ -26,6 +28,8 @@ func TestDetectMarkdown(t *testing.T) {
 		"| 9 | — | — | — |",
 		"| 5 | silent | 3.0 / 3.0 (max of n=2) | 1.5 / 1.5 (max of n=1) |",
 		"A **silent** death",
+		"| 5 | 2 | 1.2 / 2.9 | ❌ 1: n5-3 at +4.1s |",
+		"| 9 | 0 | — | — |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("detect.md lacks %q:\n%s", want, md)

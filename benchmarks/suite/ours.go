@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/edgequorum/edgequorum/benchmarks/internal/scrape"
@@ -116,7 +118,10 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 			if err := sleep(ctx, p.settle); err != nil {
 				return err
 			}
-			return r.kills(ctx)
+			if err := r.kills(ctx); err != nil {
+				return err
+			}
+			return r.stalls(ctx)
 		}}}
 	case !s.cfg.OnlyLossy:
 		phases = []phase{{"steady", r.steady}, {"kills", r.kills}, {"failover", r.failovers}, {"cloud cut", r.cut}}
@@ -638,4 +643,68 @@ func agentTimers(k float64) []string {
 		"--max-clock-skew=" + d(30*time.Second),
 		"--snapshot-interval=" + d(2*time.Minute),
 	}
+}
+
+// stalls stops a random follower's agent (SIGSTOP) for 1–3 s and lets it go
+// on (SIGCONT), DetectStalls times, its kubelet and address up throughout: a
+// stalled process is not a dead node. Every unhealthy verdict about the
+// stalled node from its stop to a vote timeout after it went on is false.
+func (r *oursRun) stalls(ctx context.Context) error {
+	var last string
+	for i := 1; i <= r.s.cfg.DetectStalls; i++ {
+		leader, err := r.leader(ctx)
+		if err != nil {
+			return err
+		}
+		victim := r.pick(leader.Name, last)
+		last = victim.Name
+		if err := r.s.jitter(ctx, scaled(ProbePeriod, r.p.k)); err != nil {
+			return err
+		}
+		pid := victim.Pid()
+		if pid == 0 {
+			return fmt.Errorf("stall %d: agent %s is not running", i, victim.Name)
+		}
+		d := scaled(time.Second+time.Duration(r.s.rng.Int64N(int64(2*time.Second))), r.p.k)
+		start := time.Now()
+		if err := stall(ctx, pid, d); err != nil {
+			return fmt.Errorf("stall %d (%s): %w", i, victim.Name, err)
+		}
+		if err := sleep(ctx, scaled(VoteTimeout, r.p.k)); err != nil {
+			return err
+		}
+		var wrong []string
+		for _, t := range r.w.transitions(start, time.Now()) {
+			if t.Node == victim.Name && t.To == zone.Unhealthy {
+				wrong = append(wrong, fmt.Sprintf("%s at +%.1fs", t.Node, t.At.Sub(start).Seconds()/r.p.k))
+			}
+		}
+		r.res.Stalls = append(r.res.Stalls, Stall{Node: victim.Name, Seconds: d.Seconds()})
+		r.res.StallFalse = append(r.res.StallFalse, wrong...)
+		verdict := "no verdict"
+		if len(wrong) > 0 {
+			verdict = "FALSE VERDICT " + strings.Join(wrong, ", ")
+		}
+		r.s.progress(r.n, "ours", "stall %d/%d %s: agent stopped %.1fs; %s", i, r.s.cfg.DetectStalls, victim.Name, d.Seconds()/r.p.k, verdict)
+	}
+	return nil
+}
+
+// stall stops the process pid for d and continues it, on every path.
+func stall(ctx context.Context, pid int, d time.Duration) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP: %w", err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("SIGCONT: %w", err)
+	}
+	return nil
 }

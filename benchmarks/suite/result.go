@@ -116,6 +116,13 @@ type System struct {
 	// from the node's address, so that every probe waits out its timeout, as
 	// for a powered-off node. Empty in results from before they were measured.
 	DetectCommitSilent, DetectAnnotSilent, RecoverySilent []float64
+	// Stalls are the follower stalls of a detection run (edgequorum only):
+	// its agent stopped (SIGSTOP) for 1–3 s and continued, while its
+	// kubelet and address stay up. A stalled process is not dead; StallFalse
+	// lists the unhealthy verdicts written about a stalled node from its stop
+	// until a vote timeout after it went on (target: none).
+	Stalls     []Stall  `json:",omitempty"`
+	StallFalse []string `json:",omitempty"`
 
 	// Failover is leader death → a surviving voter leads and has passed its
 	// Barrier (edgequorum_raft_is_leader = 1): from then its next verdict is
@@ -309,6 +316,9 @@ func (s *System) normalize(k float64) {
 	}
 	s.FormSeconds /= k
 	s.CutSeconds /= k
+	for i := range s.Stalls {
+		s.Stalls[i].Seconds /= k
+	}
 	s.Churn.Seconds /= k
 	st := &s.Steady
 	st.Seconds /= k
@@ -332,4 +342,11 @@ func (f *LossFigures) normalize(k float64) {
 	}
 	f.Seconds /= k
 	f.NodeSeconds /= k
+}
+
+// Stall is one stall of a detection run.
+type Stall struct {
+	Node string
+	// Seconds is how long the agent was stopped, in protocol time.
+	Seconds float64
 }

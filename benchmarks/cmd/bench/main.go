@@ -70,6 +70,7 @@ func run() error {
 		onlyOurs      = flag.Bool("only-ours", false, "run edgequorum alone (no baseline, lossy-link or SuperEdge-defaults phase), e.g. to measure a change and merge it into a full run with -render, which keeps that run's baseline")
 		detect        = flag.Bool("detect", false, fmt.Sprintf("detection run: at each size (default %s) only formation and the kill phase, both systems, -detect-kills reset and as many silent deaths each; writes detect.md and detect.json into -out", joinInts(det.Sizes)))
 		detectKills   = flag.Int("detect-kills", det.DetectKills, "with -detect: deaths of each kind (reset, silent) per system and size")
+		detectStalls  = flag.Int("detect-stalls", det.DetectStalls, "with -detect: edgequorum follower stalls per size (agent stopped 1-3 s; must not be judged dead)")
 	)
 	flag.Parse()
 
@@ -107,9 +108,9 @@ func run() error {
 			return err
 		}
 		cfg = suite.DetectConfig()
-		cfg.DetectKills = *detectKills
-	case set["detect-kills"]:
-		return errors.New("-detect-kills applies only with -detect")
+		cfg.DetectKills, cfg.DetectStalls = *detectKills, *detectStalls
+	case set["detect-kills"], set["detect-stalls"]:
+		return errors.New("-detect-kills and -detect-stalls apply only with -detect")
 	case *quick:
 		cfg = suite.QuickConfig()
 	}
@@ -561,7 +562,7 @@ var flagNames = map[string]string{"Sizes": "-sizes", "Kills": "-kills", "Failove
 	"DefaultsKills": "-defaults-kills", "Steady": "-steady", "Cut": "-cut",
 	"LossPercents": "-loss", "LossSizes": "-loss-sizes", "LossWindow": "-loss-window", "LossKills": "-loss-kills",
 	"OnlyLossy": "-only-lossy", "LiveSizes": "-live-sizes", "LiveSpares": "-live-spares", "OnlyLive": "-only-live",
-	"OnlyOurs": "-only-ours", "DetectOnly": "-detect", "DetectKills": "-detect-kills"}
+	"OnlyOurs": "-only-ours", "DetectOnly": "-detect", "DetectKills": "-detect-kills", "DetectStalls": "-detect-stalls"}
 
 // flagErrors rewrites ValidatePlan's errors to name the flag an operator
 // typed, e.g. "-kills is 0, must be at least 1".
