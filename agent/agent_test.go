@@ -172,17 +172,32 @@ func TestNewChecksFlagsFirst(t *testing.T) {
 	w := newWiring(t)
 	w.cfg.ScoreLine = 0
 	w.cfg.ZoneLeaseRenew = 0
+	w.cfg.ConfirmConnects = 17
+	w.cfg.ConfirmGap = 0
 	_, err := New(context.Background(), w.cfg, slog.New(slog.DiscardHandler))
 	if err == nil {
 		t.Fatal("New accepted --score-line 0")
 	}
-	for _, flag := range []string{"--score-line", "--zone-lease-renew"} {
+	for _, flag := range []string{"--score-line", "--zone-lease-renew", "--confirm-connects 17", "--confirm-gap"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("error %q does not name %s", err, flag)
 		}
 	}
 	if strings.Contains(err.Error(), "kubeconfig") {
 		t.Errorf("error %q went on to the apiserver", err)
+	}
+}
+
+// TestProbeConfirm: 0 connections turns confirmation off, which the probe
+// package spells as a negative count (its zero value means the defaults).
+func TestProbeConfirm(t *testing.T) {
+	c := DefaultConfig()
+	if got := c.ProbeConfirm(); got.Off() || got.Connects != probe.DefaultConfirmConnects || got.Gap != probe.DefaultConfirmGap {
+		t.Errorf("defaults: %+v", got)
+	}
+	c.ConfirmConnects = 0
+	if got := c.ProbeConfirm(); !got.Off() {
+		t.Errorf("--confirm-connects 0: %+v, want off", got)
 	}
 }
 
