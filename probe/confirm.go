@@ -27,7 +27,10 @@ const (
 
 // Confirm is how a suspicion of a target is confirmed or refuted at once,
 // beside the thresholds. A probe that fails, or has had no answer for half its
-// timeout, raises it.
+// timeout, raises it. The connections go to the kubelet probe's port (else
+// to that of the first probe that is not an agent probe), and only once that
+// probe has succeeded on the target: a port that never answered — a firewall
+// that drops — would make every suspicion look like silence.
 //
 // Why: a dead box and a lossy link look alike to one probe, and the kubelet's
 // rule tells them apart by waiting — FailureThreshold failures a period
@@ -91,18 +94,31 @@ func (c Confirm) withDefaults(specs []Spec) Confirm {
 	return c
 }
 
-// confirmPort is the port confirmations connect to on t: a kubelet spec's
-// own port, else the one t's Node publishes, else the kubelet's default.
-func confirmPort(specs []Spec, t Target) int {
-	for _, s := range specs {
-		if s.Kind == KindKubelet && s.Port != 0 {
-			return s.Port
+// confirmSpec picks the probe whose port confirmations connect to: the
+// kubelet probe, else the first other probe that opens a TCP connection of its
+// own; -1 when there is none (only agent probes, which travel on the zone
+// port's authenticated connections). A Manager without one does not confirm.
+func confirmSpec(specs []Spec) int {
+	for i, s := range specs {
+		if s.Kind == KindKubelet {
+			return i
 		}
 	}
-	if t.KubeletPort > 0 {
+	for i, s := range specs {
+		if s.Kind != KindAgent {
+			return i
+		}
+	}
+	return -1
+}
+
+// confirmPort is the port confirmations connect to on t: that of spec, for a
+// kubelet probe without a port of its own the one t's Node publishes.
+func confirmPort(spec Spec, t Target) int {
+	if spec.Kind == KindKubelet && spec.Port == 0 && t.KubeletPort > 0 {
 		return t.KubeletPort
 	}
-	return KubeletPort
+	return spec.withDefaults().Port
 }
 
 // Outcomes of a confirmation, the label values of
@@ -134,7 +150,7 @@ func connectOutcome(err error) string {
 // stopped): no outcome.
 func (m *Manager) confirm(ctx context.Context, t *target) string {
 	c := m.confirmCfg
-	address := net.JoinHostPort(t.Host, strconv.Itoa(confirmPort(m.cfg.Specs, t.Target)))
+	address := net.JoinHostPort(t.Host, strconv.Itoa(confirmPort(m.cfg.Specs[m.confirmIdx], t.Target)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outcomes := make(chan string, c.Connects)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -202,10 +203,11 @@ func TestConfirmStopsWithItsTarget(t *testing.T) {
 	d.set(errSilent, make(chan struct{})) // never released
 	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
 		Dial: d.dial, Confirm: Confirm{Connects: 2}}, true)
-	h.scripts[0].set("10.0.0.1", Failure)
+	h.scripts[0].set("10.0.0.1", Success)
 	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
-	poll.UntilTrue(t, waitTimeout, "the worker armed", func() bool { return h.clk.Waiters() == 1 })
-	h.clk.Step(0)
+	h.round(0, 1, 1)
+	h.scripts[0].set("10.0.0.1", Failure)
+	h.clk.Step(2 * time.Second)
 	// The worker re-armed, the confirmation waits for its gap, its first
 	// connection hangs.
 	poll.UntilTrue(t, waitTimeout, "confirmation connecting", func() bool {
@@ -291,14 +293,19 @@ func TestConfirmValidate(t *testing.T) {
 func TestConfirmStartsWhileAProbeHangs(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	release := make(chan struct{})
-	hanging := ProberFunc(func(context.Context, string) (Result, error) {
+	var calls atomic.Int32
+	agent := ProberFunc(func(context.Context, string) (Result, error) {
+		if calls.Add(1) == 1 {
+			return Success, nil
+		}
 		<-release
 		return Failure, errScripted
 	})
-	d := newFakeDial(errSilent)
+	d := newFakeDial(nil)
 	m, err := New(Config{Clock: ClockOf(clk), Rand: func() float64 { return 0 }, Logger: discardLogger(),
-		AgentProber: hanging, Specs: []Spec{mustParse(t, "agent:timeout=400ms")}, Dial: d.dial,
-		Confirm: Confirm{Connects: 1}})
+		AgentProber: agent, Dial: d.dial, Confirm: Confirm{Connects: 1},
+		// The kubelet probe answers once, then not again within the test.
+		Specs: []Spec{mustParse(t, "agent:timeout=400ms"), mustParse(t, "kubelet:period=1h")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,10 +318,61 @@ func TestConfirmStartsWhileAProbeHangs(t *testing.T) {
 	}()
 	defer close(release)
 	m.AddTarget("peer", Target{Host: "10.0.0.1"})
-	poll.UntilTrue(t, waitTimeout, "the worker armed", func() bool { return clk.Waiters() == 1 })
+	poll.UntilTrue(t, waitTimeout, "the workers armed", func() bool { return clk.Waiters() == 2 })
 	clk.Step(0)
+	poll.UntilTrue(t, waitTimeout, "the peer OK", func() bool { st, _ := m.Status("peer"); return st.OK && clk.Waiters() == 2 })
+	d.set(errSilent, nil)
+	clk.Step(2 * time.Second)
 	poll.UntilTrue(t, waitTimeout, "the peer judged silent", func() bool { st, _ := m.Status("peer"); return st.Silent })
-	if st, _ := m.Status("peer"); st.OK || !st.Known || st.Probes[0].Last != Unknown {
-		t.Fatalf("silent while its first probe still hangs: %+v, want Known, not OK, no probe result yet", st)
+	if st, _ := m.Status("peer"); st.OK || !st.Known || st.Probes[0].Last != Success || st.Probes[0].At != time.Unix(0, 0) {
+		t.Fatalf("silent while its agent probe still hangs: %+v, want Known, not OK, the agent probe's last result the first", st)
+	}
+}
+
+// TestConfirmNeedsAPortThatAnswered: a kubelet port that never answered on a
+// peer (a firewall that drops) would make every suspicion look like silence;
+// no confirmation runs until it has.
+func TestConfirmNeedsAPortThatAnswered(t *testing.T) {
+	d := newFakeDial(errSilent)
+	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Dial: d.dial,
+		Confirm: Confirm{Connects: 1}}, true)
+	h.scripts[0].set("10.0.0.1", Failure)
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
+	for range 3 {
+		h.round(2*time.Second, 1, 1)
+	}
+	if n := d.calls("10.0.0.1:10250"); n != 0 {
+		t.Fatalf("%d confirmation connections to a port that never answered", n)
+	}
+	if st := h.status("peer"); st.Silent || st.OK || !st.Known {
+		t.Fatalf("after three failures: %+v, want judged by the thresholds", st)
+	}
+}
+
+func TestConfirmSpec(t *testing.T) {
+	for _, tt := range []struct {
+		specs string
+		want  int
+		port  int
+	}{
+		{"agent:port=9470;kubelet", 1, 10255},
+		{"agent:port=9470;kubelet:port=10260", 1, 10260},
+		{"agent:port=9470;http:port=8080;tcp:port=22", 1, 8080},
+		{"agent:port=9470", -1, 0},
+	} {
+		specs, err := ParseSpecs(tt.specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := confirmSpec(specs)
+		if i != tt.want {
+			t.Errorf("confirmSpec(%s) = %d, want %d", tt.specs, i, tt.want)
+			continue
+		}
+		if i >= 0 {
+			if p := confirmPort(specs[i], Target{Host: "10.0.0.1", KubeletPort: 10255}); p != tt.port {
+				t.Errorf("confirmPort(%s) = %d, want %d", tt.specs, p, tt.port)
+			}
+		}
 	}
 }

@@ -119,6 +119,7 @@ var ErrRunning = errors.New("probe: Manager.Run called more than once")
 type Manager struct {
 	cfg        Config // with defaults applied
 	confirmCfg Confirm
+	confirmIdx int    // the spec whose port confirmations connect to; -1: none
 	specs      []Spec // cfg.Specs with defaults applied, for the workers
 	names      []string
 	checker    *Checker
@@ -154,6 +155,9 @@ type target struct {
 	silentSince time.Time
 	// lastAnswer is when the latest probe of t that succeeded ended.
 	lastAnswer time.Time
+	// confirmable is set once the probe whose port confirmations use has
+	// succeeded on t.
+	confirmable bool
 }
 
 // TargetStatus is what this node currently thinks of one target.
@@ -207,6 +211,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:        cfg,
 		confirmCfg: cfg.Confirm.withDefaults(cfg.Specs),
+		confirmIdx: confirmSpec(cfg.Specs),
 		checker:    checker,
 		log:        cfg.Logger,
 		changes:    make(chan struct{}, 1),
@@ -387,7 +392,7 @@ func (m *Manager) startLocked(t *target) {
 	for i, s := range m.specs {
 		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
 			func(u probeUpdate) { m.record(t, u) })
-		if !m.confirmCfg.Off() {
+		if m.confirms() {
 			w.suspect = func() { m.suspect(t, i) }
 		}
 		m.wg.Add(1)
@@ -412,6 +417,9 @@ func (m *Manager) record(t *target, u probeUpdate) {
 	p.State, p.Last, p.Err, p.At, p.Latency = u.state, u.raw, u.err, u.at, u.latency
 	if end := u.at.Add(u.latency); u.raw == Success && end.After(t.lastAnswer) {
 		t.lastAnswer = end
+	}
+	if u.raw == Success && u.index == m.confirmIdx {
+		t.confirmable = true
 	}
 	heard := u.raw == Success && !t.silentSince.IsZero() && !u.at.Before(t.silentSince)
 	if heard {
@@ -472,12 +480,13 @@ func (t *target) status() TargetStatus {
 	return st
 }
 
-// startConfirmLocked starts a confirmation of t after a failed or unanswered probe, unless
-// one runs, t is judged silent already, confirmation is off, t is already
+// startConfirmLocked starts a confirmation of t after a failed or unanswered
+// probe, unless one runs, t is judged silent already, confirmation is off,
+// the port it would connect to never answered on t, t is already
 // judged failed by its thresholds (a confirmation could add nothing), or its
 // workers are not running. m.mu must be held.
 func (m *Manager) startConfirmLocked(t *target) bool {
-	if m.confirmCfg.Off() || t.confirming || !t.silentSince.IsZero() || t.ctx == nil || m.runCtx == nil ||
+	if !m.confirms() || !t.confirmable || t.confirming || !t.silentSince.IsZero() || t.ctx == nil || m.runCtx == nil ||
 		(t.eval.Known && !t.eval.OK) {
 		return false
 	}
@@ -493,6 +502,9 @@ func (m *Manager) startConfirmLocked(t *target) bool {
 	}()
 	return true
 }
+
+// confirms reports whether this Manager confirms suspicions at all.
+func (m *Manager) confirms() bool { return !m.confirmCfg.Off() && m.confirmIdx >= 0 }
 
 // suspect starts a confirmation of t when its probe index has had no answer
 // for half its timeout.
