@@ -74,35 +74,43 @@ func confirmations(t *testing.T, reg *prometheus.Registry, outcome string) float
 	return metricValue(t, reg, "edgequorum_probe_confirmations_total", map[string]string{"outcome": outcome})
 }
 
+// okPeer starts a harness whose one kubelet probe (failure threshold 3) has
+// passed once on the target "peer" at 10.0.0.1, and scripts it to fail from
+// now on: the start of every confirmation test.
+func okPeer(t *testing.T, reg prometheus.Registerer, d *fakeDial, c Confirm) *harness {
+	t.Helper()
+	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
+		Dial: d.dial, Confirm: c}, true)
+	h.scripts[0].set("10.0.0.1", Success)
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1", KubeletPort: 10250})
+	h.round(0, 1, 1)
+	if st := h.status("peer"); !st.OK || st.Silent {
+		t.Fatalf("after a success: %+v, want OK", st)
+	}
+	h.scripts[0].set("10.0.0.1", Failure)
+	return h
+}
+
 // TestConfirmJudgesASilentPeerAtOnce: one failed probe of a peer whose box
 // answers no fresh connection makes it failed at once, long before the
 // thresholds would; its next successful probe makes it OK again.
 func TestConfirmJudgesASilentPeerAtOnce(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d := newFakeDial(errSilent)
-	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
-		Dial: d.dial, Confirm: Confirm{Connects: 3, Gap: 100 * time.Millisecond}}, true)
-	h.scripts[0].set("10.0.0.1", Success)
-	h.m.AddTarget("peer", Target{Host: "10.0.0.1", KubeletPort: 10255})
-	h.round(0, 1, 1)
-	if st := h.status("peer"); !st.OK || st.Silent {
-		t.Fatalf("after a success: %+v, want OK", st)
-	}
+	h := okPeer(t, reg, d, Confirm{Connects: 3, Gap: 100 * time.Millisecond})
 	drain(h.m.Changes())
-
-	h.scripts[0].set("10.0.0.1", Failure)
 	h.clk.Step(2 * time.Second)
 	// The worker re-arms and the confirmation waits for its next gap: two
 	// timers; one connection so far, and the thresholds alone still say OK.
 	poll.UntilTrue(t, waitTimeout, "first confirmation connection", func() bool {
-		return d.calls("10.0.0.1:10255") == 1 && h.clk.Waiters() == 2
+		return d.calls("10.0.0.1:10250") == 1 && h.clk.Waiters() == 2
 	})
 	if st := h.status("peer"); !st.OK || st.Silent {
 		t.Fatalf("one failure, confirmation under way: %+v, want still OK", st)
 	}
 	h.clk.Step(100 * time.Millisecond)
 	poll.UntilTrue(t, waitTimeout, "second connection", func() bool {
-		return d.calls("10.0.0.1:10255") == 2 && h.clk.Waiters() == 2
+		return d.calls("10.0.0.1:10250") == 2 && h.clk.Waiters() == 2
 	})
 	h.clk.Step(100 * time.Millisecond)
 	poll.UntilTrue(t, waitTimeout, "the peer judged silent", func() bool { return h.status("peer").Silent })
@@ -113,7 +121,7 @@ func TestConfirmJudgesASilentPeerAtOnce(t *testing.T) {
 	if !drain(h.m.Changes()) {
 		t.Fatal("no change signalled when the peer was judged silent")
 	}
-	if n := d.calls("10.0.0.1:10255"); n != 3 {
+	if n := d.calls("10.0.0.1:10250"); n != 3 {
 		t.Fatalf("%d confirmation connections, want 3", n)
 	}
 	if v := confirmations(t, reg, confirmSilent); v != 1 {
@@ -122,7 +130,7 @@ func TestConfirmJudgesASilentPeerAtOnce(t *testing.T) {
 
 	// Further failures start no confirmation: the peer is judged already.
 	h.round(1800*time.Millisecond, 1, 1)
-	if n := d.calls("10.0.0.1:10255"); n != 3 {
+	if n := d.calls("10.0.0.1:10250"); n != 3 {
 		t.Fatalf("%d confirmation connections after another failure of a silent peer, want still 3", n)
 	}
 	h.scripts[0].set("10.0.0.1", Success)
@@ -148,12 +156,7 @@ func TestConfirmAnsweredLeavesItToTheThresholds(t *testing.T) {
 			d := newFakeDial(tt.err)
 			// One connection: a gap timer would race the harness's count
 			// of armed workers.
-			h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
-				Dial: d.dial, Confirm: Confirm{Connects: 1}}, true)
-			h.scripts[0].set("10.0.0.1", Success)
-			h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
-			h.round(0, 1, 1)
-			h.scripts[0].set("10.0.0.1", Failure)
+			h := okPeer(t, reg, d, Confirm{Connects: 1})
 			for i := 1; i <= 3; i++ {
 				h.round(2*time.Second, 1, 1)
 				poll.UntilTrue(t, waitTimeout, "confirmation answered", func() bool {
@@ -178,12 +181,7 @@ func TestConfirmASuccessMeanwhileWins(t *testing.T) {
 	d := newFakeDial(errSilent)
 	release := make(chan struct{})
 	d.set(errSilent, release)
-	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
-		Dial: d.dial, Confirm: Confirm{Connects: 1}}, true)
-	h.scripts[0].set("10.0.0.1", Success)
-	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
-	h.round(0, 1, 1)
-	h.scripts[0].set("10.0.0.1", Failure)
+	h := okPeer(t, reg, d, Confirm{Connects: 1})
 	h.round(2*time.Second, 1, 1)
 	poll.UntilTrue(t, waitTimeout, "confirmation connecting", func() bool { return d.calls("10.0.0.1:10250") == 1 })
 	h.scripts[0].set("10.0.0.1", Success)
@@ -201,12 +199,7 @@ func TestConfirmStopsWithItsTarget(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d := newFakeDial(errSilent)
 	d.set(errSilent, make(chan struct{})) // never released
-	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
-		Dial: d.dial, Confirm: Confirm{Connects: 2}}, true)
-	h.scripts[0].set("10.0.0.1", Success)
-	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
-	h.round(0, 1, 1)
-	h.scripts[0].set("10.0.0.1", Failure)
+	h := okPeer(t, reg, d, Confirm{Connects: 2})
 	h.clk.Step(2 * time.Second)
 	// The worker re-armed, the confirmation waits for its gap, its first
 	// connection hangs.
