@@ -512,13 +512,22 @@ func (r *oursRun) leader(ctx context.Context) (*zonerun.Agent, error) {
 	}
 }
 
-// pick chooses a running follower at random, not the last victim.
+// pick chooses a running follower at random, not the last victim unless
+// only one other would be left: with two followers that rule alternates them,
+// and with the kinds of death alternating too each kind would always hit the
+// same node.
 func (r *oursRun) pick(leader, last string) *zonerun.Agent {
-	var cands []*zonerun.Agent
+	var all, cands []*zonerun.Agent
 	for _, a := range r.z.Agents() {
-		if a.Name != leader && a.Name != last && a.Running() {
-			cands = append(cands, a)
+		if a.Name != leader && a.Running() {
+			all = append(all, a)
+			if a.Name != last {
+				cands = append(cands, a)
+			}
 		}
+	}
+	if len(cands) < 2 {
+		cands = all
 	}
 	return cands[r.s.rng.IntN(len(cands))]
 }
