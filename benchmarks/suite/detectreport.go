@@ -71,7 +71,10 @@ func WriteDetectMarkdown(w io.Writer, rep *Report) error {
 	}
 	b.WriteString("\nA reset death fails the next probe at once; a silent one fails it only when a timeout runs out: edgequorum's " +
 		"probe timeout of 1 s, the baseline's ping timeout of 1 s and exchange timeout of 2 s (× the dilation factor at ⏱ sizes). " +
-		"With a few deaths of each kind these differences move from run to run; compare them at 100 of each.\n")
+		"edgequorum judges a silent death sooner than a reset, though: silence takes its confirmation's fast path (fresh " +
+		"connections that get no answer at all), while a refused port is a box that is up with a process down, which the failure " +
+		"threshold judges, as a kubelet would (DESIGN.md, verdict rule). With a few deaths of each kind these differences move from " +
+		"run to run; compare them at 100 of each.\n")
 
 	b.WriteString("\n## A stalled agent is not a dead node (edgequorum)\n\n")
 	row(&b, "N", "stalls", "stopped for (s, min / max)", "false unhealthy verdicts (target 0)")

@@ -236,11 +236,14 @@ func run() error {
 		fmt.Printf("edgequorum benchmark: sizes %v, %d kills (reset and silent alternating), %d failovers, steady %s, cut %s, SuperEdge-default kills %d, loss %v%% at %v (%s, %d kills), real-time leader at %v; logs in %s\n",
 			cfg.Sizes, cfg.Kills, cfg.Failovers, cfg.Steady, cfg.Cut, cfg.DefaultsKills, cfg.LossPercents, cfg.LossSizes, cfg.LossWindow, cfg.LossKills, cfg.LiveSizes, cfg.WorkDir)
 	}
+	// The commit the binaries were built from: read before the run, which
+	// takes an hour or more while the tree may move on.
+	built := commit()
 	rep, err := suite.Run(ctx, cfg)
 	if rep == nil {
 		return err
 	}
-	rep.Commit = commit()
+	rep.Commit = built
 	write := func() error { return writeOutputs(rep, *out, readmes) }
 	if cfg.DetectOnly {
 		write = func() error { return writeDetectOutputs(rep, *out) }
