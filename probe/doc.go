@@ -14,6 +14,11 @@
 //     peer does not also cost a new authenticated connection each period;
 //   - the Checker that turns per-probe states into a score and an OK/not-OK
 //     judgement, and refuses weights that do not add up;
+//   - the confirmation beside the thresholds (Confirm): a failed probe, or one
+//     with no answer at half its timeout, opens a few fresh connections to a
+//     port that has answered on that peer, and a peer none of them reaches is
+//     judged failed at once; and the TCP probe's second SYN at half its
+//     timeout (hedgedDial);
 //   - the Manager that runs one worker per (peer, probe), lets peers come and go,
 //     names in each probe's context the peer it is for (internal/peerctx, so
 //     that the agent probe's client can check who answered) and the kubelet
@@ -26,7 +31,9 @@
 // (internal/layering checks it), nor decide anything about the zone: it says
 // what this node sees, and raftzone decides what the zone believes. The agent
 // probe's authenticated client is handed in (Config.AgentClient, or a whole
-// Config.AgentProber); probe never makes one. Probe timeouts are real time because the kernel enforces them;
+// Config.AgentProber); probe never makes one, and never confirms through the
+// zone port. Probe timeouts, and the suspicion at half of one, are real time
+// because the kernel enforces them;
 // everything else that depends on time (scheduling, latency) reads the
 // injected Clock so tests can drive it.
 package probe
