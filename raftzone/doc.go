@@ -12,7 +12,8 @@
 // MAC, membership, seq, clock skew, and the store's own well-formedness rules,
 // so no report the FSM would refuse reaches a batch), gathers the reports of a short window into one
 // raft.Apply, and the store FSM on every member applies the batch to bbolt,
-// checking every signature again. Every vote period the leader tallies verdicts
+// checking every signature again. When a batch that changes a result commits,
+// and every vote period, the leader tallies verdicts
 // from that committed evidence (store.Tally), commits the changes with the
 // applied index it tallied at, every replica tallies them again and applies
 // only what the evidence supports, and only then does the leader hand them,
