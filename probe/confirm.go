@@ -152,10 +152,14 @@ func (m *Manager) confirm(ctx context.Context, t *target) string {
 	c := m.confirmCfg
 	address := net.JoinHostPort(t.Host, strconv.Itoa(confirmPort(m.cfg.Specs[m.confirmIdx], t.Target)))
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	outcomes := make(chan string, c.Connects)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		// An answer ends the confirmation: the connections still trying
+		// stop now instead of at their timeout.
+		cancel()
+		wg.Wait()
+	}()
 	launched := 0
 	launch := func() {
 		launched++

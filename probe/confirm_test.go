@@ -369,3 +369,34 @@ func TestConfirmSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestConfirmAnAnswerEndsIt: once one connection is answered the others stop,
+// rather than each waiting out its timeout (an hour here).
+func TestConfirmAnAnswerEndsIt(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var calls atomic.Int32
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		if calls.Add(1) == 1 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, errRefused
+	}
+	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
+		Dial: dial, Confirm: Confirm{Connects: 2, Gap: 100 * time.Millisecond, Timeout: time.Hour}}, true)
+	// The kubelet probe's own connections go through the scripted prober,
+	// not dial: every call of dial is a confirmation's.
+	h.scripts[0].set("10.0.0.1", Success)
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
+	h.round(0, 1, 1)
+	h.scripts[0].set("10.0.0.1", Failure)
+	h.clk.Step(2 * time.Second)
+	poll.UntilTrue(t, waitTimeout, "first connection hanging, gap armed", func() bool {
+		return calls.Load() == 1 && h.clk.Waiters() == 2
+	})
+	h.clk.Step(100 * time.Millisecond)
+	poll.UntilTrue(t, waitTimeout, "the confirmation answered", func() bool { return confirmations(t, reg, confirmAnswered) == 1 })
+	if st := h.status("peer"); st.Silent || !st.OK {
+		t.Fatalf("answered: %+v, want OK", st)
+	}
+}
