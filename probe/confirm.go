@@ -38,8 +38,9 @@ const (
 // opened at once, tell them apart sooner: if the box's kernel answers any of
 // them, with a SYN-ACK or a reset, the box is there and its probes' failures
 // follow the thresholds as before (a stalled or restarting process keeps its
-// kubelet-like grace); if none gets any answer within the timeout, the box is
-// silent, and the target is judged failed at once, until one of its probes
+// kubelet-like grace); if none gets any answer within the timeout — each
+// resending its SYN at half of it, so that a moment of darkness does not
+// fail them all at once — the box is silent, and the target is judged failed at once, until one of its probes
 // that started after the confirmation succeeds. Only silence confirms: a
 // refused connection means the box is up and a process is down, which the
 // thresholds judge.
@@ -166,7 +167,10 @@ func (m *Manager) confirm(ctx context.Context, t *target) string {
 		wg.Go(func() {
 			dctx, dcancel := context.WithTimeout(ctx, c.Timeout)
 			defer dcancel()
-			conn, err := m.dial(dctx, "tcp", address)
+			// Hedged as the TCP probe is: a lost SYN is resent at half the
+			// timeout, so one connection is silent only when the box was dark
+			// at both of its SYNs, not at one instant.
+			conn, err := hedgedDial(dctx, m.dial, address)
 			if err == nil {
 				_ = conn.Close()
 			}

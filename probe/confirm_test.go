@@ -400,3 +400,37 @@ func TestConfirmAnAnswerEndsIt(t *testing.T) {
 		t.Fatalf("answered: %+v, want OK", st)
 	}
 }
+
+// TestConfirmResendsALostSYN: a confirmation connection whose first SYN gets
+// no answer sends a second at half its timeout, so a box dark for a moment
+// is not judged silent by connections that all started in that moment.
+func TestConfirmResendsALostSYN(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var calls atomic.Int32
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		if calls.Add(1) == 1 {
+			// The first SYN was lost: no answer until the timeout.
+			<-ctx.Done()
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		}
+		c1, c2 := net.Pipe()
+		c2.Close()
+		return c1, nil
+	}
+	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:failure-threshold=3")}, Registerer: reg,
+		Dial: dial, Confirm: Confirm{Connects: 1, Timeout: 200 * time.Millisecond}}, true)
+	h.scripts[0].set("10.0.0.1", Success)
+	h.m.AddTarget("peer", Target{Host: "10.0.0.1"})
+	h.round(0, 1, 1)
+	h.scripts[0].set("10.0.0.1", Failure)
+	h.round(2*time.Second, 1, 1)
+	poll.UntilTrue(t, waitTimeout, "the confirmation done", func() bool {
+		return confirmations(t, reg, confirmAnswered)+confirmations(t, reg, confirmSilent) == 1
+	})
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d connection attempts, want the first and its resend", n)
+	}
+	if st := h.status("peer"); st.Silent || !st.OK {
+		t.Fatalf("a lost SYN, answered on its resend: %+v, want OK", st)
+	}
+}

@@ -17,8 +17,9 @@
 //   - the confirmation beside the thresholds (Confirm): a failed probe, or one
 //     with no answer at half its timeout, opens a few fresh connections to a
 //     port that has answered on that peer, and a peer none of them reaches is
-//     judged failed at once; and the TCP probe's second SYN at half its
-//     timeout (hedgedDial);
+//     judged failed at once; and the second SYN at half its timeout that
+//     every TCP connection of a probe or a confirmation sends when the first
+//     has no answer (hedgedDial);
 //   - the Manager that runs one worker per (peer, probe), lets peers come and go,
 //     names in each probe's context the peer it is for (internal/peerctx, so
 //     that the agent probe's client can check who answered) and the kubelet
