@@ -140,13 +140,14 @@ BENCH_QUICK_OUT ?= benchmarks/results/quick
 BENCH_FLAGS     ?=
 DETECT_FLAGS    ?=
 
-.PHONY: bench bench-quick bench-tools bench-fleet bench-detect
+.PHONY: bench bench-quick bench-tools bench-fleet bench-detect bench-soak
 bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/edgehealth-baseline ./benchmarks/baseline/cmd/edgehealth
 	$(GO) build -o $(BIN)/bench ./benchmarks/cmd/bench
 	$(GO) build -o $(BIN)/webhookload ./benchmarks/cmd/webhookload
 	$(GO) build -o $(BIN)/standins ./benchmarks/cmd/standins
 	$(GO) build -o $(BIN)/fleet ./benchmarks/cmd/fleet
+	$(GO) build -o $(BIN)/soak ./benchmarks/cmd/soak
 
 bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 85 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
@@ -160,6 +161,9 @@ bench-fleet: bench-tools ## thousands of three-node sites on one control plane w
 # about 55 minutes a size. Not part of .ci/run.
 bench-detect: bench-tools ## node-death detection only: 100 reset and 100 silent deaths per system at zone sizes 3, 9, 33; results in benchmarks/results/detect.md (about 3 hours)
 	$(BIN)/bench -detect -out $(BENCH_OUT) $(DETECT_FLAGS)
+
+bench-soak: bench-tools ## false verdicts under impaired links: 19 zones side by side for an hour (24 node-hours at 5 % loss for N = 3 and 5, 1 % on N = 9, one-way loss, bursts of darkness); results in benchmarks/results/soak (about 75 min)
+	$(BIN)/soak -out $(BENCH_OUT)/soak $(SOAK_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
 	$(BIN)/bench -quick -out $(BENCH_QUICK_OUT) $(BENCH_FLAGS)

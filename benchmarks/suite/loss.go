@@ -43,21 +43,12 @@ func lossRuleset(nodes, exclude []netip.Addr, percent int) (string, error) {
 	if len(nodes) < 2 {
 		return "", fmt.Errorf("loss between %d nodes: want at least 2", len(nodes))
 	}
-	loopback := netip.MustParsePrefix("127.0.0.0/8")
-	var elems []string
-	for _, a := range nodes {
-		switch {
-		case !a.Is4() || !loopback.Contains(a):
-			return "", fmt.Errorf("node address %s is not in %s: the lossy-link phase only drops loopback traffic", a, loopback)
-		case slices.Contains(exclude, a):
-			return "", fmt.Errorf("node address %s is the control plane's: its traffic must never be dropped", a)
-		}
-		if !slices.Contains(elems, a.String()) {
-			elems = append(elems, a.String())
-		}
+	elems, err := checkZoneAddrs(nodes, exclude)
+	if err != nil {
+		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "add table ip %s\ndelete table ip %s\n", LossTable, LossTable)
+	b.WriteString(dropTableScript(LossTable))
 	fmt.Fprintf(&b, "table ip %s {\n", LossTable)
 	fmt.Fprintf(&b, "\tset zone_nodes {\n\t\ttype ipv4_addr\n\t\telements = { %s }\n\t}\n", strings.Join(elems, ", "))
 	b.WriteString("\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n")
@@ -67,9 +58,39 @@ func lossRuleset(nodes, exclude []netip.Addr, percent int) (string, error) {
 	return b.String(), nil
 }
 
-// removeScript deletes LossTable whether or not it exists.
-func removeScript() string {
-	return fmt.Sprintf("add table ip %s\ndelete table ip %s\n", LossTable, LossTable)
+// checkZoneAddrs returns the distinct addresses of nodes as nft set
+// elements, refusing any outside 127.0.0.0/8 or among exclude (the control
+// plane's), so that no typo can drop traffic of anything else.
+func checkZoneAddrs(nodes, exclude []netip.Addr) ([]string, error) {
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	var elems []string
+	for _, a := range nodes {
+		switch {
+		case !a.Is4() || !loopback.Contains(a):
+			return nil, fmt.Errorf("node address %s is not in %s: the benchmark only drops loopback traffic", a, loopback)
+		case slices.Contains(exclude, a):
+			return nil, fmt.Errorf("node address %s is the control plane's: its traffic must never be dropped", a)
+		}
+		if !slices.Contains(elems, a.String()) {
+			elems = append(elems, a.String())
+		}
+	}
+	return elems, nil
+}
+
+// dropTableScript deletes an nft table whether or not it exists: adding an
+// existing table is a no-op, so the delete always has one to remove.
+func dropTableScript(table string) string {
+	return fmt.Sprintf("add table ip %s\ndelete table ip %s\n", table, table)
+}
+
+// runNftList lists one of the suite's tables, counters included.
+func runNftList(ctx context.Context, nft, table string) (string, error) {
+	out, err := exec.CommandContext(ctx, nft, "list", "table", "ip", table).Output()
+	if err != nil {
+		return "", fmt.Errorf("nft list table %s: %w", table, err)
+	}
+	return string(out), nil
 }
 
 // findNft locates the nft binary (hack/node-packages.sh installs it).
@@ -100,7 +121,7 @@ func clearLoss(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := runNft(ctx, nft, removeScript()); err != nil {
+	if _, err := runNft(ctx, nft, dropTableScript(LossTable)); err != nil {
 		return fmt.Errorf("delete stale table %s: %w", LossTable, err)
 	}
 	return nil
@@ -124,11 +145,11 @@ func startLoss(ctx context.Context, nodes, exclude []netip.Addr, percent int) (*
 
 // counters reads the packets the rule saw and dropped.
 func (l *lossLink) counters(ctx context.Context) (seen, dropped int64, err error) {
-	out, err := exec.CommandContext(ctx, l.nft, "list", "table", "ip", LossTable).Output()
+	out, err := runNftList(ctx, l.nft, LossTable)
 	if err != nil {
-		return 0, 0, fmt.Errorf("nft list table %s: %w", LossTable, err)
+		return 0, 0, err
 	}
-	return parseLossCounters(string(out))
+	return parseLossCounters(out)
 }
 
 var counterRE = regexp.MustCompile(`counter packets (\d+) bytes \d+`)
@@ -163,7 +184,7 @@ func parseLossCounters(listing string) (seen, dropped int64, err error) {
 func (l *lossLink) remove() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := runNft(ctx, l.nft, removeScript()); err != nil {
+	if _, err := runNft(ctx, l.nft, dropTableScript(LossTable)); err != nil {
 		return fmt.Errorf("delete table %s: %w", LossTable, err)
 	}
 	return nil
