@@ -162,9 +162,14 @@ func (c SoakConfig) Validate() error {
 	case c.BinDir == "" || c.WorkDir == "" || c.DataDir == "":
 		return errors.New("soak: BinDir, WorkDir and DataDir are required")
 	}
-	nodes := 0
+	nodes, zones := 0, 0
 	for _, z := range c.Zones {
 		nodes += z.Count * z.N
+		zones += z.Count
+	}
+	if zones > 26 {
+		// Zones are lettered a to z.
+		return fmt.Errorf("soak: %d zones in all; at most 26", zones)
 	}
 	if nodes > 160 {
 		return fmt.Errorf("soak: %d nodes in all; at most 160 run side by side in real time", nodes)
@@ -387,15 +392,13 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	cpu1, _ := procstat.ReadHostCPU()
 	rep.HostBusy = procstat.Utilisation(cpu0, cpu1)
 	remove()
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
+	if ctx.Err() == nil {
+		// A verdict in flight when the impairment ended was caused by it.
+		grace := VoteTimeout + VotePeriod + 2*time.Second
+		say("impairments off; %s for verdicts in flight", grace)
+		_ = sleep(ctx, grace)
 	}
-	// A verdict in flight when the impairment ended was caused by it.
-	grace := VoteTimeout + VotePeriod + 2*time.Second
-	say("impairments off; %s for verdicts in flight", grace)
-	if err := sleep(ctx, grace); err != nil {
-		return rep, err
-	}
+	// An interrupted run still reports what it saw.
 	for _, sz := range live {
 		sz.res.Seconds = end.Sub(start).Seconds()
 		sz.res.NodeSeconds = float64(sz.spec.N) * sz.res.Seconds
@@ -408,7 +411,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		rep.Zones = append(rep.Zones, sz.res)
 	}
 	rep.Took = time.Since(rep.Started)
-	return rep, nil
+	return rep, ctx.Err()
 }
 
 func orNone(xs []string) string {
@@ -535,19 +538,6 @@ func parseSoakCounters(listing string) map[string]soakCount {
 		out[m[2]] = c
 	}
 	return out
-}
-
-// ClearSoak deletes a SoakTable left by a soak run that was killed before it
-// could clean up.
-func ClearSoak(ctx context.Context) error {
-	nft, err := findNft()
-	if err != nil {
-		return err
-	}
-	if _, err := runNft(ctx, nft, dropTableScript(SoakTable)); err != nil {
-		return fmt.Errorf("delete table %s: %w", SoakTable, err)
-	}
-	return nil
 }
 
 // soakTotals sums node-hours and false verdicts by impairment and size, for

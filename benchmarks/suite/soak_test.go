@@ -131,3 +131,26 @@ func TestSoakTotalsAndReport(t *testing.T) {
 		}
 	}
 }
+
+func TestSoakConfigValidate(t *testing.T) {
+	ok := SoakConfig{Zones: []SoakSpec{{Count: 8, N: 3, Kind: SoakLoss, Percent: 5}}, Window: time.Hour, BinDir: "b", WorkDir: "w", DataDir: "d"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a valid config: %v", err)
+	}
+	for name, tt := range map[string]struct {
+		mod  func(*SoakConfig)
+		want string
+	}{
+		"no zones":     {func(c *SoakConfig) { c.Zones = nil }, "Zones is empty"},
+		"short window": {func(c *SoakConfig) { c.Window = time.Second }, "Window is 1s"},
+		"no dirs":      {func(c *SoakConfig) { c.DataDir = "" }, "DataDir"},
+		"27 zones":     {func(c *SoakConfig) { c.Zones = []SoakSpec{{Count: 27, N: 3}} }, "27 zones"},
+		"161 nodes":    {func(c *SoakConfig) { c.Zones = []SoakSpec{{Count: 7, N: 23}} }, "161 nodes"},
+	} {
+		c := ok
+		tt.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error with %q", name, err, tt.want)
+		}
+	}
+}
