@@ -40,8 +40,9 @@ const (
 // follow the thresholds as before (a stalled or restarting process keeps its
 // kubelet-like grace); if none gets any answer within the timeout — each
 // resending its SYN at half of it, so that a moment of darkness does not
-// fail them all at once — the box is silent, and the target is judged failed at once, until one of its probes
-// that started after the confirmation succeeds. Only silence confirms: a
+// fail them all at once — the box is silent, and the target is judged failed
+// at once, until one of its probes that started after the confirmation
+// succeeds. Only silence confirms: a
 // refused connection means the box is up and a process is down, which the
 // thresholds judge.
 type Confirm struct {

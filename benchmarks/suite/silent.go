@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,26 +58,17 @@ func killKind(i int) deathKind {
 // lossRuleset, the script adds and deletes the table first, so it replaces a
 // stale one in the same transaction.
 func silentRuleset(victim netip.Addr, exclude []netip.Addr) (string, error) {
-	loopback := netip.MustParsePrefix("127.0.0.0/8")
-	switch {
-	case !victim.Is4() || !loopback.Contains(victim):
-		return "", fmt.Errorf("node address %s is not in %s: a silent death only drops loopback traffic", victim, loopback)
-	case slices.Contains(exclude, victim):
-		return "", fmt.Errorf("node address %s is the control plane's: its traffic must never be dropped", victim)
+	if _, err := checkZoneAddrs([]netip.Addr{victim}, exclude); err != nil {
+		return "", fmt.Errorf("silent death: %w", err)
 	}
 	var b strings.Builder
-	b.WriteString(silentRemoveScript())
+	b.WriteString(dropTableScript(SilentTable))
 	fmt.Fprintf(&b, "table ip %s {\n", SilentTable)
 	b.WriteString("\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n")
 	fmt.Fprintf(&b, "\t\tip saddr %s counter drop comment \"from the dead node\"\n", victim)
 	fmt.Fprintf(&b, "\t\tip daddr %s counter drop comment \"to the dead node\"\n", victim)
 	b.WriteString("\t}\n}\n")
 	return b.String(), nil
-}
-
-// silentRemoveScript deletes SilentTable whether or not it exists.
-func silentRemoveScript() string {
-	return fmt.Sprintf("add table ip %s\ndelete table ip %s\n", SilentTable, SilentTable)
 }
 
 // clearSilent deletes a SilentTable left by an earlier run that was killed
@@ -88,7 +78,7 @@ func clearSilent(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("silent deaths: %w", err)
 	}
-	if _, err := runNft(ctx, nft, silentRemoveScript()); err != nil {
+	if _, err := runNft(ctx, nft, dropTableScript(SilentTable)); err != nil {
 		return fmt.Errorf("delete stale table %s: %w", SilentTable, err)
 	}
 	return nil
@@ -139,7 +129,7 @@ func (d *silentDrop) remove() error {
 		if out, err := exec.CommandContext(ctx, d.nft, "list", "table", "ip", SilentTable).Output(); err == nil {
 			d.packets, _ = sumCounters(string(out))
 		}
-		if _, err := runNft(ctx, d.nft, silentRemoveScript()); err != nil {
+		if _, err := runNft(ctx, d.nft, dropTableScript(SilentTable)); err != nil {
 			d.err = fmt.Errorf("delete table %s (%s stays dark): %w", SilentTable, d.victim, err)
 		}
 	})

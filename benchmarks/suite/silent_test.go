@@ -61,10 +61,10 @@ func TestSilentRulesetRefusesAddressesItMustNotTouch(t *testing.T) {
 	}
 }
 
-func TestSilentRemoveScriptDeletesOnlyItsTable(t *testing.T) {
+func TestDropTableScriptDeletesOnlyItsTable(t *testing.T) {
 	want := "add table ip edgequorum_bench_silent\ndelete table ip edgequorum_bench_silent\n"
-	if got := silentRemoveScript(); got != want {
-		t.Errorf("silentRemoveScript = %q, want %q", got, want)
+	if got := dropTableScript(SilentTable); got != want {
+		t.Errorf("dropTableScript = %q, want %q", got, want)
 	}
 }
 
