@@ -41,6 +41,10 @@ const (
 	// 10 s of clean link between bursts: the fades of a radio link or a
 	// flapping switch port, which per-packet random loss never produces.
 	SoakBurst = "burst"
+	// SoakJitter holds every packet between any two nodes of the zone for
+	// a random 0 to Jitter, each way, without reordering two packets
+	// between the same two nodes: a link whose latency varies (jitter.go).
+	SoakJitter = "jitter"
 )
 
 // DarknessTolerated is how long a node's link may be wholly dark without
@@ -58,6 +62,10 @@ const (
 	// burstMaxMax bounds BurstMax: a longer darkness is an outage, which
 	// the rule is meant to judge.
 	burstMaxMax = 5 * time.Second
+	// jitterMin and jitterMax bound Jitter: past a probe timeout a delay
+	// is a loss.
+	jitterMin = time.Millisecond
+	jitterMax = ProbeTimeout
 )
 
 // SoakSpec is Count zones of N nodes under one impairment.
@@ -68,6 +76,8 @@ type SoakSpec struct {
 	Percent int
 	// BurstMax is the longest burst of SoakBurst.
 	BurstMax time.Duration
+	// Jitter is SoakJitter's longest delay of a packet.
+	Jitter time.Duration
 }
 
 // String is the spec as ParseSoakSpecs reads it back.
@@ -76,8 +86,11 @@ func (s SoakSpec) String() string {
 }
 
 func (s SoakSpec) impairment() string {
-	if s.Kind == SoakBurst {
+	switch s.Kind {
+	case SoakBurst:
 		return fmt.Sprintf("%s=%s", s.Kind, s.BurstMax)
+	case SoakJitter:
+		return fmt.Sprintf("%s=%s", s.Kind, s.Jitter)
 	}
 	return fmt.Sprintf("%s=%d", s.Kind, s.Percent)
 }
@@ -134,8 +147,12 @@ func parseSoakSpec(item string) (SoakSpec, error) {
 		if s.BurstMax, err = time.ParseDuration(val); err != nil || s.BurstMax < burstMin || s.BurstMax > burstMaxMax {
 			return s, fmt.Errorf("burst %q: want the longest burst, from %s to %s", val, burstMin, burstMaxMax)
 		}
+	case SoakJitter:
+		if s.Jitter, err = time.ParseDuration(val); err != nil || s.Jitter < jitterMin || s.Jitter > jitterMax {
+			return s, fmt.Errorf("jitter %q: want the longest delay, from %s to %s", val, jitterMin, jitterMax)
+		}
 	default:
-		return s, fmt.Errorf("impairment %q: want %s, %s or %s", kind, SoakLoss, SoakOneWay, SoakBurst)
+		return s, fmt.Errorf("impairment %q: want %s, %s, %s or %s", kind, SoakLoss, SoakOneWay, SoakBurst, SoakJitter)
 	}
 	return s, nil
 }
@@ -210,6 +227,11 @@ type SoakZone struct {
 	// Bursts of SoakBurst and their total length.
 	Bursts       int
 	BurstSeconds float64
+	// Jitter is SoakJitter's longest delay; Delayed the packets held and
+	// DelayMean and DelayMax their delays, as the queue held them.
+	Jitter              time.Duration
+	Delayed             int64
+	DelayMean, DelayMax time.Duration
 	// FalseVerdicts are non-healthy annotations, every one false: no node
 	// of a soak zone dies.
 	FalseVerdicts int
@@ -293,7 +315,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		for i := range spec.Count {
 			name := fmt.Sprintf("soak-%d%c", spec.N, 'a'+rune(len(zones)))
 			sz := &soakZone{spec: spec, name: name, set: fmt.Sprintf("z%d", len(zones)+1),
-				res: SoakZone{Name: name, N: spec.N, Kind: spec.Kind, Impairment: spec.impairment(), BurstMax: spec.BurstMax}}
+				res: SoakZone{Name: name, N: spec.N, Kind: spec.Kind, Impairment: spec.impairment(), BurstMax: spec.BurstMax, Jitter: spec.Jitter}}
 			zones = append(zones, sz)
 			say("zone %s (%d of %d of %s): starting %d agents", name, i+1, spec.Count, spec, spec.N)
 			if err := sz.start(ctx, c, cfg); err != nil {
@@ -329,12 +351,16 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	if _, err := runNft(ctx, nft, script); err != nil {
 		return rep, fmt.Errorf("install table %s: %w", SoakTable, err)
 	}
+	var jitter *jitterLinks
 	removed := false
 	remove := func() {
 		if removed {
 			return
 		}
 		removed = true
+		if err := jitter.stop(); err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if out, err := runNftList(rctx, nft, SoakTable); err == nil {
@@ -350,6 +376,9 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		}
 	}
 	defer remove()
+	if jitter, err = startJitter(ctx, live, exclude, cfg.Seed); err != nil {
+		return rep, fmt.Errorf("jitter: %w", err)
+	}
 	cpu0, _ := procstat.ReadHostCPU()
 	start := time.Now()
 	say("impairments on for %s: %s", cfg.Window, strings.Join(rep.Specs, ", "))
@@ -498,6 +527,8 @@ func soakRuleset(zones []*soakZone, exclude []netip.Addr) (string, error) {
 			fmt.Fprintf(&rules, "\t\t%s numgen random mod 100 < %d counter drop comment \"%s lost\"\n", pair, sz.spec.Percent, sz.set)
 		case SoakOneWay:
 			fmt.Fprintf(&rules, "\t\tip saddr %s ip daddr @%s numgen random mod 100 < %d counter drop comment \"%s lost\"\n", elems[0], sz.set, sz.spec.Percent, sz.set)
+		case SoakJitter:
+			// Delayed by the zone's queue (jitter.go); only counted here.
 		case SoakBurst:
 			fmt.Fprintf(&b, "\tset %s_dark {\n\t\ttype ipv4_addr\n\t}\n", sz.set)
 			fmt.Fprintf(&rules, "\t\tip saddr @%s_dark ip daddr @%s counter drop comment \"%s lost\"\n", sz.set, sz.set, sz.set)

@@ -7,11 +7,12 @@ import (
 )
 
 func TestParseSoakSpecs(t *testing.T) {
-	got, err := ParseSoakSpecs("8x3:loss=5, 1x9:loss=1,1x5:oneway=20,1x5:burst=1s")
+	got, err := ParseSoakSpecs("8x3:loss=5, 1x9:loss=1,1x5:oneway=20,1x5:burst=1s,2x5:jitter=200ms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []SoakSpec{{8, 3, SoakLoss, 5, 0}, {1, 9, SoakLoss, 1, 0}, {1, 5, SoakOneWay, 20, 0}, {1, 5, SoakBurst, 0, time.Second}}
+	want := []SoakSpec{{8, 3, SoakLoss, 5, 0, 0}, {1, 9, SoakLoss, 1, 0, 0}, {1, 5, SoakOneWay, 20, 0, 0}, {1, 5, SoakBurst, 0, time.Second, 0},
+		{2, 5, SoakJitter, 0, 0, 200 * time.Millisecond}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -24,18 +25,20 @@ func TestParseSoakSpecs(t *testing.T) {
 		}
 	}
 	for in, wantErr := range map[string]string{
-		"":                 "no zones",
-		"8x3":              "want COUNTxN:KIND=VALUE",
-		"83:loss=5":        "want COUNTxN",
-		"0x3:loss=5":       "zone count",
-		"1x2:loss=5":       "zone size",
-		"1x65:loss=5":      "zone size",
-		"1x3:loss":         "want KIND=VALUE",
-		"1x3:loss=0":       "percentage from 1 to 99",
-		"1x3:oneway=100":   "percentage from 1 to 99",
-		"1x3:burst=10ms":   "longest burst",
-		"1x3:burst=10s":    "longest burst",
-		"1x3:jitter=200ms": `impairment "jitter"`,
+		"":                "no zones",
+		"8x3":             "want COUNTxN:KIND=VALUE",
+		"83:loss=5":       "want COUNTxN",
+		"0x3:loss=5":      "zone count",
+		"1x2:loss=5":      "zone size",
+		"1x65:loss=5":     "zone size",
+		"1x3:loss":        "want KIND=VALUE",
+		"1x3:loss=0":      "percentage from 1 to 99",
+		"1x3:oneway=100":  "percentage from 1 to 99",
+		"1x3:burst=10ms":  "longest burst",
+		"1x3:burst=10s":   "longest burst",
+		"1x3:jitter=0s":   "longest delay",
+		"1x3:jitter=2s":   "longest delay",
+		"1x3:delay=200ms": `impairment "delay"`,
 	} {
 		_, err := ParseSoakSpecs(in)
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
@@ -109,9 +112,11 @@ func TestSoakTotalsAndReport(t *testing.T) {
 		{Name: "soak-5c", N: 5, Kind: SoakBurst, Impairment: "burst=1s", Seconds: 3600, NodeSeconds: 5 * 3600, Bursts: 600, BurstSeconds: 330, HealthyAtEnd: true},
 		{Name: "soak-3e", N: 3, Kind: SoakBurst, Impairment: "burst=3s", BurstMax: 3 * time.Second, Seconds: 3600, NodeSeconds: 3 * 3600, FalseVerdicts: 4, HealthyAtEnd: true},
 		{Name: "soak-5d", N: 5, Kind: SoakLoss, Impairment: "loss=5", Errors: []string{"formation: timeout"}},
+		{Name: "soak-5f", N: 5, Kind: SoakJitter, Impairment: "jitter=200ms", Jitter: 200 * time.Millisecond, Seconds: 1800, NodeSeconds: 5 * 1800,
+			Delayed: 91234, DelayMean: 101400 * time.Microsecond, DelayMax: 200300 * time.Microsecond, HealthyAtEnd: true},
 	}
 	tot := soakTotals(zs)
-	if len(tot) != 3 || tot[0].Zones != 2 || tot[0].NodeHours != 6 || tot[0].FalseVerdicts != 1 || tot[1].NodeHours != 5 {
+	if len(tot) != 4 || tot[0].Zones != 2 || tot[0].NodeHours != 6 || tot[0].FalseVerdicts != 1 || tot[1].NodeHours != 5 {
 		t.Fatalf("totals = %+v, want loss=5 at N=3 over 2 zones, 6 node-hours, 1 false verdict; burst 5 node-hours; the zone that never formed left out", tot)
 	}
 	var b strings.Builder
@@ -125,6 +130,8 @@ func TestSoakTotalsAndReport(t *testing.T) {
 		"| soak-5c | 5 | burst=1s | 3600 | — | 600 (330) | 0 | — |",
 		"| burst=3s | 3 | 1 | 3.0 | 4 | yes | none: bursts past the 1.2s of darkness the rule tolerates, the price it states |",
 		"formation: timeout",
+		"| jitter=200ms | 5 | 1 | 2.5 | 0 | yes | ✅ |",
+		"| soak-5f | 5 | jitter=200ms | 1800 | — | 91234 (101 ms, 200 ms) | 0 | — |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -152,5 +159,44 @@ func TestSoakConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error with %q", name, err, tt.want)
 		}
+	}
+}
+
+func TestJitterRulesQueueEachZoneAlone(t *testing.T) {
+	zones := []*soakZone{
+		{name: "soak-5a", set: "z1", spec: SoakSpec{Kind: SoakJitter, Jitter: 200 * time.Millisecond}, ips: addrs("127.4.0.1", "127.4.0.2", "127.4.0.3")},
+		{name: "soak-5b", spec: SoakSpec{Kind: SoakJitter, Jitter: 50 * time.Millisecond}, ips: addrs("127.4.0.4", "127.4.0.5", "127.4.0.6")},
+	}
+	rules, err := jitterRules(zones, addrs("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rules {
+		got = append(got, strings.Join(r, " "))
+	}
+	want := []string{
+		"-N " + SoakJitterChain,
+		"-A EQ_SOAK_JITTER -s 127.4.0.1,127.4.0.2,127.4.0.3 -d 127.4.0.1,127.4.0.2,127.4.0.3 -j NFQUEUE --queue-num 47200 --queue-bypass",
+		"-A EQ_SOAK_JITTER -s 127.4.0.4,127.4.0.5,127.4.0.6 -d 127.4.0.4,127.4.0.5,127.4.0.6 -j NFQUEUE --queue-num 47201 --queue-bypass",
+		// The jump comes last: no packet reaches the chain half built.
+		"-A OUTPUT -j " + SoakJitterChain,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, bad := range []string{"10.0.0.1", "127.0.0.1"} {
+		zones[1].ips = addrs("127.4.0.4", bad)
+		if _, err := jitterRules(zones, addrs("127.0.0.1")); err == nil || !strings.Contains(err.Error(), "soak-5b") {
+			t.Errorf("a zone with %s: %v, want an error naming the zone", bad, err)
+		}
+	}
+	// The nftables table only counts a jitter zone's packets.
+	script, err := soakRuleset(zones[:1], addrs("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(script, `counter comment "z1 seen"`) || strings.Contains(script, " drop") {
+		t.Errorf("a jitter zone's nft rules:\n%s\nwant a counter and no drop", script)
 	}
 }

@@ -29,7 +29,9 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 		"**loss=P** drops P % of the packets between any two nodes, each way, at random per packet; " +
 		"**oneway=P** drops P % of what the zone's first node sends to its peers and nothing it receives; " +
 		"**burst=D** darkens one node at a time wholly toward its peers (every packet either way) for a random 100 ms to D, " +
-		"with 1 to 10 s of clean link between bursts. No node dies: every non-healthy annotation is a false verdict.\n\n")
+		"with 1 to 10 s of clean link between bursts; " +
+		"**jitter=D** holds every packet between any two nodes for a random 0 to D, each way, never letting one overtake an earlier one between the same two nodes " +
+		"(a netfilter queue of the bench's own, fed by iptables-legacy: this kernel has no netem). No node dies: every non-healthy annotation is a false verdict.\n\n")
 
 	b.WriteString("## Totals\n\n")
 	row(&b, "impairment", "N", "zones", "node-hours", "false verdicts", "healthy at end", "target")
@@ -49,7 +51,7 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 		"a zone with such bursts measures that price, it has no target.\n\n", TargetSoakNodeHours, fmtDur(DarknessTolerated))
 
 	b.WriteString("## Zones\n\n")
-	row(&b, "zone", "N", "impairment", "on (s)", "zone packets dropped", "bursts (total s)", "false verdicts", "errors")
+	row(&b, "zone", "N", "impairment", "on (s)", "zone packets dropped", "bursts (total s) or packets delayed (mean, max)", "false verdicts", "errors")
 	rule(&b, 8)
 	for _, z := range rep.Zones {
 		dropped := "—"
@@ -57,8 +59,11 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 			dropped = fmt.Sprintf("%d of %d (%.2f %%)", z.Dropped, z.Packets, 100*float64(z.Dropped)/float64(z.Packets))
 		}
 		bursts := "—"
-		if z.Kind == SoakBurst {
+		switch z.Kind {
+		case SoakBurst:
 			bursts = fmt.Sprintf("%d (%.0f)", z.Bursts, z.BurstSeconds)
+		case SoakJitter:
+			bursts = fmt.Sprintf("%d (%s, %s)", z.Delayed, fmtMs(z.DelayMean), fmtMs(z.DelayMax))
 		}
 		fv := fmt.Sprint(z.FalseVerdicts)
 		if len(z.FalseNodes) > 0 {
@@ -71,6 +76,11 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fmtMs is a delay in whole milliseconds.
+func fmtMs(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
 }
 
 func mark(ok bool) string {

@@ -1,9 +1,10 @@
 // Command soak runs many edgequorum zones side by side on one local control
 // plane, each under its own link impairment (random loss, one-way loss,
-// bursts of darkness), for one long window, and counts the false verdicts:
-// the node-hours a false-verdict rate needs, in one hour of wall clock.
-// `make bench-soak` runs it; it writes soak.md and soak.json into -out. It
-// needs root and nft (it installs and removes its own nftables table).
+// bursts of darkness, jitter), for one long window, and counts the false
+// verdicts: the node-hours a false-verdict rate needs, in one hour of wall
+// clock. `make bench-soak` runs it; it writes soak.md and soak.json into -out.
+// It needs root and nft (it installs and removes its own nftables table), and
+// for jitter iptables-legacy (its own chain and netfilter queues).
 package main
 
 import (
@@ -25,9 +26,10 @@ import (
 
 // defaultZones is 24 node-hours at 5 % loss for N = 3 and for N = 5 in an
 // hour's window, the one-hour soak at 1 % on a zone of 9, and one zone each of
-// one-way loss and bursts within the darkness the rule tolerates, and one
-// zone of longer bursts to measure the price of that tolerance.
-const defaultZones = "8x3:loss=5,5x5:loss=5,1x9:loss=1,1x5:oneway=20,1x5:burst=1s,1x3:burst=3s"
+// one-way loss and bursts within the darkness the rule tolerates, one zone of
+// longer bursts to measure the price of that tolerance, and one of 200 ms
+// jitter.
+const defaultZones = "8x3:loss=5,5x5:loss=5,1x9:loss=1,1x5:oneway=20,1x5:burst=1s,1x3:burst=3s,1x5:jitter=200ms"
 
 func main() {
 	if err := run(); err != nil {
@@ -38,7 +40,7 @@ func main() {
 
 func run() error {
 	var (
-		zones  = flag.String("zones", defaultZones, "zones and impairments: COUNTxN:KIND=VALUE,… with KIND loss=P (%), oneway=P (%) or burst=D (longest darkness)")
+		zones  = flag.String("zones", defaultZones, "zones and impairments: COUNTxN:KIND=VALUE,… with KIND loss=P (%), oneway=P (%), burst=D (longest darkness) or jitter=D (longest delay)")
 		window = flag.Duration("window", time.Hour, "how long the impairments are on")
 		settle = flag.Duration("settle", 30*time.Second, "how long the formed zones run clean before the impairments")
 		out    = flag.String("out", "benchmarks/results/soak", "directory for soak.md and soak.json")
