@@ -1,5 +1,6 @@
-// Package procstat reads what the kernel knows about a process — CPU time and
-// peak resident memory — and the host's CPU counters, from /proc. The suite
+// Package procstat reads what the kernel knows about a process — CPU time,
+// resident memory and its working set — and the host's CPU counters, from
+// /proc. The suite
 // measures every agent this way, edgequorum's and the baseline's alike, so
 // neither side's own metrics are trusted for its cost.
 package procstat
@@ -73,6 +74,62 @@ func FileRSS(pid int) (uint64, error) {
 	return parseStatusKB(b, "RssFile:")
 }
 
+// Mem is a process's resident memory at one moment, in bytes.
+type Mem struct {
+	// Peak is VmHWM, the most resident memory the process has had.
+	Peak uint64
+	// RSS is resident now: Anon (heap, stacks: the process's own) plus
+	// File (mapped files, for an agent its binary: shared and clean, the
+	// kernel drops and rereads them under pressure) plus Shmem.
+	RSS, Anon, File, Shmem uint64
+}
+
+// Memory reads pid's resident memory from /proc/PID/status. The kernel keeps
+// only the total's peak; a caller that wants the peaks of Anon and File
+// samples them.
+func Memory(pid int) (Mem, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Mem{}, fmt.Errorf("read status of %d: %w", pid, err)
+	}
+	return parseMem(b)
+}
+
+func parseMem(b []byte) (Mem, error) {
+	var m Mem
+	var errs []error
+	for _, f := range []struct {
+		key string
+		v   *uint64
+	}{{"VmHWM:", &m.Peak}, {"VmRSS:", &m.RSS}, {"RssAnon:", &m.Anon}, {"RssFile:", &m.File}, {"RssShmem:", &m.Shmem}} {
+		v, err := parseStatusKB(b, f.key)
+		*f.v = v
+		errs = append(errs, err)
+	}
+	return m, errors.Join(errs...)
+}
+
+// ClearRefs clears the referenced bits of every page of pid (clear_refs 1):
+// the start of a working-set measurement, which WorkingSet ends. Needs the
+// process's owner or root.
+func ClearRefs(pid int) error {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("1"), 0); err != nil {
+		return fmt.Errorf("clear referenced bits of %d: %w", pid, err)
+	}
+	return nil
+}
+
+// WorkingSet is the bytes of pid's pages touched since ClearRefs
+// (smaps_rollup's Referenced): what the process needs resident over that
+// window, against RSS, which also counts what it touched once.
+func WorkingSet(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read smaps_rollup of %d: %w", pid, err)
+	}
+	return parseStatusKB(b, "Referenced:")
+}
+
 func parseStatusKB(b []byte, key string) (uint64, error) {
 	for line := range strings.Lines(string(b)) {
 		rest, ok := strings.CutPrefix(line, key)
@@ -89,7 +146,7 @@ func parseStatusKB(b []byte, key string) (uint64, error) {
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("no %s in /proc status", key)
+	return 0, fmt.Errorf("no %s line", key)
 }
 
 // FindPID returns the live process whose command line holds every one of

@@ -2,6 +2,7 @@ package procstat
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +68,53 @@ func TestIndex(t *testing.T) {
 	}
 	if idx[os.Args[0]] != os.Getpid() {
 		t.Errorf("Index missed this process: %v", idx)
+	}
+}
+
+func TestParseMem(t *testing.T) {
+	status := "VmHWM:\t   40960 kB\nVmRSS:\t 30000 kB\nRssAnon:\t 10000 kB\nRssFile:\t 19000 kB\nRssShmem:\t 1000 kB\n"
+	got, err := parseMem([]byte(status))
+	want := Mem{Peak: 40960 << 10, RSS: 30000 << 10, Anon: 10000 << 10, File: 19000 << 10, Shmem: 1000 << 10}
+	if err != nil || got != want {
+		t.Fatalf("parseMem = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := parseMem([]byte("VmHWM:\t 1 kB\nVmRSS:\t 1 kB\n")); err == nil || !strings.Contains(err.Error(), "RssAnon") {
+		t.Errorf("a status without RssAnon: %v, want an error naming it", err)
+	}
+}
+
+// The working set counts the pages touched since ClearRefs, not every
+// resident page: a buffer resident but untouched is not in it until touched.
+func TestWorkingSetCountsOnlyPagesTouchedSinceClear(t *testing.T) {
+	pid := os.Getpid()
+	const size = 64 << 20
+	buf := make([]byte, size) // no pointers: the GC never reads it
+	touch := func() {
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i]++
+		}
+	}
+	touch()
+	m, err := Memory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Anon < size || m.Peak < m.RSS || m.RSS < m.Anon+m.File {
+		t.Fatalf("memory %+v: want the %d MiB buffer in Anon, Peak ≥ RSS ≥ Anon+File", m, size>>20)
+	}
+	if err := ClearRefs(pid); err != nil {
+		t.Fatal(err)
+	}
+	before, err := WorkingSet(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touch()
+	after, err := WorkingSet(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before >= size || after < before+size*9/10 {
+		t.Fatalf("working set %d MiB after the clear and %d MiB after touching the %d MiB buffer: want it out, then in", before>>20, after>>20, size>>20)
 	}
 }
