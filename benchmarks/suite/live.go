@@ -53,6 +53,9 @@ type Live struct {
 	// binary's code and data, shared and reclaimable; 0 or NaN when not
 	// read.
 	LeaderRSSFile, SpareRSSFile float64
+	// LeaderMem and SpareMem are the leader's and the largest spare's
+	// memory at the end of the window.
+	LeaderMem, SpareMem MemFigures
 	// The stand-ins' mean bytes/s each, and their process's CPU and peak RSS.
 	StandInSent, StandInRecv, StandInCPU, StandInRSS float64
 	// HostBusy is the machine's CPU utilisation in the window, 0..1.
@@ -196,11 +199,11 @@ func (r *liveRun) run(ctx context.Context) {
 			pidArg: "--status-address=" + standinsAddr})
 	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
-	before := takeSnapshot(ctx, members, "--status-address=")
+	before := takeSnapshot(ctx, members, "--status-address=", wsStart)
 	if err := sleep(ctx, s.cfg.Steady); err != nil {
 		return
 	}
-	after := takeSnapshot(ctx, members, "--status-address=")
+	after := takeSnapshot(ctx, members, "--status-address=", wsEnd)
 	r.measure(ctx, before, after, real[:servers], real[servers:], standinsMember)
 	l := r.res
 	s.progress(n, "live", "leader %s: CPU %.1f%% of a core, peak RSS %.0f MiB, %s/s; spare agents %s/s, peak RSS %.0f MiB; stand-ins %s/s each; host busy %.0f%%",
@@ -258,6 +261,7 @@ func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, 
 	if rt, ok := rates[l.Leader]; ok && l.Leader != "" {
 		l.LeaderSent, l.LeaderRecv, l.LeaderCPU, l.LeaderRSS = rt.sent, rt.received, rt.cpuPerMin, float64(rt.rss)
 		l.LeaderRSSFile = float64(rt.rssFile)
+		l.LeaderMem = rt.mem
 	} else {
 		r.fail("steady", fmt.Errorf("no server agent reported %s=1 at the end of the window", isLeaderMetric))
 	}
@@ -267,6 +271,7 @@ func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, 
 			sent, recv, cpu, rss = append(sent, rt.sent), append(recv, rt.received), append(cpu, rt.cpuPerMin), append(rss, float64(rt.rss))
 			if float64(rt.rss) >= stats.Max(rss) {
 				l.SpareRSSFile = float64(rt.rssFile)
+				l.SpareMem = rt.mem
 			}
 		}
 	}

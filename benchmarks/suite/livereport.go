@@ -162,6 +162,8 @@ func addLive(add func(string, float64), l *Live) {
 		{"standins_peak_rss_bytes", l.StandInRSS}, {"host_busy", l.HostBusy}, {"errors", float64(len(l.Errors))}} {
 		add("live_"+c.name, c.v)
 	}
+	addMem(add, "live_leader_", l.LeaderMem)
+	addMem(add, "live_spare_", l.SpareMem)
 }
 
 // liveNote sums up the real-time leader phase for the README: the figures

@@ -65,6 +65,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeWrites(&b, rep)
 	b.WriteString("\n## CPU, memory and Raft\n\n")
 	writeResources(&b, rep)
+	if hasMemory(rep) {
+		b.WriteString("\n## Where the memory goes\n\n")
+		writeMemory(&b, rep)
+	}
 	b.WriteString("\n## Node signatures (per-node identity)\n\n")
 	writeSigning(&b, rep)
 	b.WriteString("\n## Quorum evidence for the webhook\n\n")
@@ -517,6 +521,74 @@ func writeResources(b *strings.Builder, rep *Report) {
 		"(edgequorum_raft_apply_duration_seconds, interpolated from its buckets).\n")
 }
 
+// hasMemory is whether any size has the memory split (runs before it have not).
+func hasMemory(rep *Report) bool {
+	for _, r := range rep.Sizes {
+		if sv(r.Ours).LeaderMem.Peak > 0 || sv(r.Base).NodeMem.Peak > 0 || (r.Live != nil && r.Live.LeaderMem.Peak > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeMemory splits each measured member's memory: edgequorum's leader and
+// largest follower, the baseline's largest daemon, and at the real-time
+// sizes the leader and largest spare of that phase.
+func writeMemory(b *strings.Builder, rep *Report) {
+	row(b, "N", "member", "peak RSS (MiB)", "RSS anon / file (MiB)", "working set (MiB, window)", "Go heap in use / GC goal (MiB)", "goroutines")
+	rule(b, 7)
+	for _, r := range rep.Sizes {
+		o, s := sv(r.Ours), sv(r.Base)
+		members := []struct {
+			who string
+			m   MemFigures
+		}{{"ours: leader", o.LeaderMem}, {"ours: largest follower", o.NodeMem}, {"baseline: largest node", s.NodeMem}}
+		if r.Live != nil {
+			members = append(members, struct {
+				who string
+				m   MemFigures
+			}{"ours, real time: leader", r.Live.LeaderMem}, struct {
+				who string
+				m   MemFigures
+			}{"ours, real time: largest spare", r.Live.SpareMem})
+		}
+		for _, x := range members {
+			if x.m.Peak == 0 {
+				continue
+			}
+			row(b, sizeLabel(r), x.who, mib(x.m.Peak), pair(mib(x.m.Anon), mib(x.m.File)), workingSet(x.m),
+				pair(mib(x.m.HeapInuse), mib(x.m.HeapGoal)), memCount(x.m.Goroutines))
+		}
+	}
+	b.WriteString("\nFrom /proc/<pid>/status (peak is VmHWM, start-up included; anon and file split the RSS at the end of the steady window: " +
+		"the process's own pages, and mapped files — its binary — which the kernel drops under pressure and reads back) and " +
+		"/proc/<pid>/smaps_rollup (the working set is the pages referenced between the window's two snapshots, after clear_refs at the first); " +
+		"the Go heap and goroutines from each process's own /metrics (go_memstats_heap_inuse_bytes, go_memstats_next_gc_bytes, go_goroutines), " +
+		"the same collector in both systems. \"Largest\" is the member with the largest peak RSS.\n")
+}
+
+// mib is a byte figure in MiB, a dash when not measured (0).
+func mib(v float64) string {
+	if !(v > 0) {
+		return "—"
+	}
+	return num(v/(1<<20), 1)
+}
+
+func memCount(v float64) string {
+	if !(v > 0) {
+		return "—"
+	}
+	return num(v, 0)
+}
+
+func workingSet(m MemFigures) string {
+	if !(m.WorkingSet > 0) {
+		return "—"
+	}
+	return fmt.Sprintf("%s (%.0f s)", mib(m.WorkingSet), m.WindowSeconds)
+}
+
 func writeDefaults(b *strings.Builder, rep *Report) {
 	row(b, "N", "reset death → annotation p50 / tail (s)", "silent death → annotation p50 / tail (s)", "real SuperEdge (issue)",
 		"back → healthy p50 / p99 (s)", "node sent / recv", "zone total", "write requests per change", "node CPU s/min")
@@ -664,6 +736,12 @@ func csvColumns(r SizeResult, lossPercents []int) []column {
 		add(prefix+"leader_cpu_s_per_min", st.LeaderCPU)
 		add(prefix+"node_peak_rss_bytes", st.NodeRSSMax)
 		add(prefix+"leader_peak_rss_bytes", st.LeaderRSS)
+		for _, m := range []struct {
+			who string
+			f   MemFigures
+		}{{"leader", st.LeaderMem}, {"node", st.NodeMem}} {
+			addMem(add, prefix+m.who+"_", m.f)
+		}
 		add(prefix+"raft_commit_p50_s", st.CommitP50)
 		add(prefix+"raft_commit_p99_s", st.CommitP99)
 		add(prefix+"host_cpu_busy", st.HostBusy)
@@ -713,6 +791,21 @@ func csvColumns(r SizeResult, lossPercents []int) []column {
 	}
 	addLive(add, r.Live)
 	return cols
+}
+
+// addMem adds one member's memory columns, NaN where not measured.
+func addMem(add func(string, float64), prefix string, f MemFigures) {
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"mem_peak_bytes", f.Peak}, {"mem_anon_bytes", f.Anon}, {"mem_file_bytes", f.File}, {"working_set_bytes", f.WorkingSet},
+		{"working_set_window_s", f.WindowSeconds}, {"heap_inuse_bytes", f.HeapInuse}, {"heap_goal_bytes", f.HeapGoal}, {"goroutines", f.Goroutines}} {
+		v := c.v
+		if !(v > 0) {
+			v = math.NaN()
+		}
+		add(prefix+c.name, v)
+	}
 }
 
 // Formatting helpers. NaN means "not measured" and prints as a dash.

@@ -178,6 +178,27 @@ type Steady struct {
 	// HostBusy is the machine's CPU utilisation in the window, 0..1: above
 	// ~0.9 every latency is the machine's, not the protocol's.
 	HostBusy float64
+
+	// LeaderMem is the leader's memory at the end of the window; NodeMem
+	// that of the ordinary member with the largest peak RSS.
+	LeaderMem, NodeMem MemFigures
+}
+
+// MemFigures is one member's memory, where it goes, and what of it the
+// member needs: bytes, Goroutines a count, WindowSeconds the working set's
+// window in wall-clock time. 0 is not measured (a run before these figures,
+// or a process gone); none of them is ever 0 when measured.
+type MemFigures struct {
+	// Peak is VmHWM (start-up included); Anon and File split the RSS at
+	// the end of the window into the process's own pages and the mapped
+	// files (its binary), which the kernel may drop and reread.
+	Peak, Anon, File float64
+	// WorkingSet is the pages touched over the window.
+	WorkingSet, WindowSeconds float64
+	// HeapInuse and HeapGoal are the Go heap's spans in use and the heap
+	// size at which the next GC runs (GOGC headroom over the live heap).
+	HeapInuse, HeapGoal float64
+	Goroutines          float64
 }
 
 // Churn is the kill phase: verdict changes and the writes they cost.
@@ -266,7 +287,11 @@ func summarize(before, after snapshot, cs counterSet, leader string) Steady {
 		if name == leader {
 			st.LeaderSent, st.LeaderRecv, st.LeaderMsgs, st.LeaderCPU = r.sent, r.received, r.msgs, r.cpuPerMin
 			st.LeaderRSS = float64(r.rss)
+			st.LeaderMem = r.mem
 			continue
+		}
+		if r.mem.Peak > st.NodeMem.Peak {
+			st.NodeMem = r.mem
 		}
 		sent, recv, msgs = append(sent, r.sent), append(recv, r.received), append(msgs, r.msgs)
 		bytesPer = append(bytesPer, r.sent+r.received)

@@ -26,8 +26,24 @@ type memberSample struct {
 	cpu     time.Duration
 	rss     uint64
 	rssFile uint64 // RssFile now
-	err     error
+	mem     procstat.Mem
+	// ws is the working set since the window's first snapshot cleared the
+	// referenced bits (wsEnd only); wsErr why it is missing.
+	ws    uint64
+	wsErr error
+	err   error
 }
+
+// wsStep is a snapshot's part in the working-set measurement: the window's
+// first snapshot clears every member's referenced bits, its last reads the
+// pages touched since.
+type wsStep int
+
+const (
+	wsNone  wsStep = iota
+	wsStart        // clear the referenced bits after sampling
+	wsEnd          // read the working set before sampling (the scrape touches pages)
+)
 
 type snapshot struct {
 	at      time.Time
@@ -37,7 +53,7 @@ type snapshot struct {
 
 // pidPrefix is the flag prefix that identifies processes; both systems are
 // started with a per-node address flag.
-func takeSnapshot(ctx context.Context, members []member, pidPrefix string) snapshot {
+func takeSnapshot(ctx context.Context, members []member, pidPrefix string, step wsStep) snapshot {
 	s := snapshot{at: time.Now(), members: map[string]memberSample{}}
 	s.host, _ = procstat.ReadHostCPU()
 	pids, _ := procstat.Index(pidPrefix)
@@ -49,11 +65,18 @@ func takeSnapshot(ctx context.Context, members []member, pidPrefix string) snaps
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			ms := memberSample{pid: pids[m.pidArg]}
+			if ms.pid != 0 && step == wsEnd {
+				ms.ws, ms.wsErr = procstat.WorkingSet(ms.pid)
+			}
 			ms.metrics, ms.err = scrape.Fetch(ctx, m.metricsURL)
 			if ms.pid != 0 {
 				ms.cpu, _ = procstat.CPU(ms.pid)
 				ms.rss, _ = procstat.PeakRSS(ms.pid)
 				ms.rssFile, _ = procstat.FileRSS(ms.pid)
+				ms.mem, _ = procstat.Memory(ms.pid)
+				if step == wsStart {
+					_ = procstat.ClearRefs(ms.pid)
+				}
 			}
 			mu.Lock()
 			s.members[m.name] = ms
@@ -71,6 +94,7 @@ type rates struct {
 	cpuPerMin      float64 // CPU seconds per minute
 	rss            uint64  // peak RSS at the later snapshot
 	rssFile        uint64  // file-backed RSS at the later snapshot
+	mem            MemFigures
 }
 
 // counterSet names the metrics of one system.
@@ -114,6 +138,7 @@ func memberRates(before, after snapshot, cs counterSet) map[string]rates {
 		if a.pid != 0 && a.pid == b.pid {
 			r.cpuPerMin = (a.cpu - b.cpu).Seconds() / after.at.Sub(before.at).Minutes()
 		}
+		r.mem = memFigures(b, a, after.at.Sub(before.at))
 		out[name] = r
 	}
 	return out
@@ -123,4 +148,35 @@ func memberRates(before, after snapshot, cs counterSet) map[string]rates {
 // of one member.
 func histogramDelta(before, after memberSample, name string, match map[string]string) []stats.Bucket {
 	return stats.SubBuckets(after.metrics.Buckets(name, match), before.metrics.Buckets(name, match))
+}
+
+// Go runtime gauges every Go process's default Prometheus collector exports,
+// edgequorum's and the baseline's alike.
+const (
+	heapInuseMetric  = "go_memstats_heap_inuse_bytes"
+	heapGoalMetric   = "go_memstats_next_gc_bytes"
+	goroutinesMetric = "go_goroutines"
+)
+
+// memFigures is one member's memory at the end of a window from its two
+// snapshots; the working set only when the same process was cleared at the
+// start and read at the end.
+func memFigures(before, after memberSample, window time.Duration) MemFigures {
+	f := MemFigures{Peak: float64(after.mem.Peak), Anon: float64(after.mem.Anon), File: float64(after.mem.File),
+		HeapInuse: gauge(after.metrics, heapInuseMetric), HeapGoal: gauge(after.metrics, heapGoalMetric),
+		Goroutines: gauge(after.metrics, goroutinesMetric)}
+	if after.pid != 0 && after.pid == before.pid && after.wsErr == nil && after.ws > 0 {
+		f.WorkingSet, f.WindowSeconds = float64(after.ws), window.Seconds()
+	}
+	return f
+}
+
+// gauge is a metric's value, 0 when the scrape has no such series.
+func gauge(s scrape.Sample, name string) float64 {
+	for _, x := range s.Series {
+		if x.Name == name {
+			return x.Value
+		}
+	}
+	return 0
 }
