@@ -162,7 +162,7 @@ bench-fleet: bench-tools ## thousands of three-node sites on one control plane w
 bench-detect: bench-tools ## node-death detection only: 100 reset and 100 silent deaths per system at zone sizes 3, 9, 33; results in benchmarks/results/detect.md (about 3 hours)
 	$(BIN)/bench -detect -out $(BENCH_OUT) $(DETECT_FLAGS)
 
-bench-soak: bench-tools ## false verdicts under impaired links: 17 zones side by side for an hour (24 node-hours at 5 % loss for N = 3 and 5, 1 % on N = 9, one-way loss, bursts of darkness); results in benchmarks/results/soak (about 65 min)
+bench-soak: bench-tools ## false verdicts under impaired links: 18 zones side by side for an hour (24 node-hours at 5 % loss for N = 3 and 5, 1 % on N = 9, one-way loss, bursts of darkness, 200 ms jitter); results in benchmarks/results/soak (about 65 min)
 	$(BIN)/soak -out $(BENCH_OUT)/soak $(SOAK_FLAGS)
 
 bench-quick: bench-tools ## CI smoke of the benchmark suite: zone sizes 3, 5, 9, and a small webhook load (about 8 min)
