@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,9 +41,45 @@ func requireNft(t *testing.T) {
 	}
 }
 
+// partitionTablePrefix names every partition table, so that a later run can
+// find the ones an earlier, killed run left behind.
+const partitionTablePrefix = "eqe2e"
+
+// clearStale runs once per test process, before its first partition.
+var clearStale sync.Once
+
+// clearStalePartitions deletes the partition tables of an earlier run that
+// was killed before its cleanup: they would go on dropping traffic between
+// loopback addresses this run's zones may be given.
+func clearStalePartitions(t *testing.T) {
+	out, err := exec.Command("nft", "list", "tables").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list tables: %v\n%s", err, out)
+	}
+	for _, table := range staleTables(string(out)) {
+		if out, err := exec.Command("nft", "delete", "table", "inet", table).CombinedOutput(); err != nil {
+			t.Fatalf("nft delete stale table %s: %v\n%s", table, err, out)
+		}
+		t.Logf("deleted partition table %s left by an earlier run", table)
+	}
+}
+
+// staleTables picks the partition tables out of `nft list tables`.
+func staleTables(listing string) []string {
+	var out []string
+	for line := range strings.Lines(listing) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && f[1] == "inet" && strings.HasPrefix(f[2], partitionTablePrefix) {
+			out = append(out, f[2])
+		}
+	}
+	return out
+}
+
 func partition(t *testing.T, a, b []string) *nftPartition {
 	t.Helper()
-	p := &nftPartition{t: t, table: fmt.Sprintf("eqe2e%d", time.Now().UnixNano()%1_000_000_000)}
+	clearStale.Do(func() { clearStalePartitions(t) })
+	p := &nftPartition{t: t, table: fmt.Sprintf("%s%d", partitionTablePrefix, time.Now().UnixNano()%1_000_000_000)}
 	var rules strings.Builder
 	fmt.Fprintf(&rules, "table inet %s {\n chain out {\n  type filter hook output priority 0; policy accept;\n", p.table)
 	for _, x := range a {
@@ -158,4 +195,12 @@ func TestPartitionedZoneProcesses(t *testing.T) {
 	p.heal()
 	took = waitStates(t, client, 2*time.Minute, all)
 	t.Logf("zone healthy again %s after the partition healed", took.Round(100*time.Millisecond))
+}
+
+func TestStaleTablesAreOnlyPartitionTables(t *testing.T) {
+	listing := "table inet eqe2e123456\ntable ip edgequorum_bench_soak\ntable inet filter\ntable ip eqe2e9\ntable inet eqe2e77\n"
+	got := staleTables(listing)
+	if strings.Join(got, ",") != "eqe2e123456,eqe2e77" {
+		t.Fatalf("staleTables = %v, want the two inet eqe2e tables and nothing else", got)
+	}
 }
