@@ -132,6 +132,7 @@ func TestSoakTotalsAndReport(t *testing.T) {
 		"formation: timeout",
 		"| jitter=200ms | 5 | 1 | 2.5 | 0 | yes | ✅ |",
 		"| soak-5f | 5 | jitter=200ms | 1800 | — | 91234 (101 ms, 200 ms) | 0 | — |",
+		"A jitter zone's queue sees each segment",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

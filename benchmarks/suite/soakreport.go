@@ -25,7 +25,7 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 	fmt.Fprintf(&b, "- **Zones:** %s, side by side on one control plane, every agent at the shipped defaults (probe period %s, timeout 1s, failure threshold %d, "+
 		"confirmation %d connects %s apart, vote period %s, vote timeout %s), in real time; impairments on for %s, after the zones formed and ran clean\n\n",
 		strings.Join(rep.Specs, ", "), ProbePeriod, FailureThreshold, probe.DefaultConfirmConnects, probe.DefaultConfirmGap, VotePeriod, VoteTimeout, rep.Window.Round(time.Second))
-	b.WriteString("Impairments (nftables, on the zone's node addresses only; the apiserver and etcd are never touched): " +
+	b.WriteString("Impairments (on the zone's node addresses only; the apiserver and etcd are never touched): " +
 		"**loss=P** drops P % of the packets between any two nodes, each way, at random per packet; " +
 		"**oneway=P** drops P % of what the zone's first node sends to its peers and nothing it receives; " +
 		"**burst=D** darkens one node at a time wholly toward its peers (every packet either way) for a random 100 ms to D, " +
@@ -70,6 +70,13 @@ func WriteSoakMarkdown(w io.Writer, rep *SoakReport) error {
 			fv += " (" + strings.Join(z.FalseNodes, ", ") + ")"
 		}
 		row(&b, z.Name, fmt.Sprint(z.N), z.Impairment, fmt.Sprintf("%.0f", z.Seconds), dropped, bursts, fv, orDash(strings.Join(z.Errors, "; ")))
+	}
+	for _, z := range rep.Zones {
+		if z.Kind == SoakJitter {
+			b.WriteString("\nA jitter zone's queue sees each segment of a large TCP send as its own packet, the nftables counter of zone packets the send once, " +
+				"so it can hold more packets than the zone sent; its longest delay exceeds D by the time the queue takes to release a packet that is due.\n")
+			break
+		}
 	}
 	if len(rep.Errors) > 0 {
 		fmt.Fprintf(&b, "\nRun errors: %s\n", strings.Join(rep.Errors, "; "))

@@ -47,8 +47,20 @@ func run() error {
 		binDir = flag.String("bin", "", "directory with edgequorum and the control-plane binaries (default: the repository's bin/)")
 		work   = flag.String("work", "", "directory for the control plane's files and the agents' logs (default: a temporary one, removed at the end)")
 		seed   = flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the burst timings")
+		render = flag.String("render", "", "only re-render soak.md (and soak.json) into -out from this soak.json")
 	)
 	flag.Parse()
+	if *render != "" {
+		raw, err := os.ReadFile(*render)
+		if err != nil {
+			return fmt.Errorf("-render: %w", err)
+		}
+		var rep suite.SoakReport
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			return fmt.Errorf("-render %s: %w", *render, err)
+		}
+		return write(&rep, *out)
+	}
 	specs, err := suite.ParseSoakSpecs(*zones)
 	if err != nil {
 		return fmt.Errorf("-zones: %w", err)
