@@ -163,20 +163,10 @@ const (
 // start and read at the end.
 func memFigures(before, after memberSample, window time.Duration) MemFigures {
 	f := MemFigures{Peak: float64(after.mem.Peak), Anon: float64(after.mem.Anon), File: float64(after.mem.File),
-		HeapInuse: gauge(after.metrics, heapInuseMetric), HeapGoal: gauge(after.metrics, heapGoalMetric),
-		Goroutines: gauge(after.metrics, goroutinesMetric)}
+		HeapInuse: after.metrics.Sum(heapInuseMetric, nil), HeapGoal: after.metrics.Sum(heapGoalMetric, nil),
+		Goroutines: after.metrics.Sum(goroutinesMetric, nil)}
 	if after.pid != 0 && after.pid == before.pid && after.wsErr == nil && after.ws > 0 {
 		f.WorkingSet, f.WindowSeconds = float64(after.ws), window.Seconds()
 	}
 	return f
-}
-
-// gauge is a metric's value, 0 when the scrape has no such series.
-func gauge(s scrape.Sample, name string) float64 {
-	for _, x := range s.Series {
-		if x.Name == name {
-			return x.Value
-		}
-	}
-	return 0
 }
