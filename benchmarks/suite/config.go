@@ -18,6 +18,9 @@ const (
 	VotePeriod       = time.Second
 	VoteTimeout      = 10 * time.Second
 	LeaseRenew       = 5 * time.Second
+	// LeaseQuietRenew is the zone Lease's renewal period while the zone is
+	// quiet (agent --zone-lease-quiet-renew).
+	LeaseQuietRenew = 40 * time.Second
 	// Voters and Standbys are the zone's Raft servers (--voters,
 	// --standbys); every other member is a spare.
 	Voters   = 5

@@ -643,6 +643,8 @@ func agentTimers(k float64) []string {
 		"--raft-leader-lease-timeout=" + d(time.Second),
 		"--raft-commit-timeout=" + d(2*time.Second),
 		"--zone-lease-renew=" + d(LeaseRenew),
+		// Scaled with the renewal, which it must not fall below.
+		"--zone-lease-quiet-renew=" + d(LeaseQuietRenew),
 		"--apiserver-check-period=" + d(2*time.Second),
 		"--target-sync-period=" + d(2*time.Second),
 		"--reconcile-period=" + d(5*time.Second),
