@@ -2,10 +2,12 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +46,9 @@ type oursRun struct {
 	names []string
 	// lossy is the lossy-link phase's figures, one per loss level.
 	lossy []LossFigures
+	// started is how many of z's agents (in order) are meant to run while
+	// the zone forms: all, or the batches a staggered start has reached.
+	started atomic.Int64
 }
 
 // runOurs starts a zone of real agent processes on n fresh fake kubelets and
@@ -92,13 +97,24 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 		r.names = append(r.names, a.Name)
 	}
 	res.Ran = true
+	r.started.Store(int64(n))
+	formCtx, stopWatch := watchExit(ctx, time.Second, r.exited)
+	defer stopWatch()
 	if n > staggerAbove {
-		if err := r.stagger(ctx); err != nil {
+		if err := r.stagger(formCtx); err != nil {
+			if cause := context.Cause(formCtx); errors.Is(cause, errAgentExited) {
+				fail("staggered start", cause)
+				return z
+			}
 			fail("staggered start", err)
 		}
 	}
-
-	if err := w.waitAll(ctx, formTimeout(n, p.k), r.names, zone.Healthy); err != nil {
+	err = w.waitAll(formCtx, formTimeout(n, p.k), r.names, zone.Healthy)
+	stopWatch()
+	if err != nil {
+		if cause := context.Cause(formCtx); errors.Is(cause, errAgentExited) {
+			err = cause
+		}
 		fail("formation", fmt.Errorf("%w (not healthy: %v)", err, w.notHealthy(r.names)))
 		return z
 	}
@@ -572,6 +588,7 @@ const staggerAbove = 33
 func (r *oursRun) stagger(ctx context.Context) error {
 	const batch = 16
 	agents := r.z.Agents()
+	r.started.Store(batch)
 	var wg sync.WaitGroup
 	for _, a := range agents[batch:] {
 		wg.Go(a.Kill)
@@ -586,6 +603,7 @@ func (r *oursRun) stagger(ctx context.Context) error {
 				return err
 			}
 		}
+		r.started.Store(int64(min(i+batch, len(agents))))
 		r.s.progress(r.n, "ours", "staggered start: %d/%d agents running", min(i+batch, len(agents)), len(agents))
 	}
 	return nil
@@ -619,6 +637,49 @@ func (r *oursRun) waitMembers(ctx context.Context, want int) error {
 // a time, but capped so that a zone that cannot form costs minutes, not hours.
 func formTimeout(n int, k float64) time.Duration {
 	return min(scaled(3*time.Minute+time.Duration(n)*2*time.Second, k), 15*time.Minute)
+}
+
+// errAgentExited ends a formation wait early: an agent that exits while its
+// zone forms (a flag it refuses, a crash) will not come back, and waiting
+// out the formation timeout (up to 15 minutes) would only hide why.
+var errAgentExited = errors.New("an agent exited while its zone formed")
+
+// exited returns errAgentExited, naming the agent and its last log lines,
+// when an agent meant to run (r.started) is not running.
+func (r *oursRun) exited() error {
+	for _, a := range r.z.Agents()[:r.started.Load()] {
+		if !a.Running() {
+			return fmt.Errorf("%w: %s: %s", errAgentExited, a.Name, a.NoticeTail(2))
+		}
+	}
+	return nil
+}
+
+// watchExit returns a context that is cancelled, with check's error as its
+// cause, once check (called every period) returns one; stop ends the watch
+// and is safe to call twice.
+func watchExit(ctx context.Context, period time.Duration, check func() error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := check(); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}()
+	return ctx, func() { once.Do(func() { close(done); cancel(nil) }) }
 }
 
 // agentTimers are the agent flags that slow every protocol timer by k; none at
