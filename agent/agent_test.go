@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -73,6 +74,16 @@ func newWiring(t *testing.T) *wiring {
 	cfg.ZoneLeaseRenew = 200 * time.Millisecond
 	cfg.MemoryLimit = 0
 	w := &wiring{t: t, cfg: cfg, client: fake.NewClientset(), ip: prefix, logs: &syncbuf.Buffer{}}
+	// The health check asks who the agent is; the fake answers as an
+	// apiserver does, with a user. Without one every check counted the
+	// apiserver unreachable for a moment every 2 s, and a member-list
+	// settle that ticked in that moment every time (both run every 2 s,
+	// so they can lock in step under load) never settled.
+	w.client.PrependReactor("create", "selfsubjectreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.SelfSubjectReview).DeepCopy()
+		review.Status.UserInfo.Username = "system:serviceaccount:edgequorum-system:edgequorum-agent"
+		return true, review, nil
+	})
 	w.addNode("edge-1", 1, testZone)
 	return w
 }
