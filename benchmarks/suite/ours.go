@@ -660,15 +660,11 @@ func (r *oursRun) exited() error {
 // and is safe to call twice.
 func watchExit(ctx context.Context, period time.Duration, check func() error) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var once sync.Once
 	go func() {
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
@@ -679,7 +675,8 @@ func watchExit(ctx context.Context, period time.Duration, check func() error) (c
 			}
 		}
 	}()
-	return ctx, func() { once.Do(func() { close(done); cancel(nil) }) }
+	// A cancel after the first is a no-op, so stop may run twice.
+	return ctx, func() { cancel(nil) }
 }
 
 // agentTimers are the agent flags that slow every protocol timer by k; none at
