@@ -1,0 +1,166 @@
+package kubeclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Interface is every call an edge agent makes to the apiserver. Keeping it
+// this small is what keeps the rest of the API out of the agent's binary.
+type Interface interface {
+	Nodes() NodeInterface
+	Leases(namespace string) LeaseInterface
+	Events(namespace string) EventInterface
+	SelfSubjectReviews() SelfSubjectReviewInterface
+}
+
+// NodeInterface is what the agent does with Nodes: read its own and the
+// zone's, watch the zone's through an informer, and patch annotations and
+// conditions. client-go's typed NodeInterface satisfies it.
+type NodeInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
+
+// LeaseInterface is what the agent does with Leases: the zone's genesis
+// record and the zone Lease the webhook reads, both written by optimistic
+// concurrency (Get, then Create or Update with the version read).
+type LeaseInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// EventInterface is how the leader tells an operator what the zone did.
+type EventInterface interface {
+	Create(ctx context.Context, event *eventsv1.Event, opts metav1.CreateOptions) (*eventsv1.Event, error)
+}
+
+// SelfSubjectReviewInterface lets the agent learn which user its
+// credentials authenticate as, to name it in errors an operator must fix.
+type SelfSubjectReviewInterface interface {
+	Create(ctx context.Context, review *authenticationv1.SelfSubjectReview, opts metav1.CreateOptions) (*authenticationv1.SelfSubjectReview, error)
+}
+
+// Scheme holds the types of the four API groups Interface reaches, and
+// nothing else; Codecs and ParameterCodec are built on it.
+var (
+	Scheme         = runtime.NewScheme()
+	Codecs         = serializer.NewCodecFactory(Scheme)
+	ParameterCodec = runtime.NewParameterCodec(Scheme)
+)
+
+func init() {
+	// Options, Status and WatchEvent, as client-go's scheme registers them.
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	utilruntime.Must(corev1.AddToScheme(Scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(Scheme))
+	utilruntime.Must(eventsv1.AddToScheme(Scheme))
+	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
+}
+
+// Client is the real Interface. Its methods are safe for concurrent use.
+type Client struct {
+	nodes  *gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	coord  rest.Interface
+	events rest.Interface
+	authn  rest.Interface
+}
+
+var _ Interface = (*Client)(nil)
+
+// New returns a client for c. Like a clientset, its API groups share one
+// HTTP client (so one connection pool) and, when c sets QPS and no
+// RateLimiter, one token bucket of c.QPS and c.Burst.
+func New(c *rest.Config) (*Client, error) {
+	httpClient, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubeclient: http client: %w", err)
+	}
+	return NewForConfigAndClient(c, httpClient)
+}
+
+// NewForConfigAndClient is New on an HTTP client of the caller's, for a
+// caller that shapes the transport (the benchmarks impersonate agents and
+// cut their links in it); c's transport settings are then ignored.
+func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Client, error) {
+	cfg := *c
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		if cfg.Burst <= 0 {
+			return nil, fmt.Errorf("kubeclient: burst must be > 0 when QPS is set (%v) and no rate limiter is given", cfg.QPS)
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	group := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
+		gcfg := cfg
+		gcfg.GroupVersion = &gv
+		gcfg.APIPath = apiPath
+		gcfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
+		rc, err := rest.RESTClientForConfigAndClient(&gcfg, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("kubeclient: %s client: %w", gv, err)
+		}
+		return rc, nil
+	}
+	out := &Client{}
+	core, err := group(corev1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return nil, err
+	}
+	out.nodes = gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", core, ParameterCodec, "",
+		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
+		gentype.PrefersProtobuf[*corev1.Node]())
+	if out.coord, err = group(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
+	if out.events, err = group(eventsv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
+	if out.authn, err = group(authenticationv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Nodes reaches the cluster's Nodes.
+func (c *Client) Nodes() NodeInterface { return c.nodes }
+
+// Leases reaches the Leases of namespace.
+func (c *Client) Leases(namespace string) LeaseInterface {
+	return gentype.NewClient[*coordinationv1.Lease]("leases", c.coord, ParameterCodec, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, gentype.PrefersProtobuf[*coordinationv1.Lease]())
+}
+
+// Events reaches the events.k8s.io/v1 Events of namespace.
+func (c *Client) Events(namespace string) EventInterface {
+	return gentype.NewClient[*eventsv1.Event]("events", c.events, ParameterCodec, namespace,
+		func() *eventsv1.Event { return &eventsv1.Event{} }, gentype.PrefersProtobuf[*eventsv1.Event]())
+}
+
+// SelfSubjectReviews reaches authentication.k8s.io/v1 SelfSubjectReviews.
+func (c *Client) SelfSubjectReviews() SelfSubjectReviewInterface {
+	return gentype.NewClient[*authenticationv1.SelfSubjectReview]("selfsubjectreviews", c.authn, ParameterCodec, "",
+		func() *authenticationv1.SelfSubjectReview { return &authenticationv1.SelfSubjectReview{} },
+		gentype.PrefersProtobuf[*authenticationv1.SelfSubjectReview]())
+}

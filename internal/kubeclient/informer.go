@@ -1,0 +1,41 @@
+package kubeclient
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// NewNodeInformer returns an informer over the Nodes that labelSelector
+// selects, resynced every resync, and a lister over its cache: what
+// client-go's informer factory builds for one resource, without linking the
+// factory (which reaches every API group).
+func NewNodeInformer(c Interface, labelSelector string, resync time.Duration) (cache.SharedIndexInformer, corelisters.NodeLister) {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = labelSelector }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return c.Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return c.Nodes().Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(
+		// c says whether it can stream the initial list (a fake cannot).
+		cache.ToListWatcherWithWatchListSemantics(lw, c),
+		&corev1.Node{},
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod: resync,
+			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		},
+	)
+	return inf, corelisters.NewNodeLister(inf.GetIndexer())
+}
