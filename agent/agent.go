@@ -14,12 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/internal/memlimit"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
@@ -50,7 +50,7 @@ type Agent struct {
 	prober  *probe.Manager
 	writer  *apiwriter.Writer
 	zone    *raftzone.Member
-	client  kubernetes.Interface
+	client  kubeclient.Interface
 	nodeKey ed25519.PublicKey
 	keys    *zonekeys.Watcher
 	running atomic.Bool
@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, err := kubeclient.New(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -85,7 +85,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 }
 
 // newAgent is New after the flag check, on a given client.
-func newAgent(ctx context.Context, cfg Config, client kubernetes.Interface, log *slog.Logger) (*Agent, error) {
+func newAgent(ctx context.Context, cfg Config, client kubeclient.Interface, log *slog.Logger) (*Agent, error) {
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}

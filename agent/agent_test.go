@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/syncbuf"
 	"github.com/edgequorum/edgequorum/probe"
@@ -110,7 +111,7 @@ func (w *wiring) build(ctx context.Context) (*Agent, error) {
 			w.t.Logf("agent log:\n%s", w.logs.String())
 		}
 	})
-	return newAgent(ctx, w.cfg, w.client, log)
+	return newAgent(ctx, w.cfg, wrap.Clientset(w.client), log)
 }
 
 // start builds and runs the agent; the returned stop cancels it and returns

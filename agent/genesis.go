@@ -8,9 +8,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -36,7 +36,7 @@ const (
 // A founder of the zone itself is never overruled: a stolen member of a zone
 // can hold up its own zone's formation, as it can its quorum, never another's.
 type leaseGenesis struct {
-	client    kubernetes.Interface
+	client    kubeclient.Interface
 	namespace string
 	// members is the zone's member list; nil takes every founder as
 	// genuine.
@@ -44,7 +44,7 @@ type leaseGenesis struct {
 }
 
 func (g leaseGenesis) Claim(ctx context.Context, zoneName string, rec raftzone.GenesisRecord) (raftzone.GenesisRecord, bool, error) {
-	leases := g.client.CoordinationV1().Leases(g.namespace)
+	leases := g.client.Leases(g.namespace)
 	name := zone.GenesisLeaseName(zoneName)
 	created, err := leases.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -108,7 +108,7 @@ func (g leaseGenesis) squatted(ctx context.Context, zoneName string, l *coordina
 	if inZone(ptr.Deref(l.Spec.HolderIdentity, "")) {
 		return false, nil
 	}
-	zl, err := g.client.CoordinationV1().Leases(g.namespace).Get(ctx, zone.LeaseName(zoneName), metav1.GetOptions{})
+	zl, err := g.client.Leases(g.namespace).Get(ctx, zone.LeaseName(zoneName), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -57,7 +58,7 @@ func TestGenesisTakesOverASquattedClaim(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			g := leaseGenesis{client: client, namespace: ns, members: fixedMembers{"edge-a-1", "edge-a-2"}}
+			g := leaseGenesis{client: wrap.Clientset(client), namespace: ns, members: fixedMembers{"edge-a-1", "edge-a-2"}}
 			got, created, err := g.Claim(ctx, zoneName, rec)
 			if err != nil {
 				t.Fatal(err)

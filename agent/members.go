@@ -15,13 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -37,10 +36,10 @@ const zoneFile = "zone"
 
 // discoverZone reads this node's zone label, retrying until ctx ends. When the
 // apiserver cannot be reached, the zone cached from an earlier run is used.
-func discoverZone(ctx context.Context, client kubernetes.Interface, node, label, dataDir string, log func(msg string, args ...any)) (string, error) {
+func discoverZone(ctx context.Context, client kubeclient.Interface, node, label, dataDir string, log func(msg string, args ...any)) (string, error) {
 	cachePath := filepath.Join(dataDir, zoneFile)
 	for attempt := 0; ; attempt++ {
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := client.Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil {
 			z := n.Labels[label]
 			if z == "" {
@@ -78,18 +77,14 @@ type nodeMembers struct {
 	peerPort int
 }
 
-func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPort int) *nodeMembers {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.Set{label: zoneName}.String()
-		}))
-	nodes := factory.Core().V1().Nodes()
+func newNodeMembers(client kubeclient.Interface, label, zoneName string, peerPort int) *nodeMembers {
+	informer, lister := kubeclient.NewNodeInformer(client, labels.Set{label: zoneName}.String(), 10*time.Minute)
 	// Keep only what the member list and the leader need: a Node's managed
 	// fields, images and conditions are most of its size, multiplied by the
 	// zone's size on every member. Of the conditions, Ready tells the leader
 	// which members the cloud cannot hear (the quorum's evidence is wanted
 	// for them), and EdgeQuorum whether a Node shows its verdict.
-	nodes.Informer().SetTransform(func(obj any) (any, error) {
+	informer.SetTransform(func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			n.ManagedFields = nil
 			n.Status.Images = nil
@@ -99,7 +94,7 @@ func newNodeMembers(client kubernetes.Interface, label, zoneName string, peerPor
 		}
 		return obj, nil
 	})
-	return &nodeMembers{informer: nodes.Informer(), lister: nodes.Lister(), peerPort: peerPort}
+	return &nodeMembers{informer: informer, lister: lister, peerPort: peerPort}
 }
 
 func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
@@ -47,7 +48,7 @@ func TestNodeCacheKeepsWhatTheLeaderChecks(t *testing.T) {
 	}
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cloud-1", Labels: map[string]string{"zone": "cloud"}}}
 	client := fake.NewClientset(node, other)
-	m := newNodeMembers(client, "zone", "z", 9470)
+	m := newNodeMembers(wrap.Clientset(client), "zone", "z", 9470)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go m.run(ctx)

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -45,14 +45,14 @@ const (
 // backoff until it succeeds or ctx ends, logging each failed attempt through
 // log. It gives up early only on a request the apiserver can never accept
 // (Invalid, BadRequest). Its errors name the node and the annotation.
-func registerNodeKey(ctx context.Context, client kubernetes.Interface, node string, pub ed25519.PublicKey,
+func registerNodeKey(ctx context.Context, client kubeclient.Interface, node string, pub ed25519.PublicKey,
 	log func(msg string, args ...any)) error {
 	return registerNodeKeyPaced(ctx, client, node, pub, log, nodeKeyRetryFirst, nodeKeyRetryMax)
 }
 
 // registerNodeKeyPaced is registerNodeKey with the retry pacing as parameters,
 // so tests need not wait out real backoffs.
-func registerNodeKeyPaced(ctx context.Context, client kubernetes.Interface, node string, pub ed25519.PublicKey,
+func registerNodeKeyPaced(ctx context.Context, client kubeclient.Interface, node string, pub ed25519.PublicKey,
 	log func(msg string, args ...any), first, maxDelay time.Duration) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("register node key on node %s (annotation %s): %d-byte key, want an Ed25519 public key of %d",
@@ -98,9 +98,9 @@ func registerNodeKeyPaced(ctx context.Context, client kubernetes.Interface, node
 
 // syncNodeKey makes one attempt: read the Node, patch the annotation if it is
 // not want. done is true once the Node carries want.
-func syncNodeKey(ctx context.Context, client kubernetes.Interface, node, want string, patch []byte,
+func syncNodeKey(ctx context.Context, client kubeclient.Interface, node, want string, patch []byte,
 	log func(msg string, args ...any)) (done bool, err error) {
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := client.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return false, err
 	}
@@ -109,7 +109,7 @@ func syncNodeKey(ctx context.Context, client kubernetes.Interface, node, want st
 		log("node key already registered", "annotation", zone.NodeKeyAnnotation, "key", want)
 		return true, nil
 	}
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch,
+	if _, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "edgequorum"}); err != nil {
 		return false, err
 	}

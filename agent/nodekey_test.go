@@ -23,12 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgequorum/edgequorum/deploy"
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
@@ -107,7 +108,7 @@ func TestRegisterNodeKeyWritesOnlyWhatDiffers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := fake.NewClientset(fakeNode("edge-1", tt.annotations))
 			var logs logLines
-			if err := registerNodeKey(context.Background(), cs, "edge-1", pub, logs.log); err != nil {
+			if err := registerNodeKey(context.Background(), wrap.Clientset(cs), "edge-1", pub, logs.log); err != nil {
 				t.Fatal(err)
 			}
 			if got := nodeWrites(cs); !slices.Equal(got, tt.writes) {
@@ -155,7 +156,7 @@ func TestRegisterNodeKeyRetriesUntilReachable(t *testing.T) {
 	})
 	var logs logLines
 	pub := newPublicKey(t)
-	if err := registerNodeKeyPaced(context.Background(), cs, "edge-1", pub, logs.log, time.Millisecond, 4*time.Millisecond); err != nil {
+	if err := registerNodeKeyPaced(context.Background(), wrap.Clientset(cs), "edge-1", pub, logs.log, time.Millisecond, 4*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	// Two failed gets, then a get and a failed patch, then both succeed.
@@ -189,7 +190,7 @@ func TestRegisterNodeKeyStopsWithContext(t *testing.T) {
 			}
 		}
 	}
-	err := registerNodeKeyPaced(ctx, cs, "edge-1", newPublicKey(t), log, time.Millisecond, time.Millisecond)
+	err := registerNodeKeyPaced(ctx, wrap.Clientset(cs), "edge-1", newPublicKey(t), log, time.Millisecond, time.Millisecond)
 	if err == nil {
 		t.Fatal("registered although every patch was refused")
 	}
@@ -212,7 +213,7 @@ func TestRegisterNodeKeyGivesUpOnInvalid(t *testing.T) {
 			field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations"), "x", "bad")})
 	})
 	var logs logLines
-	err := registerNodeKeyPaced(context.Background(), cs, "edge-1", newPublicKey(t), logs.log, time.Hour, time.Hour)
+	err := registerNodeKeyPaced(context.Background(), wrap.Clientset(cs), "edge-1", newPublicKey(t), logs.log, time.Hour, time.Hour)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "edge-1") || !strings.Contains(err.Error(), zone.NodeKeyAnnotation) {
 		t.Fatalf("err %v, want Invalid naming node and annotation", err)
 	}
@@ -223,7 +224,7 @@ func TestRegisterNodeKeyGivesUpOnInvalid(t *testing.T) {
 
 func TestRegisterNodeKeyRefusesAShortKey(t *testing.T) {
 	cs := fake.NewClientset(fakeNode("edge-1", nil))
-	err := registerNodeKey(context.Background(), cs, "edge-1", ed25519.PublicKey{1, 2, 3}, func(string, ...any) {})
+	err := registerNodeKey(context.Background(), wrap.Clientset(cs), "edge-1", ed25519.PublicKey{1, 2, 3}, func(string, ...any) {})
 	if err == nil || !strings.Contains(err.Error(), "edge-1") {
 		t.Fatalf("err %v, want one naming the node", err)
 	}
@@ -248,7 +249,7 @@ func TestCandidatesCarryRegisteredKeys(t *testing.T) {
 		node("edge-3", "127.0.0.3", map[string]string{zone.NodeKeyAnnotation: "ed25519:bm90IGEga2V5"}),
 		node("edge-4", "127.0.0.4", map[string]string{zone.NodeKeyAnnotation: "rsa:AAAA"}),
 	)
-	m := newNodeMembers(cs, zone.DefaultZoneLabel, testZone, 9470)
+	m := newNodeMembers(wrap.Clientset(cs), zone.DefaultZoneLabel, testZone, 9470)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.run(ctx) }()
@@ -341,7 +342,7 @@ func TestRegisterNodeKeyOnRealAPIServer(t *testing.T) {
 				return rt.RoundTrip(r)
 			})
 		}}
-	agentA, err := kubernetes.NewForConfig(cfg)
+	agentA, err := kubeclient.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -27,7 +26,7 @@ type MemberList struct{ m *nodeMembers }
 
 // NewMemberList watches the Nodes whose label (the agent's --zone-label)
 // has the value zoneName; peerPort is the zone port every member uses.
-func NewMemberList(client kubernetes.Interface, label, zoneName string, peerPort int) *MemberList {
+func NewMemberList(client kubeclient.Interface, label, zoneName string, peerPort int) *MemberList {
 	return &MemberList{m: newNodeMembers(client, label, zoneName, peerPort)}
 }
 
@@ -41,7 +40,7 @@ func (l *MemberList) Candidates() ([]zoneport.Candidate, bool) { return l.m.Cand
 // agent's --lease-namespace) that only one member can create, and that a
 // member takes over when its founder is no node of the zone's member list
 // (see leaseGenesis).
-func NewGenesis(client kubernetes.Interface, namespace string, members zoneport.MemberSource) raftzone.Genesis {
+func NewGenesis(client kubeclient.Interface, namespace string, members zoneport.MemberSource) raftzone.Genesis {
 	return leaseGenesis{client: client, namespace: namespace, members: members}
 }
 
@@ -49,7 +48,7 @@ func NewGenesis(client kubernetes.Interface, namespace string, members zoneport.
 // is there or ctx ends, as an agent does at start (see registerNodeKey); the
 // client must carry node's own agent credentials, which the node-key policy
 // checks.
-func RegisterNodeKey(ctx context.Context, client kubernetes.Interface, node string, pub ed25519.PublicKey,
+func RegisterNodeKey(ctx context.Context, client kubeclient.Interface, node string, pub ed25519.PublicKey,
 	log func(msg string, args ...any)) error {
 	return registerNodeKey(ctx, client, node, pub, log)
 }

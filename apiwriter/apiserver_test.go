@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
@@ -206,7 +207,11 @@ func TestForgedTermsOnRealAPIServer(t *testing.T) {
 	fence.term.Store(3)
 	cfg := DefaultConfig()
 	cfg.Zone, cfg.Node, cfg.NodeKey = "zone-a", "node-1", testNodeKey
-	w, err := New(cfg, client, fence, fixedMembers(3))
+	narrow, err := kubeclient.New(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(cfg, narrow, fence, fixedMembers(3))
 	if err != nil {
 		t.Fatal(err)
 	}

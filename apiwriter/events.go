@@ -59,7 +59,7 @@ func (w *Writer) recordEvent(ctx context.Context, namespace string, regarding co
 		Note:                note,
 		Type:                typ,
 	}
-	if _, err := w.client.EventsV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{FieldManager: "edgequorum"}); err != nil {
+	if _, err := w.client.Events(namespace).Create(ctx, ev, metav1.CreateOptions{FieldManager: "edgequorum"}); err != nil {
 		w.metrics.events.WithLabelValues(reason, "error").Inc()
 		w.log.Info("event not recorded", "reason", reason, "regarding", regarding.Name, "err", err)
 		return

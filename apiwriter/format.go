@@ -56,7 +56,7 @@ func (w *Writer) readWebhookLevel(ctx context.Context) skew.Level {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
 	l, result, err := skew.Oldest(), "ok", error(nil)
-	lease, gerr := w.client.CoordinationV1().Leases(w.cfg.WebhookNamespace).Get(ctx, zone.WebhookReadsLease,
+	lease, gerr := w.client.Leases(w.cfg.WebhookNamespace).Get(ctx, zone.WebhookReadsLease,
 		metav1.GetOptions{ResourceVersion: "0"})
 	switch {
 	case apierrors.IsNotFound(gerr):

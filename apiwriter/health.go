@@ -181,7 +181,7 @@ func (w *Writer) healthLoop(ctx context.Context) {
 // the apiserver reachable; any error, even one a proxy made up, does not. The
 // client's own timeout bounds the call.
 func (w *Writer) checkHealth(ctx context.Context) {
-	review, err := w.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	review, err := w.client.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if ctx.Err() != nil {
 		return
 	}

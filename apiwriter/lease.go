@@ -113,7 +113,7 @@ func (w *Writer) renewLease(ctx context.Context) error {
 	wg.Go(func() { leadership = w.votes(ctx, term) })
 	wg.Wait()
 	quiet := w.quiet(format, wanted, atts)
-	leases := w.client.CoordinationV1().Leases(w.cfg.LeaseNamespace)
+	leases := w.client.Leases(w.cfg.LeaseNamespace)
 	name := zone.LeaseName(w.cfg.Zone)
 	cur := cached.obj
 	if cur == nil || cached.term != term {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
@@ -104,8 +105,8 @@ func (p *cachingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startCachingProxy serves a cachingProxy for c's apiserver over TLS on
 // loopback, with a serving certificate from c's CA, and returns it with a
-// client that goes through it.
-func startCachingProxy(t *testing.T, c *testcluster.Cluster) (*cachingProxy, kubernetes.Interface) {
+// full client and the agent's narrow one, both going through it.
+func startCachingProxy(t *testing.T, c *testcluster.Cluster) (*cachingProxy, kubernetes.Interface, kubeclient.Interface) {
 	t.Helper()
 	upstream, err := rest.TransportFor(c.RESTConfig())
 	if err != nil {
@@ -128,15 +129,20 @@ func startCachingProxy(t *testing.T, c *testcluster.Cluster) (*cachingProxy, kub
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{
+	cfg := &rest.Config{
 		Host:            srv.URL,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.CACertPEM()},
 		Timeout:         5 * time.Second,
-	})
+	}
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, client
+	narrow, err := kubeclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, client, narrow
 }
 
 // TestReachabilityBehindCachingProxy: an agent that reaches the apiserver
@@ -151,7 +157,7 @@ func TestReachabilityBehindCachingProxy(t *testing.T) {
 	if _, err := c.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	proxy, client := startCachingProxy(t, c)
+	proxy, client, narrow := startCachingProxy(t, c)
 	// What a cache will hold: the version and the node the writer reads.
 	if _, err := client.Discovery().ServerVersion(); err != nil {
 		t.Fatalf("GET /version through the proxy: %v", err)
@@ -165,7 +171,7 @@ func TestReachabilityBehindCachingProxy(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Zone, cfg.Node, cfg.NodeKey = "zone-a", "node-1", testNodeKey
 	cfg.HealthPeriod = 100 * time.Millisecond
-	w, err := New(cfg, client, fence, fixedMembers(3))
+	w, err := New(cfg, narrow, fence, fixedMembers(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -64,7 +64,7 @@ type ZoneFacts interface {
 // It is safe for concurrent use; Verdicts never blocks.
 type Writer struct {
 	cfg     Config
-	client  kubernetes.Interface
+	client  kubeclient.Interface
 	fence   Fence
 	facts   ZoneFacts
 	log     *slog.Logger
@@ -117,7 +117,7 @@ type webhookLevel struct {
 }
 
 // New returns a Writer; Run starts it.
-func New(cfg Config, client kubernetes.Interface, fence Fence, facts ZoneFacts) (*Writer, error) {
+func New(cfg Config, client kubeclient.Interface, fence Fence, facts ZoneFacts) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) (bool, error)
 	if v.Term > term {
 		return false, fmt.Errorf("%w: verdict from term %d, we lead term %d", errFenced, v.Term, term)
 	}
-	node, err := w.client.CoreV1().Nodes().Get(ctx, v.Node, metav1.GetOptions{})
+	node, err := w.client.Nodes().Get(ctx, v.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		w.metrics.skipped.WithLabelValues("gone").Inc()
 		return false, nil
@@ -346,7 +346,7 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	_, err = w.client.CoreV1().Nodes().Patch(ctx, v.Node, types.JSONPatchType, patch,
+	_, err = w.client.Nodes().Patch(ctx, v.Node, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: "edgequorum"}, "status")
 	if err := w.observe(err); err != nil {
 		w.metrics.writes.WithLabelValues("node", "error").Inc()

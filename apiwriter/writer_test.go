@@ -31,6 +31,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
@@ -139,7 +140,7 @@ func newHarness(t *testing.T, nodes ...string) *harness {
 	cfg := DefaultConfig()
 	cfg.Zone, cfg.Node, cfg.Clock = "zone-a", "node-1", h.clock
 	cfg.NodeKey = testNodeKey
-	w, err := New(cfg, h.client, h.fence, fixedMembers(3))
+	w, err := New(cfg, wrap.Clientset(h.client), h.fence, fixedMembers(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/agent"
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -202,7 +203,7 @@ func TestStolenFollowerCannotTakeTheZone(t *testing.T) {
 	ctx := context.Background()
 	client := c.Client()
 	waitHealthy(t, client, 2*time.Minute, names(z))
-	members := agent.NewMemberList(client, zone.DefaultZoneLabel, "edge-a", zonerun.PeerPort)
+	members := agent.NewMemberList(wrap.Clientset(client), zone.DefaultZoneLabel, "edge-a", zonerun.PeerPort)
 	mctx, stopMembers := context.WithCancel(ctx)
 	defer stopMembers()
 	go members.Run(mctx)

@@ -13,11 +13,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -53,18 +53,18 @@ const nodeNameExtraHeader = "authentication.kubernetes.io%2fnode-name"
 
 // agentClient is a client that speaks as node's agent over base, through
 // its site's link.
-func agentClient(cfg *rest.Config, base http.RoundTripper, node string, link *atomic.Bool) (kubernetes.Interface, error) {
+func agentClient(cfg *rest.Config, base http.RoundTripper, node string, link *atomic.Bool) (kubeclient.Interface, error) {
 	rt := transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
 		UserName: agentUser, Groups: agentGroups, Extra: map[string][]string{nodeNameExtra: {node}},
 	}, cutTransport{cut: link, next: base})
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 50, 100
-	return kubernetes.NewForConfigAndClient(c, &http.Client{Transport: rt, Timeout: 30 * time.Second})
+	return kubeclient.NewForConfigAndClient(c, &http.Client{Transport: rt, Timeout: 30 * time.Second})
 }
 
 // startLeader makes s's first node its leader: the agent's writer, fenced by
 // a term that never changes, following verdicts that never change.
-func (s *site) startLeader(ctx context.Context, client kubernetes.Interface, dilation float64) error {
+func (s *site) startLeader(ctx context.Context, client kubeclient.Interface, dilation float64) error {
 	leader := s.nodes[0]
 	cfg := apiwriter.DefaultConfig()
 	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * dilation) }

@@ -25,11 +25,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/agent"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
@@ -199,12 +199,13 @@ func waitJoined(ctx context.Context, batch []*standIn, timeout time.Duration) in
 	}
 }
 
-func clientFor(m Member) (kubernetes.Interface, error) {
+// clientFor is the member's client, the narrow one the agent uses.
+func clientFor(m Member) (kubeclient.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", m.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: kubeconfig %s: %w", m.Name, m.Kubeconfig, err)
 	}
-	c, err := kubernetes.NewForConfig(rc)
+	c, err := kubeclient.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
 	}
@@ -214,7 +215,7 @@ func clientFor(m Member) (kubernetes.Interface, error) {
 // standIn is one member.
 type standIn struct {
 	m      Member
-	client kubernetes.Interface
+	client kubeclient.Interface
 	port   *zoneport.Port
 	prober *probe.Manager
 	srv    *raftzone.Member
