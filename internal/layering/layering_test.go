@@ -23,8 +23,8 @@ func deps(t *testing.T, pkgs ...string) []string {
 }
 
 // TestLayering checks the rules of DESIGN.md's "Layout": the shared
-// vocabulary and the store carry no Kubernetes, and the cloud webhook carries
-// nothing of the edge agent.
+// vocabulary and the store carry no Kubernetes, the cloud webhook carries
+// nothing of the edge agent, and the agent no clientset of every API group.
 func TestLayering(t *testing.T) {
 	for _, rule := range []struct {
 		pkgs   []string
@@ -38,6 +38,9 @@ func TestLayering(t *testing.T) {
 		{[]string{"zoneport"}, []string{module + "raftzone", module + "store", module + "probe"}, "the zone port knows its member through zoneport.Member only"},
 		{[]string{"admission"}, []string{module + "apiwriter", module + "raftzone", module + "agent", module + "store"},
 			"the webhook imports nothing of the edge agent"},
+		{[]string{"agent", "apiwriter", "internal/kubeclient"},
+			[]string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers", "k8s.io/client-go/dynamic", module + "internal/kubeclient/wrap"},
+			"the agent reaches the apiserver through its narrow client, not a clientset of every API group"},
 	} {
 		for _, d := range deps(t, rule.pkgs...) {
 			for _, b := range rule.banned {
