@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgequorum/edgequorum/agent"
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/probe"
 )
 
@@ -22,7 +23,7 @@ verdicts to the Kubernetes API. Every duration below is a flag.`
 func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg := agent.DefaultConfig()
 	r := &cfg.Raft
-	fs := newFlagSet("agent", agentUsage, stderr)
+	fs := cli.NewFlagSet("agent", agentUsage, stderr)
 	fs.StringVar(&r.Node, "node-name", "", "this node's name (required; DaemonSet: fieldRef spec.nodeName)")
 	fs.StringVar(&r.AdvertiseAddress, "advertise-address", "", "this node's IP that peers reach (required; DaemonSet: fieldRef status.hostIP)")
 	fs.StringVar(&r.BindAddress, "bind-address", "", "IP the zone port listens on (default: --advertise-address)")
@@ -49,7 +50,7 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 			}
 			return nil
 		})
-	fs.StringVar(&cfg.StatusAddress, "status-address", envOr(statusAddressEnv, cfg.StatusAddress), "host:port of the status server (/healthz, /readyz, /metrics, /v1/status); default $"+statusAddressEnv+" if set")
+	fs.StringVar(&cfg.StatusAddress, "status-address", cli.EnvOr(cli.StatusAddressEnv, cfg.StatusAddress), "host:port of the status server (/healthz, /readyz, /metrics, /v1/status); default $"+cli.StatusAddressEnv+" if set")
 	fs.IntVar(&r.Voters, "voters", r.Voters, "most Raft voters in a zone; odd")
 	fs.IntVar(&r.Standbys, "standbys", r.Standbys, "members beyond the voters kept as Raft nonvoters, ready to take a lost voter's seat; every other member is a spare outside Raft")
 	fs.DurationVar(&r.ReportPeriod, "report-period", r.ReportPeriod, "how often a member reports when nothing changed")
@@ -80,18 +81,18 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.Float64Var(&cfg.ScoreLine, "score-line", cfg.ScoreLine, "weighted probe score (0-100) a peer needs to be judged OK")
 	fs.IntVar(&cfg.ConfirmConnects, "confirm-connects", cfg.ConfirmConnects, "fresh connections to a peer's kubelet port that confirm its first failed probe; when none gets any answer the peer is judged failed at once (0: off, the thresholds alone judge)")
 	fs.DurationVar(&cfg.ConfirmGap, "confirm-gap", cfg.ConfirmGap, "time between the starts of the --confirm-connects connections")
-	fs.Var(memoryLimitFlag{v: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
-	logFlags := addLogFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	fs.Var(cli.MemoryLimitFlag{V: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
+	logFlags := cli.AddLogFlags(fs)
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg.Probes = probes
-	log, err := logFlags.logger(stderr)
+	log, err := logFlags.Logger(stderr)
 	if err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{err}
+		return &cli.UsageError{Err: err}
 	}
 	return agent.Run(ctx, cfg, log)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/admission/webhookcerts"
+	"github.com/edgequorum/edgequorum/internal/cli"
 )
 
 func init() {
@@ -38,7 +39,7 @@ caBundle.`
 
 func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := webhookcerts.Options{Service: "edgequorum-webhook", Namespace: admission.DefaultNamespace, Validity: 365 * 24 * time.Hour}
-	fs := newFlagSet("certs", certsUsage, stderr)
+	fs := cli.NewFlagSet("certs", certsUsage, stderr)
 	fs.StringVar(&opts.Service, "service", opts.Service, "name of the webhook's Service")
 	fs.StringVar(&opts.Namespace, "namespace", opts.Namespace, "namespace of the webhook's Service")
 	outDir := fs.String("out-dir", "", "directory to write ca.crt, tls.crt and tls.key into")
@@ -47,14 +48,14 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	ipSANs := fs.String("ip-sans", "", "comma-separated extra IP SANs, e.g. 127.0.0.1 for a webhook reached by address in tests")
 	fs.DurationVar(&opts.Validity, "validity", opts.Validity, "how long the CA and the certificate are valid")
 	force := fs.Bool("force", false, "overwrite existing files in --out-dir")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if (*outDir == "") == (*install == "") {
-		return usageErrorf("give exactly one of --out-dir and --install")
+		return cli.Usagef("give exactly one of --out-dir and --install")
 	}
 	if opts.Validity <= 0 {
-		return usageErrorf("--validity must be positive, got %s", opts.Validity)
+		return cli.Usagef("--validity must be positive, got %s", opts.Validity)
 	}
 	for _, s := range strings.Split(*ipSANs, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -62,20 +63,20 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		ip := net.ParseIP(s)
 		if ip == nil {
-			return usageErrorf("--ip-sans: %q is not an IP address", s)
+			return cli.Usagef("--ip-sans: %q is not an IP address", s)
 		}
 		opts.IPs = append(opts.IPs, ip)
 	}
 	b, err := webhookcerts.Generate(opts)
 	if err != nil {
-		return usageErrorf("--service/--namespace: %v", err)
+		return cli.Usagef("--service/--namespace: %v", err)
 	}
 	if *install != "" {
 		return writeInstall(stdout, *install, b, opts.Namespace, *secretName)
 	}
 	if err := b.WriteFiles(*outDir, *force); err != nil {
 		if errors.Is(err, webhookcerts.ErrExists) {
-			return usageErrorf("%v (pass --force to overwrite)", err)
+			return cli.Usagef("%v (pass --force to overwrite)", err)
 		}
 		return err
 	}

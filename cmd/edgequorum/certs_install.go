@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgequorum/edgequorum/admission/webhookcerts"
+	"github.com/edgequorum/edgequorum/internal/cli"
 )
 
 // writeInstall prints the manifests in path with every webhook's caBundle set to
@@ -24,7 +25,7 @@ import (
 func writeInstall(w io.Writer, path string, b *webhookcerts.Bundle, namespace, secretName string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return usageErrorf("--install: %v", err)
+		return cli.Usagef("--install: %v", err)
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
@@ -66,7 +67,7 @@ func writeInstall(w io.Writer, path string, b *webhookcerts.Bundle, namespace, s
 		}
 	}
 	if hooks == 0 {
-		return usageErrorf("--install %s: no MutatingWebhookConfiguration with webhooks in it", path)
+		return cli.Usagef("--install %s: no MutatingWebhookConfiguration with webhooks in it", path)
 	}
 	secret := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},

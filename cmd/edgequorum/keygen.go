@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -40,18 +41,18 @@ const (
 )
 
 func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("keygen", keygenUsage, stderr)
+	fs := cli.NewFlagSet("keygen", keygenUsage, stderr)
 	id := fs.String("id", "k1", "key id (letters, digits, '-', '_', '.')")
 	out := fs.String("out", "", "write to this file (mode 0600) instead of stdout")
 	secret := fs.Bool("secret", false, "print a Secret manifest holding the key instead of the bare line")
 	namespace := fs.String("namespace", zone.DefaultLeaseNamespace, "the Secret's namespace, with --secret")
 	name := fs.String("name", zoneKeySecret, "the Secret's name, with --secret")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	line, err := zonekeys.GenerateLine(*id)
 	if err != nil {
-		return usageErrorf("--id: %v", err)
+		return cli.Usagef("--id: %v", err)
 	}
 	text := []byte(line + "\n")
 	if *secret {

@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,10 +13,11 @@ import (
 	"syscall"
 
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/cli"
 )
 
 // command is one subcommand. run receives the arguments after the subcommand name
-// and returns errUsage (or a *usageError) for bad invocations so main can exit 2.
+// and returns a *cli.UsageError (or cli.ErrFlagParse) for bad invocations so main can exit 2.
 type command struct {
 	name    string
 	summary string
@@ -28,17 +27,6 @@ type command struct {
 var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
-
-// usageError marks an error the user made on the command line; main prints it and
-// exits 2, like the flag package does for bad flags.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usageErrorf(format string, a ...any) error {
-	return &usageError{fmt.Errorf(format, a...)}
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,20 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr)
 		return 2
 	}
-	err := c.run(ctx, args[1:], stdout, stderr)
-	var ue *usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue), errors.Is(err, errFlagParse):
-		if ue != nil {
-			fmt.Fprintf(stderr, "edgequorum %s: %v\n", c.name, err)
-		}
-		return 2
-	default:
-		fmt.Fprintf(stderr, "edgequorum %s: %v\n", c.name, err)
-		return 1
-	}
+	return cli.Exit(c.name, c.run(ctx, args[1:], stdout, stderr), stderr)
 }
 
 func printUsage(w io.Writer) {
@@ -96,34 +71,4 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'edgequorum <subcommand> --help' for its flags.")
-}
-
-// errFlagParse is returned when the flag package already printed the problem.
-var errFlagParse = errors.New("bad flags")
-
-// newFlagSet returns a FlagSet that reports errors instead of exiting, so run can
-// map them to exit code 2 in one place.
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("edgequorum "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: edgequorum %s [flags]\n\n%s\n\nFlags:\n", name, usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args and rejects stray positional arguments, which are almost
-// always a mistyped flag.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errFlagParse
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q (flags start with --)", fs.Arg(0))
-	}
-	return nil
 }

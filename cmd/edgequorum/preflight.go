@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgequorum/edgequorum/admission"
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zonekeys"
 )
@@ -75,18 +76,18 @@ type check struct {
 }
 
 func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("preflight", preflightUsage, stderr)
+	fs := cli.NewFlagSet("preflight", preflightUsage, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then ~/.kube/config)")
 	zoneLabel := fs.String("zone-label", zone.DefaultZoneLabel, "the Node label naming the zone, as given to the agent and the webhook")
 	timeout := fs.Duration("timeout", 20*time.Second, "time allowed for all checks")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
-		return usageErrorf("--kubeconfig: %v", err)
+		return cli.Usagef("--kubeconfig: %v", err)
 	}
 	cfg.UserAgent = "edgequorum-preflight"
 	client, err := kubernetes.NewForConfig(cfg)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/raftzone/recovery"
 	"github.com/edgequorum/edgequorum/zone"
@@ -39,11 +40,11 @@ taken back as voters within seconds. A lost node that comes back later joins
 as a new member.`
 
 func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("recover", recoverUsage, stderr)
+	fs := cli.NewFlagSet("recover", recoverUsage, stderr)
 	dataDir := fs.String("data-dir", "/var/lib/edgequorum", "the agent's --data-dir on this node")
 	deadList := fs.String("dead", "", "comma-separated node names of the voters that are gone for good (required)")
-	addr := fs.String("address", envOr(statusAddressEnv, "127.0.0.1:9471"), "status server of this node's agent, asked before the request is written")
-	if err := parseFlags(fs, args); err != nil {
+	addr := fs.String("address", cli.EnvOr(cli.StatusAddressEnv, "127.0.0.1:9471"), "status server of this node's agent, asked before the request is written")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var dead []string
@@ -53,7 +54,7 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if len(dead) == 0 {
-		return usageErrorf("--dead is required: name the voters that are gone for good")
+		return cli.Usagef("--dead is required: name the voters that are gone for good")
 	}
 
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)

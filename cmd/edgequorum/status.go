@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/edgequorum/edgequorum/internal/atomicfile"
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/internal/matrixsvg"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
@@ -32,46 +32,33 @@ matrix, one row per checker, one column per target, as a table, as JSON (-o
 json), or as a picture to open in a browser: -o svg writes the SVG to stdout,
 -o FILE.svg writes it to FILE.svg.`
 
-// statusAddressEnv names the status server's address for both the agent and
-// `edgequorum status`, so that status run inside the agent's container (kubectl
-// exec) asks the address the agent really listens on: the DaemonSet sets it to
-// $(HOST_IP):9471.
-const statusAddressEnv = "EDGEQUORUM_STATUS_ADDRESS"
-
 // envOr returns the environment variable key, or def when it is unset or empty.
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", statusUsage, stderr)
-	addr := fs.String("address", envOr(statusAddressEnv, "127.0.0.1:9471"), "agent status server URL (its --status-address; default $"+statusAddressEnv+", which the DaemonSet sets, else 127.0.0.1:9471)")
+	fs := cli.NewFlagSet("status", statusUsage, stderr)
+	addr := fs.String("address", cli.EnvOr(cli.StatusAddressEnv, "127.0.0.1:9471"), "agent status server URL (its --status-address; default $"+cli.StatusAddressEnv+", which the DaemonSet sets, else 127.0.0.1:9471)")
 	leader := fs.Bool("leader", false, "show the zone leader's view, fetched through this agent")
 	matrix := fs.Bool("matrix", false, "show the zone's opinion matrix (who sees whom) instead of the member table")
 	output := fs.String("o", "table", "output format: table, json, or metrics (the agent's Prometheus metrics, which only this node may read); "+
 		"with --matrix also svg (the picture, to stdout) or a file name ending in .svg (the picture, written there)")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	picture := *output == "svg" || isSVGFile(*output)
 	switch {
 	case *matrix && *output == "metrics":
-		return usageErrorf("-o metrics shows this agent's metrics; it does not combine with --matrix")
+		return cli.Usagef("-o metrics shows this agent's metrics; it does not combine with --matrix")
 	case *matrix && *output != "table" && *output != "json" && !picture:
-		return usageErrorf("-o %q: with --matrix want table, json, svg or a file name ending in .svg", *output)
+		return cli.Usagef("-o %q: with --matrix want table, json, svg or a file name ending in .svg", *output)
 	case !*matrix && picture:
-		return usageErrorf("-o %q: only the matrix is drawn; add --matrix", *output)
+		return cli.Usagef("-o %q: only the matrix is drawn; add --matrix", *output)
 	case !*matrix && *output != "table" && *output != "json" && *output != "metrics":
-		return usageErrorf("-o %q: want table, json or metrics", *output)
+		return cli.Usagef("-o %q: want table, json or metrics", *output)
 	}
 	path := "/v1/status"
 	switch {
 	case *output == "metrics" && *leader:
-		return usageErrorf("-o metrics shows this agent's metrics; it does not combine with --leader")
+		return cli.Usagef("-o metrics shows this agent's metrics; it does not combine with --leader")
 	case *output == "metrics":
 		path = "/metrics"
 	case *leader:
@@ -110,7 +97,7 @@ func fetchStatus(ctx context.Context, addr, path string) ([]byte, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+path, nil)
 	if err != nil {
-		return nil, usageErrorf("--address %q: %v", addr, err)
+		return nil, cli.Usagef("--address %q: %v", addr, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

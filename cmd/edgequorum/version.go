@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/cli"
 )
 
 func init() {
@@ -13,8 +14,8 @@ func init() {
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "Prints the version, source revision and Go version this binary was built with\n(the same as 'edgequorum --version').", stderr)
-	if err := parseFlags(fs, args); err != nil {
+	fs := cli.NewFlagSet("version", "Prints the version, source revision and Go version this binary was built with\n(the same as 'edgequorum --version').", stderr)
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, buildinfo.String())

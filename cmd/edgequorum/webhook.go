@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
+	"github.com/edgequorum/edgequorum/internal/cli"
 	"github.com/edgequorum/edgequorum/internal/memlimit"
 )
 
@@ -39,7 +40,7 @@ service and force-deletes their terminating pods.`
 
 func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg := admission.DefaultConfig()
-	fs := newFlagSet("webhook", webhookUsage, stderr)
+	fs := cli.NewFlagSet("webhook", webhookUsage, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", cfg.ListenAddress, "host:port of the HTTPS server (reviews, /healthz, /readyz, /metrics)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate, PEM; re-read when it changes (or --tls-secret)")
@@ -104,17 +105,17 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "how long reviews are still answered after SIGTERM, with /readyz failing, while the Service's endpoints drop this replica (0: stop at once)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests may finish once the listener closes")
 	memoryLimit := int64(memlimit.Auto)
-	fs.Var(memoryLimitFlag{v: &memoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 1Gi; GOMEMLIMIT, when set, wins")
-	logFlags := addLogFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	fs.Var(cli.MemoryLimitFlag{V: &memoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 1Gi; GOMEMLIMIT, when set, wins")
+	logFlags := cli.AddLogFlags(fs)
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	log, err := logFlags.logger(stderr)
+	log, err := logFlags.Logger(stderr)
 	if err != nil {
 		return err
 	}
 	if memoryLimit < 0 && memoryLimit != memlimit.Auto || memoryLimit > 0 && memoryLimit < 64<<20 {
-		return usageErrorf("--memory-limit %d must be auto, 0 (no limit) or at least 64Mi", memoryLimit)
+		return cli.Usagef("--memory-limit %d must be auto, 0 (no limit) or at least 64Mi", memoryLimit)
 	}
 	// Its caches grow with the cluster: near the container's limit the
 	// collector works harder rather than the kernel killing the webhook.
@@ -124,11 +125,11 @@ func runWebhook(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	if cfg.Identity == "" {
 		if cfg.Identity, err = os.Hostname(); err != nil {
-			return usageErrorf("--leader-election-identity is empty and the host name is unknown: %v", err)
+			return cli.Usagef("--leader-election-identity is empty and the host name is unknown: %v", err)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{err}
+		return &cli.UsageError{Err: err}
 	}
 	cfg.Logger = log
 	reg := buildinfo.NewRegistry()

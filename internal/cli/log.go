@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"flag"
@@ -8,24 +8,27 @@ import (
 	"k8s.io/klog/v2"
 )
 
-type logFlags struct {
+// LogFlags are --log-level and --log-format, the same on every subcommand
+// that runs a server.
+type LogFlags struct {
 	level  string
 	format string
 }
 
-func addLogFlags(fs *flag.FlagSet) *logFlags {
-	l := &logFlags{}
+// AddLogFlags defines the log flags on fs.
+func AddLogFlags(fs *flag.FlagSet) *LogFlags {
+	l := &LogFlags{}
 	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
 	return l
 }
 
-// logger builds the process logger and routes client-go's klog into it, so the
-// agent and webhook write one stream in one format.
-func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+// Logger builds the process logger and routes client-go's klog into it, so
+// the agent and webhook write one stream in one format.
+func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", l.level)
+		return nil, Usagef("--log-level %q: want debug, info, warn or error", l.level)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -35,7 +38,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		h = slog.NewJSONHandler(w, opts)
 	default:
-		return nil, usageErrorf("--log-format %q: want text or json", l.format)
+		return nil, Usagef("--log-format %q: want text or json", l.format)
 	}
 	log := slog.New(h)
 	klog.SetSlogLogger(log.With("component", "client-go"))
