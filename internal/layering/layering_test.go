@@ -38,9 +38,12 @@ func TestLayering(t *testing.T) {
 		{[]string{"zoneport"}, []string{module + "raftzone", module + "store", module + "probe"}, "the zone port knows its member through zoneport.Member only"},
 		{[]string{"admission"}, []string{module + "apiwriter", module + "raftzone", module + "agent", module + "store"},
 			"the webhook imports nothing of the edge agent"},
-		{[]string{"agent", "apiwriter", "internal/kubeclient"},
+		{[]string{"agent", "apiwriter", "internal/kubeclient", "internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
 			[]string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers", "k8s.io/client-go/dynamic", module + "internal/kubeclient/wrap"},
 			"the agent reaches the apiserver through its narrow client, not a clientset of every API group"},
+		{[]string{"internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
+			[]string{module + "admission", "sigs.k8s.io/kustomize"},
+			"the narrow agent links nothing of the webhook, its certificates or the installer"},
 	} {
 		for _, d := range deps(t, rule.pkgs...) {
 			for _, b := range rule.banned {
