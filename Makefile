@@ -29,11 +29,13 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 # Static (no cgo): the binary runs in an image with nothing else in it.
-build: ## build bin/edgequorum (static, version-stamped) and bin/edgequorum-dev (the demo)
+build: ## build bin/edgequorum and the narrow agent bin/edgequorum-agent (static, version-stamped) and bin/edgequorum-dev (the demo)
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/edgequorum ./cmd/edgequorum
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/edgequorum-agent ./cmd/edgequorum-agent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/edgequorum-dev ./cmd/edgequorum-dev
 
-# One stripped static binary per platform, then mkimage lays them into images
+# Two stripped static binaries per platform (edgequorum and the narrow agent
+# it hands over to), then mkimage lays them into images
 # (no Docker daemon, no base image): bin/image/oci is the multi-arch OCI layout,
 # bin/image/edgequorum-<version>-<platform>.tar one image per platform.
 image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image and print their sizes
@@ -41,9 +43,11 @@ image: ## build the OCI images for linux/amd64, arm64 and arm/v7 into bin/image 
 	  os=$${p%%/*}; rest=$${p#*/}; arch=$${rest%%/*}; variant=; \
 	  case $$rest in */*) variant=$${rest#*/};; esac; \
 	  out=$(BIN)/image/bin/$$(echo $$p | tr / -)/edgequorum; \
-	  echo "building $$out"; \
+	  echo "building $$out and $$out-agent"; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} $(GO) build -trimpath \
 	    -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/edgequorum; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} $(GO) build -trimpath \
+	    -ldflags '-s -w $(LDFLAGS)' -o $$out-agent ./cmd/edgequorum-agent; \
 	  args="$$args $$p=$$out"; \
 	done; \
 	$(GO) run ./hack/mkimage -repo $(IMAGE_REPO) -version $(VERSION) -revision $(REVISION) \
@@ -88,7 +92,7 @@ lint: ## gofmt check, go vet, staticcheck (pinned)
 	$(GO) run $(STATICCHECK) ./...
 
 clean: ## remove build outputs (keeps the cached control plane unless CLEAN_CONTROLPLANE=1)
-	rm -rf $(BIN)/edgequorum $(BIN)/edgequorum-dev $(BIN)/image
+	rm -rf $(BIN)/edgequorum $(BIN)/edgequorum-agent $(BIN)/edgequorum-dev $(BIN)/image
 	@if [ "$(CLEAN_CONTROLPLANE)" = 1 ]; then rm -rf $(BIN); fi
 
 # The control plane (etcd, kube-apiserver, kube-controller-manager) is built from

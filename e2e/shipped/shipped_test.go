@@ -387,6 +387,7 @@ func buildImageScript(t *testing.T, dir, version string) string {
 	return fmt.Sprintf(`export GOCACHE=%[5]s GOMODCACHE=%[6]s GOPATH=%[7]s GOPROXY=off
 mkdir -p %[1]s
 CGO_ENABLED=0 GOOS=linux GOARCH=%[2]s go build -trimpath -ldflags '-s -w -X %[3]s.version=%[4]s -X %[3]s.revision=next' -o %[1]s/edgequorum ./cmd/edgequorum
+CGO_ENABLED=0 GOOS=linux GOARCH=%[2]s go build -trimpath -ldflags '-s -w -X %[3]s.version=%[4]s -X %[3]s.revision=next' -o %[1]s/edgequorum-agent ./cmd/edgequorum-agent
 go run ./hack/mkimage -version %[4]s -revision next -out %[1]s linux/%[2]s=%[1]s/edgequorum`,
 		dir, runtime.GOARCH, bi, version, env[0], env[1], env[2])
 }

@@ -1,5 +1,8 @@
 // Command mkimage packages static edgequorum binaries as OCI images, one per
 // platform, and a multi-architecture index over them; `make image` runs it.
+// Each image holds /edgequorum, its entrypoint, and /edgequorum-agent, the
+// narrow agent `edgequorum agent` hands over to, which must sit beside the
+// edgequorum binary given for the platform.
 //
 // It writes, under -out:
 //
@@ -46,7 +49,7 @@ func run(args []string) error {
 	created := fs.Int64("created", 0, "creation time in Unix seconds (the commit time, for reproducible images)")
 	out := fs.String("out", "bin/image", "output folder")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: mkimage -version vX.Y.Z [flags] os/arch[/variant]=path/to/edgequorum ...")
+		fmt.Fprintln(fs.Output(), "Usage: mkimage -version vX.Y.Z [flags] os/arch[/variant]=path/to/edgequorum ... (edgequorum-agent beside each)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,9 +82,18 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("binary for %s: %w", platform, err)
 		}
+		// The narrow agent that `edgequorum agent` hands over to: without it
+		// every edge node would keep the whole CLI resident.
+		agentBin := filepath.Join(filepath.Dir(bin), "edgequorum-agent")
+		agentData, err := os.ReadFile(agentBin)
+		if err != nil {
+			return fmt.Errorf("agent binary for %s (build ./cmd/edgequorum-agent beside %s): %w", platform, bin, err)
+		}
 		img, err := ociimage.Build(ociimage.Spec{
-			Platform:   *p,
-			Files:      append(ociimage.PasswdFiles(), ociimage.File{Path: "/edgequorum", Mode: 0o755, Data: data}),
+			Platform: *p,
+			Files: append(ociimage.PasswdFiles(),
+				ociimage.File{Path: "/edgequorum", Mode: 0o755, Data: data},
+				ociimage.File{Path: "/edgequorum-agent", Mode: 0o755, Data: agentData}),
 			Entrypoint: []string{"/edgequorum"},
 			User:       strconv.Itoa(ociimage.NonRootUID) + ":" + strconv.Itoa(ociimage.NonRootUID),
 			Labels: map[string]string{

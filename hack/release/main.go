@@ -116,7 +116,9 @@ func release(c config, stdout io.Writer) error {
 		if err := copyFile(src, filepath.Join(c.out, tar)); err != nil {
 			return err
 		}
-		// The image holds one file, the binary make image built for it.
+		// The image holds the binaries make image built for it; edgequorum
+		// links everything edgequorum-agent does (it can run the agent
+		// itself), so its SBOM lists every module in the image.
 		inside := filepath.Join(c.imageDir, "bin", strings.ReplaceAll(p, "/", "-"), "edgequorum")
 		if err := sbom(c, inside, filepath.Join(c.out, tar+".cdx.json")); err != nil {
 			return err
