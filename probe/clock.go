@@ -2,7 +2,8 @@ package probe
 
 import "time"
 
-// Clock is what probing needs of time: when now is, and a timer per worker.
+// Clock is what probing needs of time: when now is, a timer that calls a
+// function per worker, and timers for confirmations.
 // The package owns this small interface rather than importing a clock
 // library, so that it stays free of Kubernetes; k8s.io/utils/clock's clocks
 // fit it through ClockOf.
@@ -10,9 +11,13 @@ type Clock interface {
 	Now() time.Time
 	Since(t time.Time) time.Duration
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine once d has passed, unless the
+	// returned Timer is stopped first (Stop then returns true).
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is a stoppable, resettable timer; one per worker schedules its probes.
+// An AfterFunc timer's C is nil.
 type Timer interface {
 	C() <-chan time.Time
 	Stop() bool
@@ -25,6 +30,7 @@ type TimerClock[T Timer] interface {
 	Now() time.Time
 	Since(t time.Time) time.Duration
 	NewTimer(d time.Duration) T
+	AfterFunc(d time.Duration, f func()) T
 }
 
 // ClockOf adapts a clock whose NewTimer returns its own timer type, so that
@@ -37,12 +43,21 @@ func (t timerClock[T]) Now() time.Time                   { return t.c.Now() }
 func (t timerClock[T]) Since(at time.Time) time.Duration { return t.c.Since(at) }
 func (t timerClock[T]) NewTimer(d time.Duration) Timer   { return t.c.NewTimer(d) }
 
+// AfterFunc starts f in a goroutine of its own: a fake clock calls the
+// function inline while it holds its lock, where f could not read the clock.
+func (t timerClock[T]) AfterFunc(d time.Duration, f func()) Timer {
+	return t.c.AfterFunc(d, func() { go f() })
+}
+
 // realClock is the wall clock.
 type realClock struct{}
 
 func (realClock) Now() time.Time                  { return time.Now() }
 func (realClock) Since(t time.Time) time.Duration { return time.Since(t) }
 func (realClock) NewTimer(d time.Duration) Timer  { return realTimer{time.NewTimer(d)} }
+func (realClock) AfterFunc(d time.Duration, f func()) Timer {
+	return realTimer{time.AfterFunc(d, f)}
+}
 
 type realTimer struct{ t *time.Timer }
 

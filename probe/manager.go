@@ -397,11 +397,10 @@ func (m *Manager) startLocked(t *target) {
 		}
 		m.wg.Add(1)
 		t.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			defer t.wg.Done()
-			w.run(ctx)
-		}()
+		w.start(ctx, func() {
+			t.wg.Done()
+			m.wg.Done()
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,7 +210,8 @@ func TestManagerKnownNeedsEveryProbe(t *testing.T) {
 }
 
 // TestManagerTargetsAtRuntime adds, replaces and removes targets while the
-// Manager runs and checks that every removed worker's goroutine is gone.
+// Manager runs and checks that idle workers hold no goroutine and removed
+// ones leave no timer behind.
 func TestManagerTargetsAtRuntime(t *testing.T) {
 	port := acceptingListener(t)
 	specs := []Spec{
@@ -229,9 +231,11 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 		h.m.AddTarget(n, Target{Host: "127.0.0.1"})
 	}
 	h.round(0, 6, 6)
-	if got := runtime.NumGoroutine(); got < baseline+6 {
-		t.Fatalf("%d goroutines with 6 workers, baseline %d", got, baseline)
-	}
+	// Six armed workers are six timers, not six goroutines: between probes
+	// a worker holds none.
+	poll.UntilTrue(t, waitTimeout, "no goroutine held by an idle worker", func() bool {
+		return runtime.NumGoroutine() <= baseline && h.clk.Waiters() == 6
+	})
 	for _, n := range names {
 		if st := h.status(n); !st.OK || !st.Known {
 			t.Fatalf("target %s: %+v, want OK", n, st)
@@ -367,4 +371,72 @@ func TestManagerManyTargetsConcurrently(t *testing.T) {
 		h.m.RemoveTarget(name)
 	}
 	poll.UntilTrue(t, waitTimeout, "every worker stopped", func() bool { return h.clk.Waiters() == 0 })
+}
+
+// hangProber answers at once for every host but hung, whose probes wait
+// until release is closed (or their timeout).
+type hangProber struct {
+	hung    string
+	release chan struct{}
+	mu      sync.Mutex
+	calls   map[string]int
+}
+
+func (p *hangProber) Probe(ctx context.Context, host string) (Result, error) {
+	p.mu.Lock()
+	p.calls[host]++
+	p.mu.Unlock()
+	if host != p.hung {
+		return Success, nil
+	}
+	select {
+	case <-p.release:
+		return Success, nil
+	case <-ctx.Done():
+		return Failure, ctx.Err()
+	}
+}
+
+func (p *hangProber) callsTo(host string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[host]
+}
+
+// TestManagerSlowTargetDelaysNoOther: a target whose probe hangs delays no
+// other target's probes, which keep their period; once it answers, its own
+// schedule resumes at the next boundary.
+func TestManagerSlowTargetDelaysNoOther(t *testing.T) {
+	h := startHarness(t, Config{Specs: []Spec{mustParse(t, "kubelet:period=10s,timeout=9s,failure-threshold=1")}}, false)
+	p := &hangProber{hung: "10.0.0.9", release: make(chan struct{}), calls: map[string]int{}}
+	t.Cleanup(func() {
+		select {
+		case <-p.release:
+		default:
+			close(p.release)
+		}
+	})
+	h.m.probers[0] = countingProber{Prober: p, calls: &h.calls}
+	h.m.AddTarget("slow", Target{Host: "10.0.0.9"})
+	h.m.AddTarget("fast", Target{Host: "10.0.0.1"})
+
+	poll.UntilTrue(t, waitTimeout, "both workers armed", func() bool { return h.clk.Waiters() == 2 })
+	h.clk.Step(0)
+	poll.UntilTrue(t, waitTimeout, "fast probed and re-armed while slow hangs", func() bool {
+		return p.callsTo("10.0.0.1") == 1 && p.callsTo("10.0.0.9") == 1 && h.clk.Waiters() == 1
+	})
+	for want := 2; want <= 3; want++ {
+		h.clk.Step(10 * time.Second)
+		poll.UntilTrue(t, waitTimeout, "fast probed on its period", func() bool {
+			return p.callsTo("10.0.0.1") == want && h.clk.Waiters() == 1
+		})
+		if n := p.callsTo("10.0.0.9"); n != 1 {
+			t.Fatalf("slow target probed %d times while its first probe hangs, want 1", n)
+		}
+	}
+	close(p.release)
+	poll.UntilTrue(t, waitTimeout, "slow target re-armed once it answered", func() bool { return h.clk.Waiters() == 2 })
+	if st := h.status("fast"); !st.OK {
+		t.Fatalf("fast target: %+v, want OK", st)
+	}
 }

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -50,6 +51,13 @@ type probeUpdate struct {
 
 // worker probes one target with one spec until its context is cancelled. It owns
 // its threshold state; the Manager only sees the updates it reports.
+//
+// A worker holds no goroutine while it waits for its next probe: it is a
+// timer, and each probe runs in the goroutine the timer starts. A member
+// probes every peer with every spec, so an idle goroutine per (peer, probe)
+// and its stack were most of a large zone's goroutines; one timer each is
+// what the wait needs. Probes of different targets still run independently,
+// each in its own goroutine, so a slow target never delays another's probe.
 type worker struct {
 	index   int
 	spec    Spec // with defaults applied
@@ -70,6 +78,16 @@ type worker struct {
 	// when such a probe's call has returned; nil when none is in flight.
 	linger  bool
 	pending chan struct{}
+
+	ctx  context.Context // set by start
+	done func()          // called once the worker has stopped
+	once sync.Once
+
+	mu        sync.Mutex
+	timer     Timer     // the next probe's, while armed
+	armed     bool      // timer is set and has not fired
+	stopped   bool      // ctx has ended
+	scheduled time.Time // when the next (or running) probe was due
 }
 
 func newWorker(index int, spec Spec, host string, p Prober, clk Clock, rand func() float64,
@@ -105,30 +123,72 @@ func nextStart(prev, now time.Time, period time.Duration) time.Time {
 	return next.Add(missed * period)
 }
 
-// run probes on schedule until ctx is done. It uses one timer rather than a
-// ticker because a timer can be stopped on every clock implementation, which
-// keeps removed targets from leaving anything behind.
-func (w *worker) run(ctx context.Context) {
-	defer w.awaitPending()
+// start arms the worker's first probe, under ctx. done is called once, after
+// ctx has ended and nothing of the worker runs any more (no probe, no
+// lingering call), which keeps the promise that a stopped worker leaves no
+// goroutine behind.
+func (w *worker) start(ctx context.Context, done func()) {
+	w.ctx, w.done = ctx, done
 	delay := firstDelay(w.spec, w.rand)
-	scheduled := w.clock.Now().Add(delay)
-	timer := w.clock.NewTimer(delay)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-		}
-		u, ok := w.probeOnce(ctx)
-		if !ok {
-			return
-		}
-		w.report(u)
-		now := w.clock.Now()
-		scheduled = nextStart(scheduled, now, w.spec.Period)
-		timer.Reset(scheduled.Sub(now))
+	w.mu.Lock()
+	w.scheduled = w.clock.Now().Add(delay)
+	w.timer = w.clock.AfterFunc(delay, w.fire)
+	w.armed = true
+	w.mu.Unlock()
+	context.AfterFunc(ctx, w.stop)
+}
+
+// stop runs when ctx ends. A timer it disarms will never fire, so the worker
+// is done here; otherwise a probe is running and fire finishes the worker.
+func (w *worker) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	disarmed := w.armed && w.timer.Stop()
+	if disarmed {
+		w.armed = false
 	}
+	w.mu.Unlock()
+	if disarmed {
+		w.finish()
+	}
+}
+
+// fire runs one probe, reports it, and arms the timer for the next period
+// boundary. Like a ticker, it drops the boundaries a slow probe or a
+// stalled process missed instead of probing in a burst to catch up.
+func (w *worker) fire() {
+	w.mu.Lock()
+	w.armed = false
+	stopped := w.stopped
+	w.mu.Unlock()
+	if stopped {
+		w.finish()
+		return
+	}
+	u, ok := w.probeOnce(w.ctx)
+	if ok {
+		w.report(u)
+	}
+	w.mu.Lock()
+	if !ok || w.stopped {
+		w.mu.Unlock()
+		w.finish()
+		return
+	}
+	now := w.clock.Now()
+	w.scheduled = nextStart(w.scheduled, now, w.spec.Period)
+	w.timer = w.clock.AfterFunc(w.scheduled.Sub(now), w.fire)
+	w.armed = true
+	w.mu.Unlock()
+}
+
+// finish waits for a lingering probe's call (its context is the worker's, so
+// it returns promptly) and says the worker is done, once.
+func (w *worker) finish() {
+	w.once.Do(func() {
+		w.awaitPending()
+		w.done()
+	})
 }
 
 // probeOnce runs one probe and applies the thresholds. It returns false when ctx
@@ -224,8 +284,7 @@ func (w *worker) callLingering(ctx, pctx context.Context) (Result, error) {
 }
 
 // awaitPending waits for a lingering probe's call to return. Its context is
-// the worker's, so once the worker stops it returns promptly; waiting keeps
-// the promise that a stopped worker leaves no goroutine behind.
+// the worker's, so once the worker stops it returns promptly.
 func (w *worker) awaitPending() {
 	if w.pending != nil {
 		<-w.pending

@@ -158,10 +158,7 @@ func runWorker(t *testing.T, spec Spec, host string, p Prober, clk *clocktesting
 		})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.run(ctx)
-	}()
+	w.start(ctx, func() { close(done) })
 	t.Cleanup(func() {
 		cancel()
 		<-done
