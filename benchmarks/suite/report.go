@@ -69,6 +69,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		b.WriteString("\n## Where the memory goes\n\n")
 		writeMemory(&b, rep)
 	}
+	if len(rep.Binaries) > 0 {
+		b.WriteString("\n## Binaries\n\n")
+		writeBinaries(&b, rep)
+	}
 	b.WriteString("\n## Node signatures (per-node identity)\n\n")
 	writeSigning(&b, rep)
 	b.WriteString("\n## Quorum evidence for the webhook\n\n")

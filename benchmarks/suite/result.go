@@ -19,6 +19,9 @@ type Report struct {
 	Sizes   []SizeResult
 	// Signing is the cost of the node signatures on this machine.
 	Signing SigningCost
+	// Binaries is what each program costs before it does anything; empty
+	// in reports from before it was measured.
+	Binaries []Binary `json:",omitempty"`
 }
 
 // Machine describes where the run happened.

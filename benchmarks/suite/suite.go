@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("baseline binary (build it with `make bench`): %w", err)
 	}
 	rep := &Report{Machine: machine(), GoVersion: runtime.Version(), Started: time.Now(), Config: cfg,
-		Signing: measureSigning()}
+		Signing: measureSigning(), Binaries: measureBinaries(cfg.BinDir, cfg.BaselineBinary)}
 	s := &suite{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), started: rep.Started}
 
 	if slices.ContainsFunc(cfg.Sizes, cfg.lossAt) {

@@ -1,0 +1,50 @@
+package suite
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMeasureBinaries measures the test binary as if it were the agent: a
+// real file, real ELF sections, a real run's peak RSS; the binaries that
+// are not there are left out.
+func TestMeasureBinaries(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(dir, "edgequorum-agent")); err != nil {
+		t.Fatal(err)
+	}
+	bins := measureBinaries(dir, filepath.Join(dir, "edgehealth-baseline"))
+	if len(bins) != 1 || bins[0].File != "edgequorum-agent" {
+		t.Fatalf("measured %+v, want the agent alone (the CLI and the baseline are missing)", bins)
+	}
+	b := bins[0]
+	fi, err := os.Stat(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Bytes != fi.Size() || b.Text <= 0 || b.Text >= b.Bytes {
+		t.Fatalf("file %d bytes, text %d; want the file's size %d and a text part of it", b.Bytes, b.Text, fi.Size())
+	}
+	// `--help` makes a test binary print its flags and exit: it ran, so it
+	// was resident at least a megabyte.
+	if b.InitPeak < 1<<20 {
+		t.Fatalf("peak RSS after init %d bytes, want a measured run", b.InitPeak)
+	}
+	var out strings.Builder
+	writeBinaries(&out, &Report{Binaries: bins})
+	if !strings.Contains(out.String(), "`edgequorum-agent`") || strings.Contains(out.String(), "| — |") {
+		t.Fatalf("table:\n%s\nwant the agent's row with every figure", out.String())
+	}
+}
+
+func TestInitPeakOfMissingBinary(t *testing.T) {
+	if got := initPeak(filepath.Join(t.TempDir(), "nope")); got != 0 {
+		t.Fatalf("initPeak of a missing file = %d, want 0", got)
+	}
+}
