@@ -166,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)
 	}
-	statusSrv := &http.Server{Handler: newStatusRouter(a.zone, a.reg, a.cfg.StatusAllowCIDRs), ReadHeaderTimeout: 5 * time.Second,
+	statusSrv := &http.Server{Handler: newStatusRouter(a.zone, a.reg, a.cfg.StatusAllowCIDRs, a.cfg.Profiling), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second}
 
 	ctx, cancel := context.WithCancel(ctx)

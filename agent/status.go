@@ -7,6 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,8 +37,9 @@ type statusSource interface {
 // hostNetwork pod) and to allow, the --status-allow-cidrs networks. So is the
 // zone's opinion matrix, as JSON (/v1/status/matrix) and as a picture to open
 // in a browser (/v1/status/matrix.svg), this member's or, under
-// /v1/status/leader/, the leader's.
-func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []netip.Prefix) http.Handler {
+// /v1/status/leader/, the leader's; and, with profiling, the Go runtime's
+// goroutine, heap and allocation profiles (/debug/pprof/<name>).
+func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []netip.Prefix, profiling bool) http.Handler {
 	r := mux.NewRouter()
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -87,7 +91,43 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []net
 			matrixsvg.Write(w, v) // a write error means the client went away
 		}))).Methods(http.MethodGet)
 	}
+	if profiling {
+		r.Handle("/debug/pprof/{profile:goroutine|heap|allocs}", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			writeProfile(w, req, mux.Vars(req)["profile"])
+		}))).Methods(http.MethodGet)
+	}
 	return r
+}
+
+// writeProfile writes the runtime profile name: gzipped protobuf for `go
+// tool pprof`, or text with ?debug=1 (counts grouped by stack; for
+// goroutines ?debug=2 is every stack). runtime/pprof alone, not
+// net/http/pprof, whose HTML index would link html/template into the agent.
+func writeProfile(w http.ResponseWriter, req *http.Request, name string) {
+	debug := 0
+	if d := req.URL.Query().Get("debug"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 || n > 2 {
+			http.Error(w, fmt.Sprintf("debug=%q: want 0, 1 or 2", d), http.StatusBadRequest)
+			return
+		}
+		debug = n
+	}
+	p := pprof.Lookup(name)
+	if p == nil {
+		http.Error(w, "no profile "+name, http.StatusNotFound)
+		return
+	}
+	if name == "heap" || name == "allocs" {
+		runtime.GC() // the heap as of now, not as of the last collection
+	}
+	if debug == 0 {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.pb.gz"`)
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	_ = p.WriteTo(w, debug) // a write error means the client went away
 }
 
 // localOnly lets a request through when it comes from this node (loopback, or

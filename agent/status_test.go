@@ -61,7 +61,7 @@ func testMatrix(node string) raftzone.MatrixView {
 // the address the request came in on) or an allowed network.
 func TestStatusServerKeepsTheZoneToItsNode(t *testing.T) {
 	src := &fakeStatus{}
-	h := newStatusRouter(src, prometheus.NewRegistry(), []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")})
+	h := newStatusRouter(src, prometheus.NewRegistry(), []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, false)
 	serve := func(path, from, to string) int {
 		req := httptest.NewRequest(http.MethodGet, "http://"+to+path, nil)
 		req.RemoteAddr = net.JoinHostPort(from, "40000")
@@ -114,7 +114,7 @@ func TestStatusServerKeepsTheZoneToItsNode(t *testing.T) {
 // leader's fetched at most once a second; a failed read a 503 that says why.
 func TestStatusServerServesTheMatrix(t *testing.T) {
 	src := &fakeStatus{}
-	h := newStatusRouter(src, prometheus.NewRegistry(), nil)
+	h := newStatusRouter(src, prometheus.NewRegistry(), nil, false)
 	get := func(path string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:9471"+path, nil)
 		req.RemoteAddr = "127.0.0.1:40000"
@@ -157,7 +157,7 @@ func TestStatusServerServesTheMatrix(t *testing.T) {
 		t.Errorf("20 requests made %d leader matrix fetches, want at most 2", got)
 	}
 
-	failing := newStatusRouter(&fakeStatus{matrixErr: errors.New("no zone leader is known")}, prometheus.NewRegistry(), nil)
+	failing := newStatusRouter(&fakeStatus{matrixErr: errors.New("no zone leader is known")}, prometheus.NewRegistry(), nil, false)
 	for _, path := range []string{"/v1/status/matrix", "/v1/status/leader/matrix.svg"} {
 		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:9471"+path, nil)
 		req.RemoteAddr = "127.0.0.1:40000"
@@ -165,6 +165,48 @@ func TestStatusServerServesTheMatrix(t *testing.T) {
 		failing.ServeHTTP(rec, req)
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no zone leader is known") {
 			t.Errorf("GET %s with the read failing: %d %q, want 503 saying why", path, rec.Code, rec.Body.String())
+		}
+	}
+}
+
+// TestStatusServerProfiles: with --profiling the runtime's profiles are
+// served, as text with ?debug=1, to this node and allowed networks only;
+// without it, not at all.
+func TestStatusServerProfiles(t *testing.T) {
+	const node = "192.0.2.10"
+	get := func(h http.Handler, path, from string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "http://"+node+path, nil)
+		req.RemoteAddr = net.JoinHostPort(from, "40000")
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey,
+			&net.TCPAddr{IP: net.ParseIP(node), Port: 9471}))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	off := newStatusRouter(&fakeStatus{}, prometheus.NewRegistry(), nil, false)
+	if rec := get(off, "/debug/pprof/goroutine?debug=1", "127.0.0.1"); rec.Code != http.StatusNotFound {
+		t.Fatalf("profile without --profiling: %d, want 404", rec.Code)
+	}
+	on := newStatusRouter(&fakeStatus{}, prometheus.NewRegistry(), []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, true)
+	rec := get(on, "/debug/pprof/goroutine?debug=1", "127.0.0.1")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "goroutine profile: total") {
+		t.Fatalf("goroutine profile: %d %.200q", rec.Code, rec.Body.String())
+	}
+	if rec := get(on, "/debug/pprof/heap", "10.9.3.4"); rec.Code != http.StatusOK || rec.Body.Len() == 0 ||
+		rec.Header().Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("heap profile from an allowed network: %d, %d bytes, %q", rec.Code, rec.Body.Len(), rec.Header().Get("Content-Type"))
+	}
+	for _, c := range []struct {
+		path, from string
+		want       int
+	}{
+		{"/debug/pprof/heap", "198.51.100.7", http.StatusForbidden},
+		{"/debug/pprof/goroutine?debug=7", "127.0.0.1", http.StatusBadRequest},
+		{"/debug/pprof/block", "127.0.0.1", http.StatusNotFound},
+		{"/debug/pprof/allocs?debug=1", node, http.StatusOK},
+	} {
+		if rec := get(on, c.path, c.from); rec.Code != c.want {
+			t.Errorf("GET %s from %s: %d, want %d", c.path, c.from, rec.Code, c.want)
 		}
 	}
 }
