@@ -41,7 +41,9 @@ type Live struct {
 	RolesHeld bool
 	Roles     string `json:",omitempty"`
 	Leader    string
-	Seconds   float64
+	// Spare is the spare agent with the largest peak RSS.
+	Spare   string `json:",omitempty"`
+	Seconds float64
 
 	// The leader's bytes/s sent and received on the zone port, CPU in
 	// CPU-seconds per minute, peak RSS in bytes.
@@ -127,7 +129,7 @@ func (r *liveRun) run(ctx context.Context) {
 	z, err := zonerun.Start(startCtx, s.cluster, zonerun.Options{
 		Zone: r.zone, Nodes: n, NodePrefix: fmt.Sprintf("l%d", n), StartAgents: servers,
 		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "agents"),
-		AgentArgs: []string{"--log-level=info"},
+		AgentArgs: []string{"--log-level=info", profileArg},
 	})
 	cancel()
 	if err != nil {
@@ -206,9 +208,26 @@ func (r *liveRun) run(ctx context.Context) {
 	after := takeSnapshot(ctx, members, "--status-address=", wsEnd)
 	r.measure(ctx, before, after, real[:servers], real[servers:], standinsMember)
 	l := r.res
+	r.saveProfiles(ctx, l.Leader, "leader")
+	r.saveProfiles(ctx, l.Spare, "spare")
 	s.progress(n, "live", "leader %s: CPU %.1f%% of a core, peak RSS %.0f MiB, %s/s; spare agents %s/s, peak RSS %.0f MiB; stand-ins %s/s each; host busy %.0f%%",
 		l.Leader, 100*l.LeaderCPUShare(), l.LeaderRSS/(1<<20), humanBytes(l.LeaderBytes()), humanBytes(l.SpareBytes()),
 		l.SpareRSS/(1<<20), humanBytes(l.StandInSent+l.StandInRecv), 100*l.HostBusy)
+}
+
+// saveProfiles keeps agent name's goroutine and heap profiles in the work
+// directory's profiles/ as N<n>-live-<role>-*; a failure is only reported.
+func (r *liveRun) saveProfiles(ctx context.Context, name, role string) {
+	a := r.z.Agent(name)
+	if name == "" || a == nil {
+		return
+	}
+	files, err := saveProfiles(ctx, a.StatusAddress(), filepath.Join(r.s.cfg.WorkDir, "profiles"), fmt.Sprintf("N%d-live-%s", r.n, role))
+	if err != nil {
+		r.s.progress(r.n, "live", "%s %s's profiles: %v", role, name, err)
+		return
+	}
+	r.s.progress(r.n, "live", "%s %s's profiles: %v", role, name, files)
 }
 
 // startStandIns writes the stand-ins' config and starts bin/standins.
@@ -270,6 +289,7 @@ func (r *liveRun) measure(ctx context.Context, before, after snapshot, servers, 
 		if rt, ok := rates[a.Name]; ok {
 			sent, recv, cpu, rss = append(sent, rt.sent), append(recv, rt.received), append(cpu, rt.cpuPerMin), append(rss, float64(rt.rss))
 			if float64(rt.rss) >= stats.Max(rss) {
+				l.Spare = a.Name
 				l.SpareRSSFile = float64(rt.rssFile)
 				l.SpareMem = rt.mem
 			}

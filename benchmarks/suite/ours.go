@@ -84,7 +84,7 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "ours"),
 		// Info, not zonerun's debug: a hundred agents logging every probe
 		// would measure the log writer.
-		AgentArgs: append([]string{"--log-level=info"}, agentTimers(p.k)...),
+		AgentArgs: append([]string{"--log-level=info", profileArg}, agentTimers(p.k)...),
 	})
 	cancel()
 	if err != nil {
@@ -206,6 +206,12 @@ func (r *oursRun) steady(ctx context.Context) error {
 		}
 	}
 	r.res.Steady = st
+	if a := r.z.Agent(leader); a != nil {
+		dir := filepath.Join(r.s.cfg.WorkDir, "profiles")
+		if _, err := saveProfiles(ctx, a.StatusAddress(), dir, fmt.Sprintf("N%d-leader", r.n)); err != nil {
+			r.s.progress(r.n, "ours", "leader's profiles: %v", err)
+		}
+	}
 	shown := System{Steady: st}
 	shown.normalize(r.p.k)
 	st = shown.Steady

@@ -1,0 +1,44 @@
+package suite
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSaveProfiles(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.RequestURI() {
+		case "/debug/pprof/goroutine?debug=1":
+			w.Write([]byte("goroutine profile: total 7\n"))
+		case "/debug/pprof/heap":
+			w.Write([]byte{0x1f, 0x8b})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	dir := filepath.Join(t.TempDir(), "profiles")
+	files, err := saveProfiles(t.Context(), addr, dir, "N3-leader")
+	if err != nil || len(files) != 2 {
+		t.Fatalf("saveProfiles = %v, %v", files, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "N3-leader-goroutine.txt")); err != nil || string(b) != "goroutine profile: total 7\n" {
+		t.Fatalf("goroutine profile file: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "N3-leader-heap.pb.gz")); err != nil || len(b) != 2 {
+		t.Fatalf("heap profile file: %q, %v", b, err)
+	}
+
+	// An agent without --profiling answers 404: an error naming the file.
+	off := httptest.NewServer(http.NotFoundHandler())
+	defer off.Close()
+	if _, err := saveProfiles(t.Context(), strings.TrimPrefix(off.URL, "http://"), dir, "N3-x"); err == nil ||
+		!strings.Contains(err.Error(), "N3-x-goroutine.txt") || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("profiles from an agent without --profiling: %v, want a 404 naming the file", err)
+	}
+}
