@@ -56,21 +56,25 @@ func testMatrix(node string) raftzone.MatrixView {
 		}}
 }
 
+// serveFrom has h answer a GET of path sent from the address from to the
+// address to, port 9471, as a status server sees it.
+func serveFrom(h http.Handler, path, from, to string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, "http://"+to+path, nil)
+	req.RemoteAddr = net.JoinHostPort(from, "40000")
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey,
+		&net.TCPAddr{IP: net.ParseIP(to), Port: 9471}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
 // TestStatusServerKeepsTheZoneToItsNode: kubelet probes reach /healthz and
 // /readyz from anywhere; the zone's details only from this node (loopback, or
 // the address the request came in on) or an allowed network.
 func TestStatusServerKeepsTheZoneToItsNode(t *testing.T) {
 	src := &fakeStatus{}
 	h := newStatusRouter(src, prometheus.NewRegistry(), []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, false)
-	serve := func(path, from, to string) int {
-		req := httptest.NewRequest(http.MethodGet, "http://"+to+path, nil)
-		req.RemoteAddr = net.JoinHostPort(from, "40000")
-		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey,
-			&net.TCPAddr{IP: net.ParseIP(to), Port: 9471}))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code
-	}
+	serve := func(path, from, to string) int { return serveFrom(h, path, from, to).Code }
 	const node = "192.0.2.10"
 	for _, c := range []struct {
 		path, from string
@@ -175,13 +179,7 @@ func TestStatusServerServesTheMatrix(t *testing.T) {
 func TestStatusServerProfiles(t *testing.T) {
 	const node = "192.0.2.10"
 	get := func(h http.Handler, path, from string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "http://"+node+path, nil)
-		req.RemoteAddr = net.JoinHostPort(from, "40000")
-		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey,
-			&net.TCPAddr{IP: net.ParseIP(node), Port: 9471}))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
+		return serveFrom(h, path, from, node)
 	}
 	off := newStatusRouter(&fakeStatus{}, prometheus.NewRegistry(), nil, false)
 	if rec := get(off, "/debug/pprof/goroutine?debug=1", "127.0.0.1"); rec.Code != http.StatusNotFound {
