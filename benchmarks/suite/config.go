@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,10 @@ type Config struct {
 	// OnlyLive runs nothing but that phase, so its figures can be made
 	// without a full run.
 	OnlyLive bool
+	// AgentArgs are extra flags for every edgequorum agent the suite
+	// starts (e.g. --memory-limit=48Mi), to measure a setting; the report
+	// names them, since they change what it measures.
+	AgentArgs []string
 	// OnlyOurs runs edgequorum alone at every size: a change to it is
 	// measured again without the baseline's half of the time, and merged
 	// (-render) into a run whose baseline figures stay. Without a baseline
@@ -315,6 +320,11 @@ func (c *Config) ValidatePlan() error {
 	}
 	if c.LiveSpares < 0 {
 		bad("LiveSpares", "is %d, must not be negative", c.LiveSpares)
+	}
+	for _, a := range c.AgentArgs {
+		if !strings.HasPrefix(a, "--") {
+			bad("AgentArgs", "%q is not a flag (--name=value)", a)
+		}
 	}
 	if c.OnlyOurs && (c.OnlyDefaults || c.OnlyLossy || c.OnlyLive) {
 		bad("OnlyOurs", "is set with another Only* run; a run can be only one of them")

@@ -190,3 +190,24 @@ func TestValidatePlanNamesBadDetectFields(t *testing.T) {
 		t.Errorf("a full run with an unused DetectKills: %v", err)
 	}
 }
+
+// TestAgentArgsAreFlags: extra agent flags must be flags, and the report
+// names them.
+func TestAgentArgsAreFlags(t *testing.T) {
+	cfg := FullConfig()
+	cfg.AgentArgs = []string{"--memory-limit=48Mi", "48Mi"}
+	if err := cfg.ValidatePlan(); err == nil || !strings.Contains(err.Error(), `AgentArgs "48Mi" is not a flag`) {
+		t.Fatalf("ValidatePlan() = %v, want it to name the stray argument", err)
+	}
+	cfg.AgentArgs = cfg.AgentArgs[:1]
+	if err := cfg.ValidatePlan(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, &Report{Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "every edgequorum agent also ran with `--memory-limit=48Mi`") {
+		t.Fatalf("the report does not name the agents' extra flags:\n%.600s", b.String())
+	}
+}

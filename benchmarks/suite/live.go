@@ -129,7 +129,7 @@ func (r *liveRun) run(ctx context.Context) {
 	z, err := zonerun.Start(startCtx, s.cluster, zonerun.Options{
 		Zone: r.zone, Nodes: n, NodePrefix: fmt.Sprintf("l%d", n), StartAgents: servers,
 		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "agents"),
-		AgentArgs: []string{"--log-level=info", profileArg},
+		AgentArgs: append([]string{"--log-level=info", profileArg}, s.cfg.AgentArgs...),
 	})
 	cancel()
 	if err != nil {

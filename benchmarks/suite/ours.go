@@ -84,7 +84,7 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "ours"),
 		// Info, not zonerun's debug: a hundred agents logging every probe
 		// would measure the log writer.
-		AgentArgs: append([]string{"--log-level=info", profileArg}, agentTimers(p.k)...),
+		AgentArgs: append(append([]string{"--log-level=info", profileArg}, agentTimers(p.k)...), s.cfg.AgentArgs...),
 	})
 	cancel()
 	if err != nil {

@@ -38,6 +38,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if cfg.DefaultsKills > 0 {
 		fmt.Fprintf(&b, ", and again at SuperEdge's own defaults (%d %s)", cfg.DefaultsKills, plural(cfg.DefaultsKills, "kill", "kills"))
 	}
+	if len(cfg.AgentArgs) > 0 {
+		fmt.Fprintf(&b, "; every edgequorum agent also ran with `%s`", strings.Join(cfg.AgentArgs, " "))
+	}
 	b.WriteString("; time-dilated sizes (⏱) get fewer kills (kills ÷ √factor, at least 2) and at most 1 failover\n\n")
 
 	b.WriteString("## Summary\n\n")
