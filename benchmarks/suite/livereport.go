@@ -13,6 +13,10 @@ func hasLive(rep *Report) bool {
 }
 
 // liveOf is a size's real-time leader phase, nil when it did not run.
+// measured reports whether the phase got as far as its window: a phase whose
+// zone did not form has no formation time, no leader and no figure.
+func (l *Live) measured() bool { return l.FormSeconds > 0 || l.Leader != "" }
+
 func liveOf(r SizeResult) *Live {
 	if r.Live != nil && r.Live.Ran {
 		return r.Live
@@ -36,6 +40,15 @@ func writeLive(b *strings.Builder, rep *Report) {
 	for _, r := range rep.Sizes {
 		l := liveOf(r)
 		if l == nil {
+			continue
+		}
+		if !l.measured() {
+			why := notFormed
+			if len(l.Errors) > 0 {
+				why += ": " + l.Errors[0]
+			}
+			row(b, strconv.Itoa(r.N), fmt.Sprintf("%d + %d / %d", l.Servers, l.Spares, l.StandIns), "❌ "+why,
+				"—", "—", "—", "—", "—", "—", "—", "—", "—", "—", "—")
 			continue
 		}
 		node := sv(r.Base).NodeBytes()
@@ -110,7 +123,9 @@ func writeScaleTargets(b *strings.Builder, rep *Report, r SizeResult) {
 	node := ss.NodeBytes()
 	nan := math.NaN()
 	l := liveOf(r)
-	if l == nil {
+	formed := true
+	if l == nil || !l.measured() {
+		formed = l == nil // a phase that ran and measured nothing did not form
 		l = &Live{LeaderCPU: nan, LeaderRSS: nan, LeaderSent: nan, LeaderRecv: nan, SpareSent: nan, SpareRecv: nan, SpareRSS: nan, FormSeconds: nan}
 	}
 	live := "real-time leader phase"
@@ -139,6 +154,9 @@ func writeScaleTargets(b *strings.Builder, rep *Report, r SizeResult) {
 		{"0 false verdicts in a cloud cut",
 			target{applies: r.Ours.CutRan, ok: r.Ours.FalseVerdicts == 0, value: falseVerdicts(r.Ours)}, full},
 	} {
+		if !formed && t.from != full {
+			t.t.value = notFormed
+		}
 		row(b, t.name, t.t.String(), t.from)
 	}
 	row(b, "zone formation (reported)", pair(sec(r.Ours.FormSeconds)+" s", sec(l.FormSeconds)+" s"), full+" / "+live)
@@ -173,6 +191,10 @@ func liveNote(rep *Report) string {
 	for _, r := range rep.Sizes {
 		l := liveOf(r)
 		if l == nil {
+			continue
+		}
+		if !l.measured() {
+			out = append(out, fmt.Sprintf("At N = %d in real time the zone did not form (results.md, \"Leader in real time\").", r.N))
 			continue
 		}
 		out = append(out, fmt.Sprintf("At N = %d in real time (servers and %d %s as agents, the other %d members stand-ins): "+

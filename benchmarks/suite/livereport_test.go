@@ -49,3 +49,28 @@ func TestTargetsTakeTheLeaderFromTheRealTimeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveThatDidNotFormIsNoTargetMet: a real-time phase whose zone never
+// formed measured nothing; its zero figures must not read as targets met.
+func TestLiveThatDidNotFormIsNoTargetMet(t *testing.T) {
+	rep := &Report{Config: FullConfig(), Sizes: []SizeResult{{N: 129,
+		Live: &Live{Ran: true, Servers: 7, Spares: 1, StandIns: 121, Errors: []string{"formation: timed out after 7m18s"}}}}}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, bad := range []string{"✅ 0 MiB", "✅ 0.0 %"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("the report shows %q for a phase that measured nothing", bad)
+		}
+	}
+	for _, want := range []string{"❌ " + notFormed + ": formation: timed out after 7m18s", "| leader peak RSS ≤ 64 MiB | ❌ " + notFormed} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if n := liveNote(rep); !strings.Contains(n, "did not form") {
+		t.Errorf("README note %q does not say the zone did not form", n)
+	}
+}

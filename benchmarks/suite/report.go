@@ -287,6 +287,11 @@ func targetsFor(r SizeResult) []target {
 	if l := r.Live; l != nil && l.Ran {
 		leader, cpu, how = l.LeaderBytes(), l.LeaderCPUShare(), " real time"
 		spare, spareRSS, spareHow = l.SpareBytes(), l.SpareRSS, " real time"
+		if !l.measured() {
+			// Its zone did not form: nothing measured, nothing met
+			// (the notes give its error).
+			leader, cpu, spare, spareRSS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+		}
 	}
 	perChange := o.Churn.WritesPerChange()
 	lease := os.LeaseWritesPerMinute()
