@@ -3,6 +3,7 @@ package suite
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,34 @@ func TestMeasureBinaries(t *testing.T) {
 func TestInitPeakOfMissingBinary(t *testing.T) {
 	if got := initPeak(filepath.Join(t.TempDir(), "nope")); got != 0 {
 		t.Fatalf("initPeak of a missing file = %d, want 0", got)
+	}
+}
+
+// TestInitPeakIsTheChildsOwn: a child's peak is measured in its own image,
+// not inherited from this process: with 96 MiB touched here, the test
+// binary's `--help` must still show far less. (A child's ru_maxrss would
+// not: Linux carries the high-water mark of the memory a vfork child shares
+// with its parent across the exec.)
+func TestInitPeakIsTheChildsOwn(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ballast := make([]byte, 96<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	got := initPeak(self, "-test.run=^$", "-h")
+	runtime.KeepAlive(ballast)
+	if got < 1<<20 || got >= 64<<20 {
+		t.Fatalf("init peak of the test binary %d MiB with 96 MiB resident in its parent; want its own (1–64 MiB)", got>>20)
+	}
+}
+
+// TestInitPeakOfSilentProgram: a program that exits without writing was
+// never caught after its init, so it is not measured rather than misread.
+func TestInitPeakOfSilentProgram(t *testing.T) {
+	if got := initPeak("/bin/true"); got != 0 {
+		t.Fatalf("initPeak of a silent program = %d, want 0", got)
 	}
 }
