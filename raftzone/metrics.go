@@ -94,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"state"}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_raft_leadership_transfers_total",
-			Help: "Leadership transfers the leader started, by result: ok, failed and no_target when it lost the apiserver; stop_ok and stop_failed when it was told to stop.",
+			Help: "Leadership transfers the leader started, by result: ok, failed and no_target when it lost the apiserver, backoff when it held one back because its last handover did not stick; stop_ok and stop_failed when it was told to stop.",
 		}, []string{"result"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_raft_recoveries_total",

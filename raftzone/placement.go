@@ -3,6 +3,7 @@ package raftzone
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -61,6 +62,12 @@ func (s *Member) placementLoop(ctx context.Context, term uint64) {
 			s.metrics.transfers.WithLabelValues("no_target").Inc()
 			continue
 		}
+		if wait, ok := s.handovers.try(now, s.cfg.APIServerFailTimeout); !ok {
+			s.log.Info("apiserver unreachable, but this member handed leadership over moments ago and has it again; keeping it for now",
+				"term", term, "nextTryIn", wait.Round(100*time.Millisecond))
+			s.metrics.transfers.WithLabelValues("backoff").Inc()
+			continue
+		}
 		s.log.Info("apiserver unreachable; handing leadership over", "term", term, "to", node, "down", now.Sub(downSince).Round(100*time.Millisecond))
 		// Transfers can fail or hang (the target may die meanwhile); the
 		// watchdog bounds the wait and we retry after another timeout.
@@ -72,6 +79,47 @@ func (s *Member) placementLoop(ctx context.Context, term uint64) {
 		}
 		s.metrics.transfers.WithLabelValues("ok").Inc()
 	}
+}
+
+// handoverBackoffMax bounds the pause between one member's handovers on
+// cloud loss, in units of APIServerFailTimeout (80 s at the defaults). A
+// member whose last handover is older than twice that starts again from one
+// fail timeout.
+const handoverBackoffMax = 16
+
+// handoverPacer spaces one member's handovers on cloud loss over all its
+// terms. A handover that does not stick (its target loses the election, or
+// finds the apiserver as slow and hands straight back) returns leadership
+// within a second or two, to a new term whose placement loop would try again
+// at once: when every voter sees the same overloaded apiserver, the zone then
+// changes leader several times a second, writes nothing and spends each
+// target's budget of forced elections (server.go), which a stolen box is
+// meant to exhaust, not an honest zone. The pause doubles from one fail
+// timeout with each handover that follows its predecessor within twice
+// handoverBackoffMax fail timeouts. The first handover after a quiet spell
+// is never delayed, so HandoverBound still holds for a single cut.
+type handoverPacer struct {
+	mu   sync.Mutex
+	last time.Time
+	wait time.Duration
+}
+
+// try reports whether a handover may start at now, and records it if so;
+// otherwise it returns how long until the next may.
+func (p *handoverPacer) try(now time.Time, failTimeout time.Duration) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	since := now.Sub(p.last)
+	if !p.last.IsZero() && since < p.wait {
+		return p.wait - since, false
+	}
+	if p.last.IsZero() || since >= 2*handoverBackoffMax*failTimeout {
+		p.wait = failTimeout
+	} else {
+		p.wait = min(2*p.wait, handoverBackoffMax*failTimeout)
+	}
+	p.last = now
+	return 0, true
 }
 
 // apiReach says whether this member reaches the apiserver now, and when it

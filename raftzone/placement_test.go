@@ -59,3 +59,39 @@ func TestAPIOutageCountsFromLastAnswer(t *testing.T) {
 type apiFlagFixed bool
 
 func (f apiFlagFixed) Reachable() bool { return bool(f) }
+
+// TestHandoverPacer: handovers that do not stick (leadership back within
+// moments, in a new term) are spaced by a pause that doubles up to
+// handoverBackoffMax fail timeouts; one after a quiet spell goes at once, so a
+// single cut is handed over within HandoverBound.
+func TestHandoverPacer(t *testing.T) {
+	const fail = 5 * time.Second
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var p handoverPacer
+	steps := []struct {
+		at       time.Duration
+		want     bool
+		wantWait time.Duration // when refused: time until the next may
+	}{
+		{0, true, 0},                          // first cut: at once
+		{time.Second, false, 4 * time.Second}, // leadership back a second later
+		{5 * time.Second, true, 0},            // pause now 10 s
+		{14 * time.Second, false, time.Second},
+		{15 * time.Second, true, 0}, // pause now 20 s
+		{35 * time.Second, true, 0}, // 40 s
+		{75 * time.Second, true, 0}, // 80 s, the cap
+		{155 * time.Second, true, 0},
+		{234 * time.Second, false, time.Second}, // still 80 s, not 160
+		{235 * time.Second, true, 0},
+		{315 * time.Second, true, 0}, // still 80 s
+		{475 * time.Second, true, 0}, // after a quiet 160 s: back to 5 s
+		{479 * time.Second, false, time.Second},
+		{480 * time.Second, true, 0},
+	}
+	for _, st := range steps {
+		wait, ok := p.try(t0.Add(st.at), fail)
+		if ok != st.want || wait != st.wantWait {
+			t.Fatalf("at +%s: try = (%s, %v), want (%s, %v)", st.at, wait, ok, st.wantWait, st.want)
+		}
+	}
+}

@@ -82,6 +82,9 @@ type Member struct {
 	// stall watches whether the leader this member follows commits its
 	// reports (stall.go).
 	stall stallWatch
+	// handovers paces this member's handovers on cloud loss across its
+	// terms (placement.go).
+	handovers handoverPacer
 	// votes are the members' votes gathered for the term this member leads
 	// in (leadervote.go).
 	votes leaderVotes
