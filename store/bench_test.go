@@ -139,8 +139,9 @@ func BenchmarkExportView129(b *testing.B) {
 	}
 }
 
-// BenchmarkMatrix129 measures the read the leader's verdict round makes every
-// vote period: every committed opinion of a zone of 129, 16,512 cells.
+// BenchmarkMatrix129 measures a read of every committed opinion of a zone of
+// 129, 16,512 cells, decoded afresh: what status and snapshots read, and what
+// every tally read before tallyRows.
 func BenchmarkMatrix129(b *testing.B) {
 	s, a, nodes := benchStore(b, Options{NoSync: true})
 	a.mustApply(fullBatch(nodes, 1))
@@ -150,5 +151,42 @@ func BenchmarkMatrix129(b *testing.B) {
 		if err != nil || len(m) != benchZone {
 			b.Fatalf("matrix: %d rows, %v", len(m), err)
 		}
+	}
+}
+
+// BenchmarkTallyInput129 measures what a leader's verdict round and each
+// replica's check of a verdict batch read in a zone of 129: with no row
+// changed since the last tally (a vote tick), and with one member's report
+// applied since (a round kicked by a changed result), the common cases.
+func BenchmarkTallyInput129(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		changed bool
+	}{{"unchanged", false}, {"one-report", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, a, nodes := benchStore(b, Options{NoSync: true})
+			a.mustApply(fullBatch(nodes, 1))
+			one := fullBatch(nodes, 2).Reports[0]
+			seq := uint64(1)
+			if _, err := s.TallyInput(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if tc.changed {
+					b.StopTimer()
+					seq++
+					r := one
+					r.Results = append([]zone.Result(nil), one.Results...)
+					r.Seq, r.Results[0].OK = seq, seq%2 == 0
+					a.mustApply(ReportBatch{At: t0.Add(time.Duration(seq) * time.Second), Reports: []zone.Report{resign(r)}})
+					b.StartTimer()
+				}
+				in, err := s.TallyInput()
+				if err != nil || len(in.Matrix) != benchZone {
+					b.Fatalf("tally input: %d rows, %v", len(in.Matrix), err)
+				}
+			}
+		})
 	}
 }

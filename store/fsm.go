@@ -203,7 +203,7 @@ func (s *Store) applyCommand(tx *bbolt.Tx, cmd Command, term uint64) (*ApplyResu
 	case ReportBatch:
 		return applyReports(tx, c, s.opts.SigMemo)
 	case VerdictBatch:
-		return applyVerdicts(tx, c, term, s.opts.MaxVoteTimeout, s.opts.Voters)
+		return applyVerdicts(tx, c, term, s.opts.MaxVoteTimeout, s.opts.Voters, &s.tally)
 	case MemberSet:
 		return applyMembers(tx, c, s.opts.Witness)
 	}

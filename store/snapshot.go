@@ -193,6 +193,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 // reopenLocked opens s.path into s.db and returns cause, or the open error (then
 // the store is failed: there is no state left to serve).
 func (s *Store) reopenLocked(cause error) error {
+	s.tally.reset()
 	db, err := s.openDB(s.path, nil)
 	if err != nil {
 		err = fmt.Errorf("%w: restore: reopen: %w", ErrFailed, err)

@@ -180,6 +180,8 @@ type Store struct {
 	// unreadable counts committed entries this replica could not decode;
 	// see Unreadable.
 	unreadable unreadable
+	// tally keeps the matrix rows tallies decoded (tallyrows.go).
+	tally tallyRows
 }
 
 // unreadable counts log entries that did not decode and keeps the last

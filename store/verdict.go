@@ -99,7 +99,8 @@ func Tally(members []zone.Member, last map[string]LastReport, matrix Matrix, now
 }
 
 // TallyInput is the committed evidence and verdicts at one applied index, read
-// in one transaction: what a leader tallies from.
+// in one transaction: what a leader tallies from. Its Matrix rows are shared
+// with later tallies (tallyRows) and must not be modified.
 type TallyInput struct {
 	Members  []zone.Member
 	Last     map[string]LastReport
@@ -121,7 +122,7 @@ func (s *Store) TallyInput() (TallyInput, error) {
 		if in.Last, err = readLastReports(tx); err != nil {
 			return err
 		}
-		if in.Matrix, err = readMatrix(tx); err != nil {
+		if in.Matrix, err = s.tally.read(tx); err != nil {
 			return err
 		}
 		if in.Verdicts, err = readVerdicts(tx); err != nil {
@@ -154,7 +155,7 @@ func putEvidence(tx *bbolt.Tx, index uint64, at time.Time) error {
 
 // applyVerdicts stores the verdicts of b that the evidence in tx supports; term
 // is the term of b's log entry.
-func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration, voters func() (map[string]bool, bool)) (*ApplyResult, error) {
+func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout time.Duration, voters func() (map[string]bool, bool), rows *tallyRows) (*ApplyResult, error) {
 	res := &ApplyResult{}
 	refuseAll := func(reason string) (*ApplyResult, error) {
 		for range b.Verdicts {
@@ -180,7 +181,7 @@ func applyVerdicts(tx *bbolt.Tx, b VerdictBatch, term uint64, maxVoteTimeout tim
 	if err != nil {
 		return nil, err
 	}
-	matrix, err := readMatrix(tx)
+	matrix, err := rows.read(tx)
 	if err != nil {
 		return nil, err
 	}

@@ -187,6 +187,7 @@ func (s *Store) ImportView(v View) error {
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	s.tally.reset()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.db == nil {
