@@ -116,6 +116,9 @@ func (r *liveRun) run(ctx context.Context) {
 	r.w = w
 	dataDir := filepath.Join(s.cfg.DataDir, "live"+strconv.Itoa(n))
 	defer os.RemoveAll(dataDir)
+	// The agents' logs go with their state: keep them beside the work
+	// dir's other logs (the bench's -keep keeps those).
+	defer keepAgentLogs(filepath.Join(dataDir, "agents"), filepath.Join(s.cfg.WorkDir, "live"+strconv.Itoa(n)+"-agents"))
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -335,5 +338,21 @@ func (r *liveRun) checkRoles(ctx context.Context, servers []*zonerun.Agent) {
 	if !r.res.RolesHeld {
 		r.res.Roles = fmt.Sprintf("servers: %v", held)
 		r.fail("roles", fmt.Errorf("the server agents did not hold every server seat: %s", r.res.Roles))
+	}
+}
+
+// keepAgentLogs copies every agents/<name>/agent.log under dir into out as
+// <name>.log, best effort: a log that cannot be copied is left out.
+func keepAgentLogs(dir, out string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "agent.log"))
+	if len(logs) == 0 || os.MkdirAll(out, 0o755) != nil {
+		return
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(out, filepath.Base(filepath.Dir(l))+".log"), b, 0o644)
 	}
 }
