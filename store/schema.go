@@ -339,6 +339,10 @@ func unixNano(b []byte) time.Time {
 }
 
 func decodeMember(v []byte) (zone.Member, error) {
+	return memberMemo.decode(v, decodeMemberJSON)
+}
+
+func decodeMemberJSON(v []byte) (zone.Member, error) {
 	var m zone.Member
 	if err := decodeJSON(v, &m); err != nil {
 		return zone.Member{}, fmt.Errorf("%w: member: %w", ErrCorrupt, err)
@@ -347,6 +351,10 @@ func decodeMember(v []byte) (zone.Member, error) {
 }
 
 func decodeVerdict(v []byte) (zone.Verdict, error) {
+	return verdictMemo.decode(v, decodeVerdictJSON)
+}
+
+func decodeVerdictJSON(v []byte) (zone.Verdict, error) {
 	var vd zone.Verdict
 	if err := decodeJSON(v, &vd); err != nil {
 		return zone.Verdict{}, fmt.Errorf("%w: verdict: %w", ErrCorrupt, err)
