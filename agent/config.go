@@ -53,7 +53,7 @@ type Config struct {
 	// read the zone's details (/v1/status, /metrics) from the status server;
 	// /healthz and /readyz are open to all [--status-allow-cidrs].
 	StatusAllowCIDRs []netip.Prefix
-	// Profiling serves the Go runtime's goroutine, heap and allocation
+	// Profiling serves the Go runtime's goroutine, heap, allocation and CPU
 	// profiles under /debug/pprof/ on the status server, to this node and
 	// the StatusAllowCIDRs only [--profiling]. Off by default: a profile
 	// names every function the agent runs, which an operator asks for when

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,7 +39,8 @@ type statusSource interface {
 // zone's opinion matrix, as JSON (/v1/status/matrix) and as a picture to open
 // in a browser (/v1/status/matrix.svg), this member's or, under
 // /v1/status/leader/, the leader's; and, with profiling, the Go runtime's
-// goroutine, heap and allocation profiles (/debug/pprof/<name>).
+// goroutine, heap and allocation profiles (/debug/pprof/<name>) and a CPU
+// profile (/debug/pprof/profile?seconds=N).
 func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []netip.Prefix, profiling bool) http.Handler {
 	r := mux.NewRouter()
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -95,6 +97,7 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []net
 		r.Handle("/debug/pprof/{profile:goroutine|heap|allocs}", local(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			writeProfile(w, req, mux.Vars(req)["profile"])
 		}))).Methods(http.MethodGet)
+		r.Handle("/debug/pprof/profile", local(http.HandlerFunc(writeCPUProfile))).Methods(http.MethodGet)
 	}
 	return r
 }
@@ -128,6 +131,43 @@ func writeProfile(w http.ResponseWriter, req *http.Request, name string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	_ = p.WriteTo(w, debug) // a write error means the client went away
+}
+
+// maxCPUProfile bounds ?seconds= of a CPU profile: the answer must be
+// written within the status server's write timeout (15 s) of the request.
+const maxCPUProfile = 10 * time.Second
+
+// writeCPUProfile samples where the agent spends its CPU for ?seconds= (at
+// most maxCPUProfile, the default) and writes it for `go tool pprof`. A
+// second request while one runs gets 409: the runtime has one CPU profiler.
+func writeCPUProfile(w http.ResponseWriter, req *http.Request) {
+	d := maxCPUProfile
+	if v := req.URL.Query().Get("seconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || time.Duration(n)*time.Second > maxCPUProfile {
+			http.Error(w, fmt.Sprintf("seconds=%q: want 1 to %d", v, int(maxCPUProfile/time.Second)), http.StatusBadRequest)
+			return
+		}
+		d = time.Duration(n) * time.Second
+	}
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		http.Error(w, "CPU profile: "+err.Error(), http.StatusConflict)
+		return
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-req.Context().Done():
+		t.Stop()
+	}
+	pprof.StopCPUProfile()
+	if req.Context().Err() != nil {
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="profile.pb.gz"`)
+	_, _ = w.Write(buf.Bytes()) // a write error means the client went away
 }
 
 // localOnly lets a request through when it comes from this node (loopback, or

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -202,9 +203,26 @@ func TestStatusServerProfiles(t *testing.T) {
 		{"/debug/pprof/goroutine?debug=7", "127.0.0.1", http.StatusBadRequest},
 		{"/debug/pprof/block", "127.0.0.1", http.StatusNotFound},
 		{"/debug/pprof/allocs?debug=1", node, http.StatusOK},
+		{"/debug/pprof/profile?seconds=0", "127.0.0.1", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=11", "127.0.0.1", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=1", "198.51.100.7", http.StatusForbidden},
 	} {
 		if rec := get(on, c.path, c.from); rec.Code != c.want {
 			t.Errorf("GET %s from %s: %d, want %d", c.path, c.from, rec.Code, c.want)
 		}
+	}
+	// A CPU profile of one second, for go tool pprof; none while another
+	// runs, the runtime having one profiler.
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	busy := get(on, "/debug/pprof/profile?seconds=1", "127.0.0.1")
+	pprof.StopCPUProfile()
+	if busy.Code != http.StatusConflict {
+		t.Errorf("CPU profile while another runs: %d, want 409", busy.Code)
+	}
+	first := get(on, "/debug/pprof/profile?seconds=1", "127.0.0.1")
+	if first.Code != http.StatusOK || first.Body.Len() == 0 || first.Header().Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("CPU profile: %d, %d bytes, %q", first.Code, first.Body.Len(), first.Header().Get("Content-Type"))
 	}
 }
