@@ -205,10 +205,12 @@ func (r *liveRun) run(ctx context.Context) {
 	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
 	before := takeSnapshot(ctx, members, "--status-address=", wsStart)
+	cpu := r.startCPUProfile(ctx)
 	if err := sleep(ctx, s.cfg.Steady); err != nil {
 		return
 	}
 	after := takeSnapshot(ctx, members, "--status-address=", wsEnd)
+	cpu()
 	r.measure(ctx, before, after, real[:servers], real[servers:], standinsMember)
 	l := r.res
 	r.saveProfiles(ctx, l.Leader, "leader")
@@ -232,6 +234,49 @@ func (r *liveRun) saveProfiles(ctx context.Context, name, role string) {
 	}
 	r.s.progress(r.n, "live", "%s %s's profiles: %v", role, name, files)
 }
+
+// startCPUProfile takes a CPU profile of the agent leading at the start of
+// the steady window, over its first cpuProfileSeconds, into the work
+// directory's profiles/ as N<n>-live-leader-cpu.pb.gz; the returned func
+// waits for it and reports the outcome. A failure is only reported.
+func (r *liveRun) startCPUProfile(ctx context.Context) (wait func()) {
+	var (
+		file string
+		err  error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		a, lerr := r.z.Leader(lctx)
+		cancel()
+		if lerr != nil {
+			err = fmt.Errorf("no leader to profile: %w", lerr)
+			return
+		}
+		dir := filepath.Join(r.s.cfg.WorkDir, "profiles")
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return
+		}
+		file = filepath.Join(dir, fmt.Sprintf("N%d-live-leader-cpu.pb.gz", r.n))
+		err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.StatusAddress(), cpuProfileSeconds), file)
+		if err == nil {
+			file = a.Name + ": " + file
+		}
+	}()
+	return func() {
+		<-done
+		if err != nil {
+			r.s.progress(r.n, "live", "leader's CPU profile: %v", err)
+			return
+		}
+		r.s.progress(r.n, "live", "leader's CPU profile (%d s): %s", cpuProfileSeconds, file)
+	}
+}
+
+// cpuProfileSeconds is the length of the live phase's CPU profile: the
+// agent's longest (the status server's write timeout bounds it).
+const cpuProfileSeconds = 10
 
 // startStandIns writes the stand-ins' config and starts bin/standins.
 func (r *liveRun) startStandIns(cfg standin.Config, dir string) (*proc.Process, string, error) {
