@@ -188,5 +188,9 @@ func writeBinaries(b *strings.Builder, rep *Report) {
 	b.WriteString("\nFiles as the bench runs them (not stripped; the image's are). Text is the allocated read-only part " +
 		"(code and constants, size(1)'s text): mapped, and resident only as far as it is touched. " +
 		"The peak RSS is the VmHWM of a run that initialises every linked package and prints its usage " +
-		"(`--help`, the baseline's `-h`), nothing more: the floor under every member's memory.\n")
+		"(`--help`, the baseline's `-h`), nothing more: the floor under every member's memory.")
+	if rep.BinariesFrom != "" {
+		b.WriteString(" From the run of " + rep.BinariesFrom + ", merged with `-render`.")
+	}
+	b.WriteString("\n")
 }

@@ -22,6 +22,9 @@ type Report struct {
 	// Binaries is what each program costs before it does anything; empty
 	// in reports from before it was measured.
 	Binaries []Binary `json:",omitempty"`
+	// BinariesFrom names the run Binaries came from when a merge
+	// (-render) took them from another run than the report's own.
+	BinariesFrom string `json:",omitempty"`
 }
 
 // Machine describes where the run happened.

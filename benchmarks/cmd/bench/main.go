@@ -424,6 +424,10 @@ func merge(paths []string) (*suite.Report, error) {
 			continue
 		}
 		from := fmt.Sprintf("%s UTC, commit %s", r.Started.UTC().Format("2006-01-02 15:04"), r.Commit)
+		// The binaries of the latest run that measured them.
+		if len(r.Binaries) > 0 {
+			rep.Binaries, rep.BinariesFrom = r.Binaries, cmp.Or(r.BinariesFrom, from)
+		}
 		for _, sr := range r.Sizes {
 			i := slices.IndexFunc(rep.Sizes, func(x suite.SizeResult) bool { return x.N == sr.N })
 			if i < 0 {

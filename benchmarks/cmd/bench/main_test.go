@@ -325,3 +325,24 @@ func TestRenderDetectRuns(t *testing.T) {
 		t.Errorf("merging a detection run into a full one: %v", err)
 	}
 }
+
+// TestMergeTakesTheLatestBinaries: the binaries table of a merged report is
+// the latest run's that measured them, named as such; a later run that did
+// not measure them keeps the earlier.
+func TestMergeTakesTheLatestBinaries(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r suite.Report) string { return writeReport(t, dir, name, r) }
+	bins := func(peak int64) []suite.Binary {
+		return []suite.Binary{{Name: "agent", File: "edgequorum-agent", Bytes: 1, Text: 1, InitPeak: peak}}
+	}
+	old := suite.Report{Commit: "aaa"}
+	measured := suite.Report{Commit: "bbb", Started: time.Date(2026, 11, 28, 12, 47, 0, 0, time.UTC), Binaries: bins(16 << 20)}
+	none := suite.Report{Commit: "ccc"}
+	rep, err := merge([]string{write("old.json", old), write("measured.json", measured), write("none.json", none)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Binaries) != 1 || rep.Binaries[0].InitPeak != 16<<20 || rep.BinariesFrom != "2026-11-28 12:47 UTC, commit bbb" {
+		t.Fatalf("merged binaries %+v from %q, want the measured run's", rep.Binaries, rep.BinariesFrom)
+	}
+}
