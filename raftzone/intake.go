@@ -348,9 +348,9 @@ func (s *Member) handleReport(w http.ResponseWriter, r *http.Request) {
 	var rj *RejectError
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, struct{}{})
+		writeJSON(w, http.StatusOK, s.rowAnswer(rep.From, false))
 	case errors.Is(err, ErrQueued):
-		writeJSON(w, http.StatusAccepted, reportAnswer{Queued: true})
+		writeJSON(w, http.StatusAccepted, s.rowAnswer(rep.From, true))
 	case errors.As(err, &rj):
 		s.writeError(w, rj.Status, rj.Reason, rj)
 	default:
@@ -360,7 +360,28 @@ func (s *Member) handleReport(w http.ResponseWriter, r *http.Request) {
 
 // reportAnswer is the body of a 2xx answer to POST /v1/reports: Queued for a
 // heartbeat answered before its batch commits (202), absent once committed
-// (200). A sender of an earlier release reads any 2xx as delivered.
+// (200). A sender of an earlier release reads any 2xx as delivered and
+// ignores the rest.
 type reportAnswer struct {
 	Queued bool `json:"queued,omitempty"`
+	// Checked says the leader looked at its replica's row of the sender,
+	// and Lacks names the members that row holds no result about
+	// (reporter.go). A leader of an earlier release sets neither, and its
+	// senders fall back to a full report every fullUncheckedPeriod.
+	Checked bool     `json:"checked,omitempty"`
+	Lacks   []string `json:"lacks,omitempty"`
+}
+
+// rowAnswer is the answer to a report of from that was committed or queued:
+// what this leader's replica lacks of from's row. A store that cannot say
+// leaves Checked unset, and the sender sends every result now and then.
+func (s *Member) rowAnswer(from string, queued bool) reportAnswer {
+	a := reportAnswer{Queued: queued}
+	lacks, err := s.store.RowGaps(from)
+	if err != nil {
+		s.log.Debug("row gaps for a report's answer", "from", from, "err", err)
+		return a
+	}
+	a.Checked, a.Lacks = true, lacks
+	return a
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	reportsRejected    *prometheus.CounterVec
 	reportsAccepted    prometheus.Counter
 	reportsSent        *prometheus.CounterVec
+	reportsFull        prometheus.Counter
 	applyDuration      *prometheus.HistogramVec
 	verdictChanges     *prometheus.CounterVec
 	transfers          *prometheus.CounterVec
@@ -83,6 +84,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgequorum_zone_reports_sent_total",
 			Help: "Reports this member sent to its leader, by result.",
 		}, []string{"result"}),
+		reportsFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgequorum_zone_reports_full_total",
+			Help: "Reports this member built with every result, not only what the leader lacks: its first, one every 10 minutes, and one every 30 s while its leader is of a release that does not say what its replica lacks.",
+		}),
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "edgequorum_raft_apply_duration_seconds",
 			Help:    "Time from raft.Apply to commit, by command.",
@@ -178,7 +183,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				reg.MustRegister(held(reason))
 			}
 		}
-		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent,
+		reg.MustRegister(m.rpcs, m.peerRequests, m.reportsRejected, m.reportsAccepted, m.reportsSent, m.reportsFull,
 			m.applyDuration, m.verdictChanges, m.transfers, m.recoveries, m.membershipChanges,
 			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,
 			m.forcedElections, m.leaderStalls, m.reportsUncommitted, m.zoneLevel, m.unreadable("newer_release"), m.unreadable("other"),

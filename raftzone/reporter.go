@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/edgequorum/edgequorum/store"
@@ -27,27 +28,86 @@ func (s *Member) reportLoop(ctx context.Context) {
 	}
 }
 
-// fullReportPeriod is how often a report carries every result, not only
-// those that differ from this member's committed row.
+// A member diffs its report against its own replica's row, and replicas can
+// differ: a replica drops a result about a peer its own view of the cluster
+// has not confirmed as a member yet (store.Witness). When the leader's replica
+// dropped one that this member's kept, a report of differences alone would
+// never send it again, and the leader would never judge that peer. So the
+// leader's answer names the members its replica's row of the sender lacks
+// (reportAnswer.Lacks), and the next report carries this member's results
+// about them; a repeated result leaves its cell, and the time it last changed,
+// as they are.
 //
-// Why: the row compared with is this member's replica's, and replicas can
-// differ. A replica drops a result about a peer its own view of the cluster
-// has not confirmed as a member yet (store.Witness), so the leader's replica
-// may lack a result that this member's replica holds, and a report of
-// differences alone would never send it again: the leader would never judge
-// that peer. A cell a full report repeats unchanged keeps its time.
-const fullReportPeriod = 30 * time.Second
+// A leader of an earlier release says nothing of its row; while the last
+// answer came from one, every fullUncheckedPeriod a report carries every
+// result, as releases before this one did. With a
+// leader that checks, a full report every fullCheckedPeriod still bounds how
+// long any divergence the gaps cannot show (a spare's view restored from
+// before a change) can last, at a twentieth of the cost.
+const (
+	fullUncheckedPeriod = 30 * time.Second
+	fullCheckedPeriod   = 10 * time.Minute
+)
+
+// reportRepair is what the leader's last answer said of this member's row in
+// its replica, and when this member last sent every result.
+type reportRepair struct {
+	mu      sync.Mutex
+	fullAt  time.Time
+	checked bool
+	lacks   map[string]bool
+}
+
+// plan says what a report built at now carries beyond the differences from
+// this member's row: every result (full, which counts it as sent), or the
+// results about the peers the leader's replica lacks.
+func (r *reportRepair) plan(now time.Time) (full bool, lacks map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	period := fullUncheckedPeriod
+	if r.checked {
+		period = fullCheckedPeriod
+	}
+	if r.fullAt.IsZero() || now.Sub(r.fullAt) >= period {
+		r.fullAt = now
+		return true, nil
+	}
+	return false, r.lacks
+}
+
+// answered takes in what a leader answered to a delivered report. Only
+// names that member says are members are kept: an answer is input from the
+// network, and this member holds results about its peers only.
+func (r *reportRepair) answered(a reportAnswer, member func(node string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked = a.Checked
+	r.lacks = nil
+	for _, p := range a.Lacks {
+		if !member(p) {
+			continue
+		}
+		if r.lacks == nil {
+			r.lacks = make(map[string]bool)
+		}
+		r.lacks[p] = true
+	}
+}
 
 // buildReport signs a report holding the results that differ from what the
 // zone has committed for us — a lost or rejected report is therefore repaired by
-// the next one without any acknowledgement bookkeeping — and, every
-// fullReportPeriod, every result.
+// the next one without any acknowledgement bookkeeping — and those the
+// leader's replica lacks (reportRepair).
 func (s *Member) buildReport() (zone.Report, error) {
 	row, err := s.state().MatrixRow(s.cfg.Node)
 	if err != nil {
 		return zone.Report{}, err
 	}
-	delta := toReport(s.cfg.Node, row, s.deps.Observations.Results(), s.fullReportDue(s.clock.Now()))
+	full, lacks := s.repair.plan(s.clock.Now())
+	if full {
+		s.metrics.reportsFull.Inc()
+	}
+	delta := toReport(s.cfg.Node, row, s.deps.Observations.Results(), full, lacks)
 	seq, err := s.seq.Next()
 	if err != nil {
 		return zone.Report{}, err
@@ -67,33 +127,21 @@ func (s *Member) buildReport() (zone.Report, error) {
 }
 
 // toReport is what a report of self carries of results: those that differ
-// from row, what self's replica committed, or all of them when full; never
-// one about self. Sorted.
-func toReport(self string, row map[string]store.Cell, results []zone.Result, full bool) []zone.Result {
+// from row, what self's replica committed, those about the peers in lacks, or
+// all of them when full; never one about self. Sorted.
+func toReport(self string, row map[string]store.Cell, results []zone.Result, full bool, lacks map[string]bool) []zone.Result {
 	var out []zone.Result
 	for _, r := range results {
 		if r.Peer == self {
 			continue
 		}
-		if c, ok := row[r.Peer]; ok && c.OK == r.OK && c.Score == r.Score && !full {
+		if c, ok := row[r.Peer]; ok && c.OK == r.OK && c.Score == r.Score && !full && !lacks[r.Peer] {
 			continue
 		}
 		out = append(out, r)
 	}
 	zone.SortResults(out)
 	return out
-}
-
-// fullReportDue reports whether a report built at now carries every result,
-// and if so counts it as sent.
-func (s *Member) fullReportDue(now time.Time) bool {
-	s.fullReportMu.Lock()
-	defer s.fullReportMu.Unlock()
-	if now.Sub(s.fullReportAt) < fullReportPeriod {
-		return false
-	}
-	s.fullReportAt = now
-	return true
 }
 
 func (s *Member) reportOnce(ctx context.Context) {
@@ -120,7 +168,10 @@ func (s *Member) reportOnce(ctx context.Context) {
 	defer cancel()
 	var answer reportAnswer
 	if s.Term() != 0 {
+		// The leader's own row is its replica's: the differences are
+		// all it lacks.
 		err = s.intake.submit(ctx, rep)
+		answer.Checked = err == nil || errors.Is(err, ErrQueued)
 		if errors.Is(err, ErrQueued) {
 			err, answer.Queued = nil, true
 		}
@@ -140,6 +191,7 @@ func (s *Member) reportOnce(ctx context.Context) {
 	switch {
 	case err == nil:
 		s.metrics.reportsSent.WithLabelValues("ok").Inc()
+		s.repair.answered(answer, func(p string) bool { _, ok := s.memberByNode(p); return ok })
 		if !answer.Queued {
 			// Committed: the zone holds what this member reports.
 			s.cleanStart.Do(s.dropMigrationBackups)

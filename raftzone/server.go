@@ -91,10 +91,9 @@ type Member struct {
 	// matrixAnswers keeps the peer API's matrix answer a second
 	// (matrix.go).
 	matrixAnswers matrixCache
-	// fullReportAt is when this member last built a report carrying every
-	// result (reporter.go).
-	fullReportMu sync.Mutex
-	fullReportAt time.Time
+	// repair is what the leader said its replica lacks of this member's
+	// row (reporter.go).
+	repair reportRepair
 
 	// hadState is true when the data dir held Raft state at start; such a
 	// member never bootstraps.

@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestAResultRepeatedUnchangedKeepsItsCell: a member's periodic full report
 // repeats results that did not change; each cell keeps the time it last
@@ -21,5 +24,43 @@ func TestAResultRepeatedUnchangedKeepsItsCell(t *testing.T) {
 	a.mustApply(batch(12, report("a", 3, ok("b", 100), ok("c", 100))))
 	if row, _ = s.MatrixRow("a"); !row["c"].At.Equal(at(12)) || !row["c"].OK || !row["b"].At.Equal(at(1)) {
 		t.Errorf("after c changed: %+v", row)
+	}
+}
+
+// TestRowGapsNameWhatAReplicaLacks: a result about a peer that is not a
+// member when its report applies is dropped; once the peer is a member, the
+// row's gap names it until a report fills it, and again after the peer left
+// and came back (its column went with it).
+func TestRowGapsNameWhatAReplicaLacks(t *testing.T) {
+	s := newStore(t)
+	a := newApplier(t, s)
+	gaps := func(checker string) string {
+		t.Helper()
+		g, err := s.RowGaps(checker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(g)
+	}
+	a.mustApply(members("a", "b"))
+	a.mustApply(batch(1, report("a", 1, ok("b", 100), ok("c", 100))))
+	if got := gaps("a"); got != "[]" {
+		t.Errorf("gaps of a while c is no member: %s, want []", got)
+	}
+	a.mustApply(members("a", "b", "c"))
+	if got := gaps("a"); got != "[c]" {
+		t.Errorf("gaps of a once c is a member: %s, want [c] (its result was dropped)", got)
+	}
+	if got := gaps("c"); got != "[a b]" {
+		t.Errorf("gaps of c, which never reported: %s, want [a b]", got)
+	}
+	a.mustApply(batch(2, report("a", 2, ok("c", 100))))
+	if got := gaps("a"); got != "[]" {
+		t.Errorf("gaps of a after it reported c: %s, want []", got)
+	}
+	a.mustApply(members("a", "b"))
+	a.mustApply(members("a", "b", "c"))
+	if got := gaps("a"); got != "[c]" {
+		t.Errorf("gaps of a after c left and came back: %s, want [c]", got)
 	}
 }

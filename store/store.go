@@ -545,6 +545,30 @@ func (s *Store) MatrixRow(checker string) (map[string]Cell, error) {
 	return row, nil
 }
 
+// RowGaps names the members, checker aside, that checker's row holds no
+// cell about, sorted. The leader tells a reporting member what its replica
+// lacks: a replica drops a result about a peer its own view of the cluster
+// has not confirmed yet (Witness), and the member, which diffs its reports
+// against its own replica's row, would otherwise never send that result
+// again. It reads keys only and decodes nothing.
+func (s *Store) RowGaps(checker string) ([]string, error) {
+	var gaps []string
+	err := s.view(func(tx *bbolt.Tx) error {
+		row := tx.Bucket(bucketMatrix).Bucket([]byte(checker))
+		return tx.Bucket(bucketMembers).ForEach(func(peer, _ []byte) error {
+			if string(peer) == checker || (row != nil && row.Get(peer) != nil) {
+				return nil
+			}
+			gaps = append(gaps, string(peer))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: row gaps of %s: %w", checker, err)
+	}
+	return gaps, nil
+}
+
 func decodeRow(b *bbolt.Bucket) (map[string]Cell, error) {
 	return decodeRowNamed(b, 0, nil)
 }
