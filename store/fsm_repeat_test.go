@@ -2,7 +2,10 @@ package store
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/edgequorum/edgequorum/zone"
 )
 
 // TestAResultRepeatedUnchangedKeepsItsCell: a member's periodic full report
@@ -62,5 +65,39 @@ func TestRowGapsNameWhatAReplicaLacks(t *testing.T) {
 	a.mustApply(members("a", "b", "c"))
 	if got := gaps("a"); got != "[c]" {
 		t.Errorf("gaps of a after c left and came back: %s, want [c]", got)
+	}
+}
+
+// TestRowGapsOfManyRows: with rows holding random subsets of a zone of 20,
+// each row's gaps are exactly the members it holds no cell about.
+func TestRowGapsOfManyRows(t *testing.T) {
+	s := newStore(t)
+	a := newApplier(t, s)
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("n%02d", i))
+	}
+	a.mustApply(members(names...))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i, checker := range names {
+		var results []zone.Result
+		want := []string{}
+		for _, peer := range names {
+			switch {
+			case peer == checker:
+			case rng.IntN(3) == 0:
+				want = append(want, peer)
+			default:
+				results = append(results, ok(peer, 100))
+			}
+		}
+		a.mustApply(batch(i+1, report(checker, 1, results...)))
+		got, err := s.RowGaps(checker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("gaps of %s: %v, want %v", checker, got, want)
+		}
 	}
 }
