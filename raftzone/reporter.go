@@ -40,10 +40,10 @@ func (s *Member) reportLoop(ctx context.Context) {
 //
 // A leader of an earlier release says nothing of its row; while the last
 // answer came from one, every fullUncheckedPeriod a report carries every
-// result, as releases before this one did. With a
-// leader that checks, a full report every fullCheckedPeriod still bounds how
-// long any divergence the gaps cannot show (a spare's view restored from
-// before a change) can last, at a twentieth of the cost.
+// result, as releases before this one did. With a leader that checks, a full
+// report every fullCheckedPeriod still bounds how long any divergence the
+// gaps cannot show (a spare's view restored from before a change) can last,
+// at a twentieth of the cost.
 const (
 	fullUncheckedPeriod = 30 * time.Second
 	fullCheckedPeriod   = 10 * time.Minute
