@@ -309,6 +309,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, port, etcdPort int) error 
 			// Blocking writes each event before the response, so a test that
 			// reads the log after a request sees that request.
 			"--audit-log-mode=blocking",
+			// One file that never rotates: the apiserver's default
+			// rotates it at 100 MB, which an hour of a large zone's
+			// writes reaches, and readers follow it by offset.
+			"--audit-log-maxsize=0",
 		)
 	}
 	args = append(args, c.opts.ExtraAPIServerArgs...)
