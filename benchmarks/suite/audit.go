@@ -55,6 +55,10 @@ func (a *auditLog) poll() error {
 		return fmt.Errorf("open audit log: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() < a.offset {
+		// Seeking to the old offset would read from the middle of a line.
+		return fmt.Errorf("audit log %s shrank from %d to %d bytes: rotated or truncated, events lost", a.path, a.offset, st.Size())
+	}
 	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
 		return fmt.Errorf("seek audit log: %w", err)
 	}

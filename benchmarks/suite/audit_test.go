@@ -1,0 +1,67 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func auditLine(user string, at time.Time) string {
+	return fmt.Sprintf(`{"stage":"ResponseComplete","verb":"patch","user":{"username":%q},"objectRef":{"resource":"nodes"},"responseStatus":{"code":200},"requestReceivedTimestamp":%q}`+"\n",
+		user, at.Format(time.RFC3339Nano))
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditLogFollowsAppends reads what the apiserver appended since the last
+// poll, keeps a line it has not finished for the next, and refuses to read a
+// file that shrank (an offset into another file lands mid-line) with an error
+// that says so, instead of decoding garbage.
+func TestAuditLogFollowsAppends(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	a := &auditLog{path: path}
+	if err := a.poll(); err != nil {
+		t.Fatalf("poll before the apiserver wrote: %v", err)
+	}
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	appendFile(t, path, auditLine("agent", t0)+auditLine("baseline", t0.Add(time.Second)))
+	if err := a.poll(); err != nil {
+		t.Fatal(err)
+	}
+	second := auditLine("agent", t0.Add(2*time.Second))
+	appendFile(t, path, second[:20])
+	if err := a.poll(); err != nil {
+		t.Fatalf("poll with half a line written: %v", err)
+	}
+	appendFile(t, path, second[20:])
+	if err := a.poll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(a.writes("agent", t0, t0.Add(time.Minute))); got != 2 {
+		t.Fatalf("agent writes = %d, want 2", got)
+	}
+	if got := len(a.writes("baseline", t0, t0.Add(time.Minute))); got != 1 {
+		t.Fatalf("baseline writes = %d, want 1", got)
+	}
+
+	if err := os.WriteFile(path, []byte(auditLine("agent", t0.Add(3*time.Second))[:40]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := a.poll()
+	if err == nil || !strings.Contains(err.Error(), "shrank") {
+		t.Fatalf("poll of a rotated log = %v, want an error that it shrank", err)
+	}
+}
