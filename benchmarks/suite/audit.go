@@ -37,6 +37,7 @@ type auditLog struct {
 	path string
 
 	mu      sync.Mutex
+	file    os.FileInfo // the file offset counts into, from the first poll that found one
 	offset  int64
 	partial []byte
 	events  []testcluster.AuditEvent
@@ -55,10 +56,19 @@ func (a *auditLog) poll() error {
 		return fmt.Errorf("open audit log: %w", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() < a.offset {
-		// Seeking to the old offset would read from the middle of a line.
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat audit log: %w", err)
+	}
+	// Seeking to the old offset in another file, or past the end of a
+	// truncated one, would read from the middle of a line.
+	if a.file != nil && !os.SameFile(a.file, st) {
+		return fmt.Errorf("audit log %s was replaced by another file after %d bytes: rotated, events lost", a.path, a.offset)
+	}
+	if st.Size() < a.offset {
 		return fmt.Errorf("audit log %s shrank from %d to %d bytes: rotated or truncated, events lost", a.path, a.offset, st.Size())
 	}
+	a.file = st
 	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
 		return fmt.Errorf("seek audit log: %w", err)
 	}

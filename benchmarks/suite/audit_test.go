@@ -62,6 +62,30 @@ func TestAuditLogFollowsAppends(t *testing.T) {
 	}
 	err := a.poll()
 	if err == nil || !strings.Contains(err.Error(), "shrank") {
-		t.Fatalf("poll of a rotated log = %v, want an error that it shrank", err)
+		t.Fatalf("poll of a truncated log = %v, want an error that it shrank", err)
+	}
+}
+
+// A log rotated by renaming, whose new file has grown past the old offset
+// by the next poll, must not be read from that offset.
+func TestAuditLogRefusesAReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	a := &auditLog{path: path}
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	appendFile(t, path, auditLine("agent", t0))
+	if err := a.poll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, filepath.Join(dir, "audit-old.log")); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, path, auditLine("baseline", t0.Add(time.Second))+auditLine("baseline", t0.Add(2*time.Second)))
+	err := a.poll()
+	if err == nil || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("poll of a replaced log = %v, want an error that it was replaced", err)
+	}
+	if got := len(a.writes("baseline", t0, t0.Add(time.Minute))); got != 0 {
+		t.Fatalf("baseline writes = %d read from the middle of another file, want 0", got)
 	}
 }
