@@ -28,8 +28,8 @@ func appendFile(t *testing.T, path, s string) {
 
 // TestAuditLogFollowsAppends reads what the apiserver appended since the last
 // poll, keeps a line it has not finished for the next, and refuses to read a
-// file that shrank (an offset into another file lands mid-line) with an error
-// that says so, instead of decoding garbage.
+// file that shrank (the old offset would land mid-line) with an error that
+// says so, instead of decoding garbage.
 func TestAuditLogFollowsAppends(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	a := &auditLog{path: path}
