@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -35,6 +36,38 @@ type deciderEnv struct {
 	client *fake.Clientset
 	clock  *clocktesting.FakeClock
 	reg    *prometheus.Registry
+}
+
+// settled waits until the Decider's own handlers have had every Lease its
+// caches hold. An informer fills its cache before it calls handlers, and the
+// handlers stamp a renewal with the webhook's clock when they see it: a test
+// that waits on the cache alone and then steps the fake clock can have the
+// renewal stamped after the step, as if heard later than it was.
+func (env *deciderEnv) settled(t testing.TB) {
+	t.Helper()
+	poll.UntilTrue(t, waitTimeout, "the webhook's evidence to have every cached Lease", func() bool {
+		nodeLeases, err1 := env.d.caches.NodeLeases.List(labels.Everything())
+		zoneLeases, err2 := env.d.caches.ZoneLeases.List(labels.Everything())
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		e := env.d.evidence
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, l := range nodeLeases {
+			if r, ok := e.kubelets[l.Name]; !ok || !r.renewed.Equal(renewTime(l)) {
+				return false
+			}
+		}
+		for _, l := range zoneLeases {
+			rec, c := e.zones[l.Name], zonek8s.LeaseClaimOf(l)
+			if rec == nil || rec.latest.sig != l.Annotations[zone.LeaseSignatureAnnotation] ||
+				rec.latest.Holder != c.Holder || rec.latest.Term != c.Term || !rec.latest.Renewed.Equal(c.Renewed) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // newTestDecider returns a Decider over a fake clientset holding objs.
@@ -444,6 +477,7 @@ func TestDecideKeepsTheLastHonouredLease(t *testing.T) {
 			c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
 			return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
 		})
+		env.settled(t)
 	}
 	env.clock.Step(10 * time.Second)
 	// Renewed now, by a node of another zone (signed with its own key).
@@ -670,6 +704,7 @@ func renewLease(t *testing.T, env *deciderEnv, namespace, name string, change fu
 		c, _ := env.d.caches.ZoneLeases.Get(name)
 		return c != nil && c.Spec.RenewTime.Equal(l.Spec.RenewTime)
 	})
+	env.settled(t)
 }
 
 // TestDecideDownBeforeCutOutlivesTheLeadersWord: n3 dies right after its
@@ -767,6 +802,7 @@ func handOver(t *testing.T, env *deciderEnv, holder, endorses string) {
 		c, _ := env.d.caches.ZoneLeases.Get(zone.LeaseName("z"))
 		return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == holder && c.Annotations[zone.LeaseEndorsesAnnotation] == endorses
 	})
+	env.settled(t)
 }
 
 func mustGetLease(t *testing.T, leases interface {
@@ -812,6 +848,7 @@ func TestDecideGivesNoGraceToAStolenLease(t *testing.T) {
 					return c != nil && ptr.Deref(c.Spec.HolderIdentity, "") == holder &&
 						c.Annotations[zone.LeaseTermAnnotation] == strconv.FormatUint(term, 10)
 				})
+				env.settled(t)
 			}
 			// n2 takes the Lease and signs a verdict for n1 with its own key.
 			write("n2", stolenTerm)
@@ -860,6 +897,7 @@ func TestDecideIgnoresNodesThatJoinDuringACut(t *testing.T) {
 		_, err2 := env.d.caches.NodeLeases.Get("late")
 		return err1 == nil && err2 == nil && !env.d.evidence.memberSince("late", "z").IsZero()
 	})
+	env.settled(t)
 	if got, _ := env.d.Decide(n); got.Reason != ReasonZoneCutOff {
 		t.Fatalf("a node that joined during the cut decided the zone: %+v, want %s", got, ReasonZoneCutOff)
 	}
