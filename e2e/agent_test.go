@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/apiwriter"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
@@ -79,6 +80,10 @@ func TestAgentZone(t *testing.T) {
 	victim.Kubelet.Kill()
 	waitStates(t, client, 2*time.Minute, map[string]zone.State{victim.Name: zone.Unhealthy})
 	t.Logf("dead node %s judged unhealthy %s after it died (KCM's default grace is 50s)", victim.Name, time.Since(killedAt).Round(100*time.Millisecond))
+	// The leader records a verdict's Event right after its write (best
+	// effort: a leader killed between the two loses it); kill it only once
+	// the Event is there, so that the count below is exact.
+	requireLeaderEvent(t, client, victim.Name, apiwriter.EventJudgedUnhealthy)
 
 	// The leader dies: a new one renews the zone Lease; no survivor flips.
 	before, err := client.CoordinationV1().Leases("edgequorum-system").Get(ctx, zone.LeaseName("edge-a"), metav1.GetOptions{})
@@ -100,6 +105,7 @@ func TestAgentZone(t *testing.T) {
 	t.Logf("new leader %s renewed the zone lease %s after the old leader died", newHolder, took.Round(100*time.Millisecond))
 	waitStates(t, client, 2*time.Minute, map[string]zone.State{leader.Name: zone.Unhealthy})
 	t.Logf("dead leader judged unhealthy %s after it died", time.Since(leaderKilled).Round(100*time.Millisecond))
+	requireLeaderEvent(t, client, leader.Name, apiwriter.EventJudgedUnhealthy)
 
 	// Writes: one node-key registration per node when its agent first
 	// starts, then exactly one node patch per verdict change (5 healthy, 2
