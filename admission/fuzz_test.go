@@ -22,7 +22,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/admission/webhookcerts"
 	"github.com/edgequorum/edgequorum/zone"
-	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 // The fuzz targets feed arbitrary bodies to one route each, the way anyone who
@@ -174,7 +174,7 @@ func FuzzNodeStatusReview(f *testing.F) {
 	a := zone.Annotation{State: zone.Unhealthy, Zone: "zone-a", Term: testTerm, Leader: testLeaders["zone-a"], At: testNow, Cons: 2, Members: 3}
 	n := old.DeepCopy()
 	n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a4", a)
-	n.Status.Conditions = append(n.Status.Conditions, zonek8s.Condition(a, nil))
+	n.Status.Conditions = append(n.Status.Conditions, corecond.Condition(a, nil))
 	moved := n.DeepCopy()
 	moved.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.9"}}
 	for _, obj := range []*corev1.Node{n, moved} {

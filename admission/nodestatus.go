@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 // resNodeStatus is the nodes/status route in the resource label: the agents'
@@ -40,8 +41,8 @@ func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec
 		return 0, fmt.Sprintf("the edgequorum agent may change only the %s condition in the status of node %s; this write changes %s",
 			zonek8s.ConditionType, n.Name, other), Decision{}, nil
 	}
-	newCond, i := zonek8s.FindCondition(n.Status.Conditions)
-	oldCond, _ := zonek8s.FindCondition(old.Status.Conditions)
+	newCond, i := corecond.FindCondition(n.Status.Conditions)
+	oldCond, _ := corecond.FindCondition(old.Status.Conditions)
 	if n.Annotations[zone.AnnotationKey] == old.Annotations[zone.AnnotationKey] &&
 		apiequality.Semantic.DeepEqual(newCond, oldCond) {
 		return 0, "", Decision{}, nil // neither the verdict nor its condition
@@ -64,7 +65,7 @@ func (m *mutator) nodeStatus(n, old *corev1.Node) (changed int, deny string, dec
 		}
 		return 0, deny, dec, nil
 	}
-	want := zonek8s.Condition(judged.verdict, oldCond)
+	want := corecond.Condition(judged.verdict, oldCond)
 	count := 0
 	for _, c := range n.Status.Conditions {
 		if c.Type == zonek8s.ConditionType {

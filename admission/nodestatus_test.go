@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 // TestNodeStatusShowsOnlySignedVerdicts: through nodes/status the agent
@@ -41,7 +42,7 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	write := func(a zone.Annotation) *corev1.Node {
 		n := stored()
 		n.Annotations[zone.AnnotationKey] = signedVerdict("edge-a4", a)
-		n.Status.Conditions = append(n.Status.Conditions, zonek8s.Condition(a, nil))
+		n.Status.Conditions = append(n.Status.Conditions, corecond.Condition(a, nil))
 		return n
 	}
 	unsigned := func(n *corev1.Node) {
@@ -60,7 +61,7 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Conditions = append(n.Status.Conditions, zonek8s.Condition(a, nil))
+	n.Status.Conditions = append(n.Status.Conditions, corecond.Condition(a, nil))
 	if changed, deny, _, err := m.nodeStatus(n, stored()); changed != 0 || deny != "" || err != nil {
 		t.Errorf("the condition of the standing verdict alone: changed %d, deny %q, err %v", changed, deny, err)
 	}
@@ -73,11 +74,11 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 	}{
 		{"the leader's verdict with its condition", nil, false, ""},
 		{"a condition that says otherwise", func(n *corev1.Node) {
-			c, _ := zonek8s.FindCondition(n.Status.Conditions)
+			c, _ := corecond.FindCondition(n.Status.Conditions)
 			c.Status, c.Reason = corev1.ConditionTrue, zonek8s.ConditionReasonPeersReach
 		}, true, ""},
 		{"a condition with another message", func(n *corev1.Node) {
-			c, _ := zonek8s.FindCondition(n.Status.Conditions)
+			c, _ := corecond.FindCondition(n.Status.Conditions)
 			c.Message = "all is well"
 		}, true, ""},
 		{"the verdict without its condition", func(n *corev1.Node) {
@@ -133,7 +134,7 @@ func TestNodeStatusShowsOnlySignedVerdicts(t *testing.T) {
 					quorum = append(quorum, c)
 				}
 			}
-			if want := zonek8s.Condition(unhealthy, nil); len(quorum) != 1 || !apiequality.Semantic.DeepEqual(quorum[0], want) {
+			if want := corecond.Condition(unhealthy, nil); len(quorum) != 1 || !apiequality.Semantic.DeepEqual(quorum[0], want) {
 				t.Errorf("EdgeQuorum conditions %+v, want exactly %+v", quorum, want)
 			}
 		})

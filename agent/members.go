@@ -12,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/edgequorum/edgequorum/apiwriter"
@@ -73,23 +71,23 @@ func discoverZone(ctx context.Context, client kubeclient.Interface, node, label,
 // zone's label value.
 type nodeMembers struct {
 	informer cache.SharedIndexInformer
-	lister   corelisters.NodeLister
+	lister   kubeclient.NodeLister
 	peerPort int
 }
 
 func newNodeMembers(client kubeclient.Interface, label, zoneName string, peerPort int) *nodeMembers {
 	informer, lister := kubeclient.NewNodeInformer(client, labels.Set{label: zoneName}.String(), 10*time.Minute)
 	// Keep only what the member list and the leader need: a Node's managed
-	// fields, images and conditions are most of its size, multiplied by the
-	// zone's size on every member. Of the conditions, Ready tells the leader
-	// which members the cloud cannot hear (the quorum's evidence is wanted
-	// for them), and EdgeQuorum whether a Node shows its verdict.
+	// fields and conditions are most of what its slim type decodes (its
+	// images are not decoded at all), multiplied by the zone's size on every
+	// member. Of the conditions, Ready tells the leader which members the
+	// cloud cannot hear (the quorum's evidence is wanted for them), and
+	// EdgeQuorum whether a Node shows its verdict.
 	informer.SetTransform(func(obj any) (any, error) {
-		if n, ok := obj.(*corev1.Node); ok {
+		if n, ok := obj.(*kubeclient.Node); ok {
 			n.ManagedFields = nil
-			n.Status.Images = nil
-			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-				return c.Type != corev1.NodeReady && c.Type != zonek8s.ConditionType
+			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c zonek8s.NodeCondition) bool {
+				return c.Type != kubeclient.NodeReady && c.Type != zonek8s.ConditionType
 			})
 		}
 		return obj, nil
@@ -106,7 +104,7 @@ type zoneVerdicts struct {
 	srv     *raftzone.Member
 }
 
-func (z zoneVerdicts) ZoneNodes() []*corev1.Node {
+func (z zoneVerdicts) ZoneNodes() []*kubeclient.Node {
 	nodes, err := z.members.lister.List(labels.Everything())
 	if err != nil {
 		return nil
@@ -127,7 +125,7 @@ func (m *nodeMembers) restoreVerdicts(srv *raftzone.Member, w *apiwriter.Writer)
 	w.Follow(zoneVerdicts{members: m, srv: srv})
 	w.Gather(srv)
 	check := func(obj any) {
-		n, ok := obj.(*corev1.Node)
+		n, ok := obj.(*kubeclient.Node)
 		if !ok {
 			return
 		}
@@ -183,9 +181,9 @@ func (m *nodeMembers) Candidates() ([]zoneport.Candidate, bool) {
 	return out, true
 }
 
-func internalIP(n *corev1.Node) string {
+func internalIP(n *kubeclient.Node) string {
 	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
+		if a.Type == kubeclient.NodeInternalIP && net.ParseIP(a.Address) != nil {
 			return a.Address
 		}
 	}
@@ -194,7 +192,7 @@ func internalIP(n *corev1.Node) string {
 
 // kubeletPort is the kubelet port n publishes (status.daemonEndpoints), or 0
 // when it publishes none that a TCP connection could use.
-func kubeletPort(n *corev1.Node) int {
+func kubeletPort(n *kubeclient.Node) int {
 	if p := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port); p > 0 && p <= 65535 {
 		return p
 	}

@@ -20,10 +20,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/kubeclient"
+	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 // TestVerdictPatchOnRealAPIServer checks verdictPatch against the semantics
@@ -51,7 +53,7 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	}
 	patch := func(read *corev1.Node, value string, a zone.Annotation) error {
 		cur, had := read.Annotations[zone.AnnotationKey]
-		p, err := verdictPatch(read, cur, had, value, a)
+		p, err := verdictPatch(wrap.Node(read), cur, had, value, a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +63,8 @@ func TestVerdictPatchOnRealAPIServer(t *testing.T) {
 	shows := func(want zone.Annotation, wantValue string) {
 		t.Helper()
 		got := getNode(ctx, t, c.Client())
-		cond, _ := zonek8s.FindCondition(got.Status.Conditions)
-		if got.Annotations[zone.AnnotationKey] != wantValue || cond == nil || !zonek8s.SameCondition(*cond, zonek8s.Condition(want, nil)) {
+		cond, _ := corecond.FindCondition(got.Status.Conditions)
+		if got.Annotations[zone.AnnotationKey] != wantValue || cond == nil || !corecond.SameCondition(*cond, corecond.Condition(want, nil)) {
 			t.Fatalf("node shows annotation %q, condition %+v; want %q and the condition for it", got.Annotations[zone.AnnotationKey], cond, wantValue)
 		}
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
@@ -28,12 +27,12 @@ const (
 
 // verdictEvent is the Event on the Node for a verdict that changed its state.
 func verdictEvent(v zone.Verdict) (reason, typ, note string) {
-	typ = corev1.EventTypeNormal
+	typ = kubeclient.EventTypeNormal
 	switch v.State {
 	case zone.Healthy:
 		reason = EventJudgedHealthy
 	case zone.Unhealthy:
-		reason, typ = EventJudgedUnhealthy, corev1.EventTypeWarning
+		reason, typ = EventJudgedUnhealthy, kubeclient.EventTypeWarning
 	default:
 		reason = EventJudgedUnknown
 	}
@@ -46,9 +45,9 @@ func verdictEvent(v zone.Verdict) (reason, typ, note string) {
 // Events are rare (one per verdict change, one per new leader) and best
 // effort: a failure is counted and logged, never retried, and never holds up
 // or fails the write it reports.
-func (w *Writer) recordEvent(ctx context.Context, namespace string, regarding corev1.ObjectReference, reason, typ, action, note string) {
+func (w *Writer) recordEvent(ctx context.Context, namespace string, regarding kubeclient.ObjectReference, reason, typ, action, note string) {
 	now := w.clock.Now()
-	ev := &eventsv1.Event{
+	ev := &kubeclient.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", regarding.Name, now.UnixNano()), Namespace: namespace},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: ReportingController,

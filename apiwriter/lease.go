@@ -9,11 +9,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -163,8 +163,8 @@ func (w *Writer) leaderEvent(ctx context.Context, l *coordinationv1.Lease, term 
 	if was != "" {
 		note += "; " + was + " held the zone Lease before"
 	}
-	w.recordEvent(ctx, l.Namespace, corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
-		Namespace: l.Namespace, Name: l.Name, UID: l.UID}, EventLeaderChanged, corev1.EventTypeNormal, "Lead", note)
+	w.recordEvent(ctx, l.Namespace, kubeclient.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+		Namespace: l.Namespace, Name: l.Name, UID: l.UID}, EventLeaderChanged, kubeclient.EventTypeNormal, "Lead", note)
 }
 
 func (w *Writer) leaseWritten(l *coordinationv1.Lease, term uint64, wanted []string, quiet bool) {
@@ -402,7 +402,7 @@ func (w *Writer) unmarked(nodes []string) []string {
 		}
 		for _, c := range n.Status.Conditions {
 			// The leader's own Node too: its peers speak for it.
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown && !slices.Contains(nodes, n.Name) {
+			if c.Type == kubeclient.NodeReady && c.Status == zonek8s.ConditionUnknown && !slices.Contains(nodes, n.Name) {
 				nodes = append(nodes, n.Name)
 			}
 		}

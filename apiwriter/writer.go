@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +45,7 @@ type Fence interface {
 // informer and the zone's committed state.
 type NodeVerdicts interface {
 	// ZoneNodes are the zone's Nodes as the agent's informer holds them.
-	ZoneNodes() []*corev1.Node
+	ZoneNodes() []*kubeclient.Node
 	// CommittedVerdict is the zone's committed verdict for node, if any.
 	CommittedVerdict(node string) (zone.Verdict, bool)
 }
@@ -361,14 +360,14 @@ func (w *Writer) writeVerdict(ctx context.Context, v zone.Verdict) (bool, error)
 	// the state the Node showed is no news.
 	if prev, err := zone.ParseAnnotation(raw); !had || err != nil || prev.State != v.State {
 		reason, typ, note := verdictEvent(v)
-		w.recordEvent(ctx, metav1.NamespaceDefault, corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: v.Node, UID: node.UID},
+		w.recordEvent(ctx, metav1.NamespaceDefault, kubeclient.ObjectReference{APIVersion: "v1", Kind: "Node", Name: v.Node, UID: node.UID},
 			reason, typ, "Judge", note)
 	}
 	return true, nil
 }
 
 // showsVerdict reports whether node's EdgeQuorum condition shows verdict a.
-func showsVerdict(node *corev1.Node, a zone.Annotation) bool {
+func showsVerdict(node *kubeclient.Node, a zone.Annotation) bool {
 	prev, _ := zonek8s.FindCondition(node.Status.Conditions)
 	return prev != nil && zonek8s.SameCondition(*prev, zonek8s.Condition(a, prev))
 }
@@ -476,7 +475,7 @@ func (w *Writer) endorsements(term uint64) map[string]string {
 		return out
 	}
 	nodes := src.ZoneNodes()
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(nodes, func(a, b *kubeclient.Node) int { return strings.Compare(a.Name, b.Name) })
 	keys := nodeKeys(nodes)
 	size := 0
 	for _, n := range nodes {
@@ -526,7 +525,7 @@ func (w *Writer) verified(node, raw string, a *zone.Annotation, pub ed25519.Publ
 const maxVerifiedMemo = 1 << 12
 
 // nodeKeys are the node keys the Nodes register, by node name.
-func nodeKeys(nodes []*corev1.Node) map[string]ed25519.PublicKey {
+func nodeKeys(nodes []*kubeclient.Node) map[string]ed25519.PublicKey {
 	keys := make(map[string]ed25519.PublicKey, len(nodes))
 	for _, n := range nodes {
 		if k, err := zone.ParseNodeKey(n.Annotations[zone.NodeKeyAnnotation]); err == nil {
@@ -560,7 +559,7 @@ func (w *Writer) signed(v zone.Verdict, term uint64, format skew.Level) zone.Ann
 // Node first, so an informer view that lagged behind it costs one read and
 // no write; edgequorum_apiwriter_verdicts_restored_total counts only the
 // restores that wrote.
-func (w *Writer) Restore(node *corev1.Node, v zone.Verdict) bool {
+func (w *Writer) Restore(node *kubeclient.Node, v zone.Verdict) bool {
 	term := w.fence.Term()
 	if term == 0 || node.Name != v.Node {
 		return false
@@ -607,7 +606,7 @@ var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "
 // absent, so the first verdict on a node tests the resourceVersion instead.
 // The condition is replaced where the Node holds it, tested by its type, so a
 // list that changed order meanwhile fails rather than loses a condition.
-func verdictPatch(node *corev1.Node, current string, had bool, value string, a zone.Annotation) ([]byte, error) {
+func verdictPatch(node *kubeclient.Node, current string, had bool, value string, a zone.Annotation) ([]byte, error) {
 	var ops []jsonpatch.Operation
 	switch {
 	case had:
@@ -635,7 +634,7 @@ func verdictPatch(node *corev1.Node, current string, had bool, value string, a z
 		if had {
 			ops = append(ops, jsonpatch.NewOperation("test", "/metadata/resourceVersion", node.ResourceVersion))
 		}
-		ops = append(ops, jsonpatch.NewOperation("add", "/status/conditions", []corev1.NodeCondition{cond}))
+		ops = append(ops, jsonpatch.NewOperation("add", "/status/conditions", []zonek8s.NodeCondition{cond}))
 	default:
 		ops = append(ops, jsonpatch.NewOperation("add", "/status/conditions/-", cond))
 	}

@@ -31,11 +31,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/internal/kubeclient/wrap"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 type fakeFence struct {
@@ -197,7 +199,7 @@ func (h *harness) setAnnotation(node string, a zone.Annotation) {
 		h.t.Fatal(err)
 	}
 	n.Annotations = map[string]string{zone.AnnotationKey: string(raw)}
-	n.Status.Conditions = []corev1.NodeCondition{zonek8s.Condition(a, nil)}
+	n.Status.Conditions = []corev1.NodeCondition{corecond.Condition(a, nil)}
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
@@ -295,11 +297,11 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 		}
 		return n
 	}
-	if h.w.Restore(get("node-2"), v) {
+	if h.w.Restore(wrap.Node(get("node-2")), v) {
 		t.Fatal("a follower restored a verdict")
 	}
 	h.fence.term.Store(5)
-	if !h.w.Restore(get("node-2"), v) {
+	if !h.w.Restore(wrap.Node(get("node-2")), v) {
 		t.Fatal("a node without its verdict was not restored")
 	}
 	// Written, and done with: a verdict still pending is not restored again.
@@ -307,7 +309,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 		a, ok := h.annotation("node-2")
 		return ok && a.Term == 4 && a.At.Equal(at) && h.w.Pending() == 0
 	})
-	if h.w.Restore(get("node-2"), v) {
+	if h.w.Restore(wrap.Node(get("node-2")), v) {
 		t.Error("a node that holds its verdict was restored again")
 	}
 	if w := h.nodeWrites(); len(w) != 1 {
@@ -322,7 +324,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	stale := get("node-2")
 	delete(stale.Annotations, zone.AnnotationKey)
 	unchanged := counterValue(t, h.w.metrics.skipped.WithLabelValues(skipUnchanged))
-	if !h.w.Restore(stale, v) {
+	if !h.w.Restore(wrap.Node(stale), v) {
 		t.Fatal("a view without the verdict queued no check")
 	}
 	poll.UntilTrue(t, waitTimeout, "the check done", func() bool {
@@ -341,7 +343,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !h.w.Restore(get("node-2"), v) {
+	if !h.w.Restore(wrap.Node(get("node-2")), v) {
 		t.Fatal("a removed verdict was not restored")
 	}
 	poll.UntilTrue(t, waitTimeout, "verdict restored again", func() bool { _, ok := h.annotation("node-2"); return ok })
@@ -357,7 +359,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !h.w.Restore(get("node-3"), verdict("node-3", zone.Healthy, 4, at)) {
+	if !h.w.Restore(wrap.Node(get("node-3")), verdict("node-3", zone.Healthy, 4, at)) {
 		t.Error("a verdict of a newer decision term the zone never committed was left standing")
 	}
 	poll.UntilTrue(t, waitTimeout, "the committed verdict written over it", func() bool {
@@ -367,7 +369,7 @@ func TestRestoreWritesLostVerdictsOnly(t *testing.T) {
 	// A node whose new verdict waits in the queue lags it by design.
 	h.fence.unconfirmed.Store(true) // keeps the queued verdict pending
 	h.w.Verdicts(5, []zone.Verdict{verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))}, false)
-	if h.w.Restore(get("node-2"), verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))) {
+	if h.w.Restore(wrap.Node(get("node-2")), verdict("node-2", zone.Unhealthy, 5, at.Add(time.Second))) {
 		t.Error("a verdict already queued was queued again as lost")
 	}
 }
@@ -583,14 +585,14 @@ type fakeNodeVerdicts struct {
 	committed map[string]zone.Verdict
 }
 
-func (f fakeNodeVerdicts) ZoneNodes() []*corev1.Node {
+func (f fakeNodeVerdicts) ZoneNodes() []*kubeclient.Node {
 	list, err := f.h.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		f.h.t.Fatal(err)
 	}
-	var out []*corev1.Node
+	var out []*kubeclient.Node
 	for i := range list.Items {
-		out = append(out, &list.Items[i])
+		out = append(out, wrap.Node(&list.Items[i]))
 	}
 	return out
 }
@@ -626,12 +628,12 @@ func TestPredecessorVerdictsStand(t *testing.T) {
 	h.w.Follow(fakeNodeVerdicts{h: h, committed: committed})
 	h.run()
 	h.fence.term.Store(5)
-	get := func() *corev1.Node {
+	get := func() *kubeclient.Node {
 		n, err := h.client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return wrap.Node(n)
 	}
 
 	if h.w.Restore(get(), v) {
@@ -791,7 +793,7 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 		return n
 	}
 	condition := func() *corev1.NodeCondition {
-		c, _ := zonek8s.FindCondition(get().Status.Conditions)
+		c, _ := corecond.FindCondition(get().Status.Conditions)
 		return c
 	}
 	at := h.clock.Now()
@@ -819,13 +821,13 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	// Someone marks the condition True; the annotation still stands.
 	n := get()
 	raw := n.Annotations[zone.AnnotationKey]
-	_, i := zonek8s.FindCondition(n.Status.Conditions)
+	_, i := corecond.FindCondition(n.Status.Conditions)
 	n.Status.Conditions[i].Status = corev1.ConditionTrue
 	if _, err := h.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	v := verdict("node-2", zone.Unhealthy, 4, later)
-	if !h.w.Restore(get(), v) {
+	if !h.w.Restore(wrap.Node(get()), v) {
 		t.Fatal("a condition that does not show the verdict was not restored")
 	}
 	poll.UntilTrue(t, waitTimeout, "condition restored", func() bool {
@@ -835,7 +837,7 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	if got := get().Annotations[zone.AnnotationKey]; got != raw {
 		t.Errorf("restoring the condition rewrote the annotation:\n%s\nwas\n%s", got, raw)
 	}
-	if h.w.Restore(get(), v) {
+	if h.w.Restore(wrap.Node(get()), v) {
 		t.Error("a node that shows its verdict was restored again")
 	}
 	if w := h.nodeWrites(); len(w) != 4 {
@@ -885,7 +887,7 @@ func TestEndorsementsFitThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.fence.term.Store(5)
-	if !h.w.Restore(n, committed[last]) {
+	if !h.w.Restore(wrap.Node(n), committed[last]) {
 		t.Error("a verdict the Lease has no room to name was not queued to be signed again")
 	}
 }

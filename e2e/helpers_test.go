@@ -20,7 +20,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
 	"github.com/edgequorum/edgequorum/zone"
-	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 	"github.com/edgequorum/edgequorum/zoneport"
 )
 
@@ -141,8 +141,8 @@ func requireConditionShowsVerdict(t *testing.T, client kubernetes.Interface, nod
 	if err != nil {
 		t.Fatalf("node %s: %v", node, err)
 	}
-	c, _ := zonek8s.FindCondition(n.Status.Conditions)
-	if c == nil || !zonek8s.SameCondition(*c, zonek8s.Condition(a, c)) {
+	c, _ := corecond.FindCondition(n.Status.Conditions)
+	if c == nil || !corecond.SameCondition(*c, corecond.Condition(a, c)) {
 		t.Errorf("node %s: EdgeQuorum condition %+v does not show its verdict %+v", node, c, a)
 	}
 }
@@ -195,7 +195,7 @@ func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node st
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{zone.AnnotationKey: string(raw)}},
-		"status":   map[string]any{"conditions": []corev1.NodeCondition{zonek8s.Condition(lie, nil)}},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{corecond.Condition(lie, nil)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -211,8 +211,8 @@ func requireStolenConditionRefused(t *testing.T, c *testcluster.Cluster, node st
 	if err != nil {
 		t.Fatal(err)
 	}
-	was, _ := zonek8s.FindCondition(before.Status.Conditions)
-	now, _ := zonek8s.FindCondition(after.Status.Conditions)
+	was, _ := corecond.FindCondition(before.Status.Conditions)
+	now, _ := corecond.FindCondition(after.Status.Conditions)
 	if after.Annotations[zone.AnnotationKey] != before.Annotations[zone.AnnotationKey] || !apiequality.Semantic.DeepEqual(was, now) {
 		t.Errorf("node %s changed by the refused write: condition %+v, was %+v", node, now, was)
 	}
@@ -235,10 +235,10 @@ func writeVerdictAs(t *testing.T, c *testcluster.Cluster, node, signer string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, _ := zonek8s.FindCondition(n.Status.Conditions)
+	prev, _ := corecond.FindCondition(n.Status.Conditions)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{zone.AnnotationKey: string(raw)}},
-		"status":   map[string]any{"conditions": []corev1.NodeCondition{zonek8s.Condition(a, prev)}},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{corecond.Condition(a, prev)}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -20,6 +19,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // The agent's identity, as its pod-bound ServiceAccount token carries it.
@@ -103,13 +103,13 @@ func (s *site) ZoneLevel() skew.Level { return skew.Current() }
 
 // ZoneNodes are the site's Nodes as the leader's informer would hold them
 // (what the writer reads of them: names, labels, readiness).
-func (s *site) ZoneNodes() []*corev1.Node {
-	out := make([]*corev1.Node, 0, len(s.nodes))
+func (s *site) ZoneNodes() []*kubeclient.Node {
+	out := make([]*kubeclient.Node, 0, len(s.nodes))
 	for _, n := range s.nodes {
-		out = append(out, &corev1.Node{
+		out = append(out, &kubeclient.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{zone.DefaultZoneLabel: s.name},
 				Annotations: map[string]string{zone.NodeKeyAnnotation: zone.EncodeNodeKey(n.key.Public().(ed25519.PublicKey))}},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+			Status: kubeclient.NodeStatus{Conditions: []zonek8s.NodeCondition{{Type: kubeclient.NodeReady, Status: zonek8s.ConditionTrue}}},
 		})
 	}
 	return out

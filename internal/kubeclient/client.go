@@ -7,8 +7,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,12 +30,13 @@ type Interface interface {
 
 // NodeInterface is what the agent does with Nodes: read its own and the
 // zone's, watch the zone's through an informer, and patch annotations and
-// conditions. client-go's typed NodeInterface satisfies it.
+// conditions. Its Nodes are the agent's own slim type (package wrap adapts
+// client-go's typed NodeInterface).
 type NodeInterface interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
-	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*NodeList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*Node, error)
 }
 
 // LeaseInterface is what the agent does with Leases: the zone's genesis
@@ -51,7 +50,7 @@ type LeaseInterface interface {
 
 // EventInterface is how the leader tells an operator what the zone did.
 type EventInterface interface {
-	Create(ctx context.Context, event *eventsv1.Event, opts metav1.CreateOptions) (*eventsv1.Event, error)
+	Create(ctx context.Context, event *Event, opts metav1.CreateOptions) (*Event, error)
 }
 
 // SelfSubjectReviewInterface lets the agent learn which user its
@@ -60,8 +59,9 @@ type SelfSubjectReviewInterface interface {
 	Create(ctx context.Context, review *authenticationv1.SelfSubjectReview, opts metav1.CreateOptions) (*authenticationv1.SelfSubjectReview, error)
 }
 
-// Scheme holds the types of the four API groups Interface reaches, and
-// nothing else; Codecs and ParameterCodec are built on it.
+// Scheme holds the types Interface reaches, and nothing else: the agent's own
+// Node, NodeList and Event under their group-versions, client-go's Lease and
+// SelfSubjectReview; Codecs and ParameterCodec are built on it.
 var (
 	Scheme         = runtime.NewScheme()
 	Codecs         = serializer.NewCodecFactory(Scheme)
@@ -71,15 +71,17 @@ var (
 func init() {
 	// Options, Status and WatchEvent, as client-go's scheme registers them.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
-	utilruntime.Must(corev1.AddToScheme(Scheme))
+	Scheme.AddKnownTypes(CoreGroupVersion, &Node{}, &NodeList{})
+	metav1.AddToGroupVersion(Scheme, CoreGroupVersion)
+	Scheme.AddKnownTypes(EventsGroupVersion, &Event{})
+	metav1.AddToGroupVersion(Scheme, EventsGroupVersion)
 	utilruntime.Must(coordinationv1.AddToScheme(Scheme))
-	utilruntime.Must(eventsv1.AddToScheme(Scheme))
 	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
 }
 
 // Client is the real Interface. Its methods are safe for concurrent use.
 type Client struct {
-	nodes  *gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	nodes  *gentype.ClientWithList[*Node, *NodeList]
 	coord  rest.Interface
 	events rest.Interface
 	authn  rest.Interface
@@ -124,17 +126,17 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Client, er
 		return rc, nil
 	}
 	out := &Client{}
-	core, err := group(corev1.SchemeGroupVersion, "/api")
+	core, err := group(CoreGroupVersion, "/api")
 	if err != nil {
 		return nil, err
 	}
-	out.nodes = gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", core, ParameterCodec, "",
-		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
-		gentype.PrefersProtobuf[*corev1.Node]())
+	// Nodes and Events in JSON: the agent's types have no protobuf codec.
+	out.nodes = gentype.NewClientWithList[*Node, *NodeList]("nodes", core, ParameterCodec, "",
+		func() *Node { return &Node{} }, func() *NodeList { return &NodeList{} })
 	if out.coord, err = group(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
 		return nil, err
 	}
-	if out.events, err = group(eventsv1.SchemeGroupVersion, "/apis"); err != nil {
+	if out.events, err = group(EventsGroupVersion, "/apis"); err != nil {
 		return nil, err
 	}
 	if out.authn, err = group(authenticationv1.SchemeGroupVersion, "/apis"); err != nil {
@@ -154,8 +156,8 @@ func (c *Client) Leases(namespace string) LeaseInterface {
 
 // Events reaches the events.k8s.io/v1 Events of namespace.
 func (c *Client) Events(namespace string) EventInterface {
-	return gentype.NewClient[*eventsv1.Event]("events", c.events, ParameterCodec, namespace,
-		func() *eventsv1.Event { return &eventsv1.Event{} }, gentype.PrefersProtobuf[*eventsv1.Event]())
+	return gentype.NewClient[*Event]("events", c.events, ParameterCodec, namespace,
+		func() *Event { return &Event{} })
 }
 
 // SelfSubjectReviews reaches authentication.k8s.io/v1 SelfSubjectReviews.

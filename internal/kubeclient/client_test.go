@@ -8,7 +8,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
+	"github.com/edgequorum/edgequorum/zone/zonek8s"
 )
 
 // TestSchemeHoldsOnlyWhatTheAgentUses guards the reason the package exists:
@@ -33,6 +33,37 @@ func TestSchemeHoldsOnlyWhatTheAgentUses(t *testing.T) {
 		if Scheme.IsGroupRegistered(g) {
 			t.Errorf("group %q registered: the agent never reaches it", g)
 		}
+	}
+	// Of the core group, Nodes alone, in the agent's own type.
+	for _, kind := range []string{"Pod", "Service", "Event", "Secret"} {
+		if gvk := CoreGroupVersion.WithKind(kind); Scheme.Recognizes(gvk) {
+			t.Errorf("%s registered: the agent never reads it", gvk)
+		}
+	}
+	if obj, err := Scheme.New(CoreGroupVersion.WithKind("Node")); err != nil {
+		t.Errorf("Node not registered: %v", err)
+	} else if _, ok := obj.(*Node); !ok {
+		t.Errorf("Node registered as %T, want the agent's own", obj)
+	}
+}
+
+// TestNodeDeepCopySharesNothing: the informer's cache hands out its own
+// objects; a copy changed must leave the cached one as it was.
+func TestNodeDeepCopySharesNothing(t *testing.T) {
+	n := &Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone": "z"}}}
+	n.Status.Conditions = []zonek8s.NodeCondition{{Type: NodeReady, Status: zonek8s.ConditionTrue}}
+	n.Status.Addresses = []NodeAddress{{Type: NodeInternalIP, Address: "127.0.0.2"}}
+	c := n.DeepCopyObject().(*Node)
+	c.Labels["zone"] = "y"
+	c.Status.Conditions[0].Status = zonek8s.ConditionFalse
+	c.Status.Addresses[0].Address = "127.0.0.3"
+	if n.Labels["zone"] != "z" || n.Status.Conditions[0].Status != zonek8s.ConditionTrue || n.Status.Addresses[0].Address != "127.0.0.2" {
+		t.Errorf("changing a copy changed the original: %+v", n)
+	}
+	l := (&NodeList{Items: []Node{*n}}).DeepCopyObject().(*NodeList)
+	l.Items[0].Status.Addresses[0].Address = "127.0.0.4"
+	if n.Status.Addresses[0].Address != "127.0.0.2" {
+		t.Errorf("changing a list's copy changed the original: %+v", n)
 	}
 }
 
@@ -64,10 +95,22 @@ func TestClientOnRealAPIServer(t *testing.T) {
 		}
 	}
 
+	// What a kubelet publishes, read through the agent's slim Node.
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, "kc-a", types.MergePatchType,
+		[]byte(`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.9"}],"daemonEndpoints":{"kubeletEndpoint":{"Port":10350}},`+
+			`"images":[{"names":["registry.example/app:1"],"sizeBytes":1}]}}`),
+		metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+
 	// Nodes: get, list by label, watch, patch (merge and JSON, status).
 	n, err := cl.Nodes().Get(ctx, "kc-a", metav1.GetOptions{})
-	if err != nil || n.Name != "kc-a" || n.Labels["zone"] != "z1" {
+	if err != nil || n.Name != "kc-a" || n.Labels["zone"] != "z1" || n.UID == "" {
 		t.Fatalf("Get kc-a = %v, %v", n, err)
+	}
+	if len(n.Status.Addresses) != 1 || n.Status.Addresses[0] != (NodeAddress{Type: NodeInternalIP, Address: "127.0.0.9"}) ||
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10350 {
+		t.Fatalf("kc-a's status read as %+v, want its address and kubelet port", n.Status)
 	}
 	if _, err := cl.Nodes().Get(ctx, "kc-none", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a missing Node: err = %v, want NotFound", err)
@@ -87,7 +130,7 @@ func TestClientOnRealAPIServer(t *testing.T) {
 	}
 	select {
 	case ev := <-w.ResultChan():
-		got, ok := ev.Object.(*corev1.Node)
+		got, ok := ev.Object.(*Node)
 		if ev.Type != watch.Modified || !ok || got.Annotations["k"] != "v1" {
 			t.Fatalf("watch event = %s %T %v, want the patched kc-a", ev.Type, ev.Object, ev.Object)
 		}
@@ -148,13 +191,24 @@ func TestClientOnRealAPIServer(t *testing.T) {
 	}
 
 	// Events and who the credentials are.
-	ev, err := cl.Events("default").Create(ctx, &eventsv1.Event{
+	ev, err := cl.Events("default").Create(ctx, &Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "kc-"}, EventTime: metav1.NowMicro(),
 		ReportingController: "edgequorum.io/test", ReportingInstance: "kc", Action: "Test", Reason: "Test",
-		Regarding: corev1.ObjectReference{Kind: "Node", Name: "kc-a", APIVersion: "v1"}, Type: corev1.EventTypeNormal, Note: "n",
+		Regarding: ObjectReference{Kind: "Node", Name: "kc-a", APIVersion: "v1", UID: n.UID}, Type: EventTypeNormal, Note: "n",
 	}, metav1.CreateOptions{})
 	if err != nil || ev.Name == "" {
 		t.Fatalf("Create event = %v, %v", ev, err)
+	}
+	// As a full client reads it: every field the agent sets, where
+	// events.k8s.io/v1 has it.
+	full, err := admin.EventsV1().Events("default").Get(ctx, ev.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Regarding != (corev1.ObjectReference{Kind: "Node", Name: "kc-a", APIVersion: "v1", UID: n.UID}) ||
+		full.Reason != "Test" || full.Action != "Test" || full.Note != "n" || full.Type != corev1.EventTypeNormal ||
+		full.ReportingController != "edgequorum.io/test" || full.ReportingInstance != "kc" || full.EventTime.IsZero() {
+		t.Fatalf("the Event as recorded: %+v", full)
 	}
 	review, err := cl.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil || review.Status.UserInfo.Username == "" {

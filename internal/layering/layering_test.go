@@ -44,6 +44,9 @@ func TestLayering(t *testing.T) {
 		{[]string{"internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
 			[]string{module + "admission", "sigs.k8s.io/kustomize"},
 			"the narrow agent links nothing of the webhook, its certificates or the installer"},
+		{[]string{"internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
+			[]string{"k8s.io/api/core/", "k8s.io/api/events/", "k8s.io/client-go/listers/", module + "zone/zonek8s/corecond"},
+			"the narrow agent reads Nodes and writes Events in its own types: core/v1's init registers every core type, whose codecs are a tenth of its binary"},
 	} {
 		for _, d := range deps(t, rule.pkgs...) {
 			for _, b := range rule.banned {

@@ -5,6 +5,10 @@
 // are computed by the same code, without either importing the other; the
 // agent imports it for the Lease label and the condition's type.
 //
+// The condition is computed on a type of its own, NodeCondition, the same
+// JSON as core/v1's: the agent must not link k8s.io/api/core/v1. Package
+// corecond converts for the webhook and the tests, which hold core/v1 Nodes.
+//
 // It keeps package zone a leaf with no Kubernetes in it, and must itself hold
 // nothing but these conversions: no clients, no informers, no network.
 package zonek8s

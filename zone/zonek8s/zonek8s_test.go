@@ -5,7 +5,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -20,7 +19,7 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	at := time.Date(2026, 11, 26, 10, 0, 0, 400_000_000, time.UTC)
 	a := zone.Annotation{Zone: "z", State: zone.Healthy, At: at, Members: 3, Pros: 2, Leader: "n1", Term: 4}
 	c := Condition(a, nil)
-	if c.Type != ConditionType || c.Status != corev1.ConditionTrue || c.Reason != ConditionReasonPeersReach {
+	if c.Type != ConditionType || c.Status != ConditionTrue || c.Reason != ConditionReasonPeersReach {
 		t.Fatalf("healthy verdict: %+v", c)
 	}
 	if !c.LastTransitionTime.Equal(&metav1.Time{Time: at.Truncate(time.Second)}) {
@@ -35,15 +34,15 @@ func TestConditionShowsTheVerdict(t *testing.T) {
 	down := later
 	down.State, down.Pros, down.Cons = zone.Unhealthy, 0, 2
 	c3 := Condition(down, &c)
-	if c3.Status != corev1.ConditionFalse || c3.Reason != ConditionReasonPeersCannotReach || c3.LastTransitionTime.Equal(&c.LastTransitionTime) {
+	if c3.Status != ConditionFalse || c3.Reason != ConditionReasonPeersCannotReach || c3.LastTransitionTime.Equal(&c.LastTransitionTime) {
 		t.Errorf("an unhealthy verdict after a healthy one: %+v", c3)
 	}
-	if unknown := Condition(zone.Annotation{Zone: "z", State: zone.Unknown, At: at}, nil); unknown.Status != corev1.ConditionUnknown ||
+	if unknown := Condition(zone.Annotation{Zone: "z", State: zone.Unknown, At: at}, nil); unknown.Status != ConditionUnknown ||
 		unknown.Reason != ConditionReasonNoQuorum {
 		t.Errorf("an unknown verdict: %+v", unknown)
 	}
 
-	conds := []corev1.NodeCondition{{Type: corev1.NodeReady}, c3}
+	conds := []NodeCondition{{Type: "Ready"}, c3}
 	if got, i := FindCondition(conds); got == nil || i != 1 || !SameCondition(*got, c3) {
 		t.Errorf("FindCondition: %v at %d", got, i)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/edgequorum/edgequorum/admission"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
+	"github.com/edgequorum/edgequorum/zone/zonek8s/corecond"
 )
 
 const (
@@ -235,7 +236,7 @@ func (c *cluster) node(i int, keys []ed25519.PrivateKey, now time.Time) (*corev1
 				unknown(corev1.NodeDiskPressure),
 				unknown(corev1.NodePIDPressure),
 				unknown(corev1.NodeReady),
-				zonek8s.Condition(a, nil),
+				corecond.Condition(a, nil),
 			},
 			Addresses: []corev1.NodeAddress{
 				{Type: corev1.NodeInternalIP, Address: nodeIP(i)},

@@ -1,10 +1,21 @@
 // Package wrap adapts a full client-go clientset to kubeclient.Interface, for
 // code that already holds one: unit tests on the fake clientset and the
-// benchmarks' stand-in agents. It links k8s.io/client-go/kubernetes, so the
-// agent's binary must not import it.
+// benchmarks' stand-in agents. It converts between client-go's core/v1 and
+// events/v1 types and the agent's own through their JSON, which is the same.
+// It links k8s.io/client-go/kubernetes, so the agent's binary must not
+// import it.
 package wrap
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/watchlist"
 
@@ -16,13 +27,13 @@ func Clientset(cs kubernetes.Interface) kubeclient.Interface { return clientset{
 
 type clientset struct{ cs kubernetes.Interface }
 
-func (c clientset) Nodes() kubeclient.NodeInterface { return c.cs.CoreV1().Nodes() }
+func (c clientset) Nodes() kubeclient.NodeInterface { return nodes(c) }
 
 func (c clientset) Leases(ns string) kubeclient.LeaseInterface {
 	return c.cs.CoordinationV1().Leases(ns)
 }
 
-func (c clientset) Events(ns string) kubeclient.EventInterface { return c.cs.EventsV1().Events(ns) }
+func (c clientset) Events(ns string) kubeclient.EventInterface { return events{c.cs, ns} }
 
 func (c clientset) SelfSubjectReviews() kubeclient.SelfSubjectReviewInterface {
 	return c.cs.AuthenticationV1().SelfSubjectReviews()
@@ -33,4 +44,89 @@ func (c clientset) SelfSubjectReviews() kubeclient.SelfSubjectReviewInterface {
 // k8s.io/client-go/util/watchlist).
 func (c clientset) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(c.cs)
+}
+
+// Node is n in the agent's type; nil for nil.
+func Node(n *corev1.Node) *kubeclient.Node {
+	if n == nil {
+		return nil
+	}
+	out := &kubeclient.Node{}
+	if err := convert(n, out); err != nil {
+		// Both types are plain JSON of the same shape: this cannot fail.
+		panic(fmt.Sprintf("wrap: convert node %s: %v", n.Name, err))
+	}
+	return out
+}
+
+func convert(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+type nodes struct{ cs kubernetes.Interface }
+
+func (n nodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*kubeclient.Node, error) {
+	got, err := n.cs.CoreV1().Nodes().Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return Node(got), nil
+}
+
+func (n nodes) List(ctx context.Context, opts metav1.ListOptions) (*kubeclient.NodeList, error) {
+	got, err := n.cs.CoreV1().Nodes().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &kubeclient.NodeList{}
+	if err := convert(got, out); err != nil {
+		return nil, fmt.Errorf("wrap: convert node list: %w", err)
+	}
+	return out, nil
+}
+
+func (n nodes) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := n.cs.CoreV1().Nodes().Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if node, ok := e.Object.(*corev1.Node); ok {
+			e.Object = Node(node)
+		}
+		return e, true
+	}), nil
+}
+
+func (n nodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*kubeclient.Node, error) {
+	got, err := n.cs.CoreV1().Nodes().Patch(ctx, name, pt, data, opts, subresources...)
+	if err != nil {
+		return nil, err
+	}
+	return Node(got), nil
+}
+
+type events struct {
+	cs kubernetes.Interface
+	ns string
+}
+
+func (e events) Create(ctx context.Context, ev *kubeclient.Event, opts metav1.CreateOptions) (*kubeclient.Event, error) {
+	in := &eventsv1.Event{}
+	if err := convert(ev, in); err != nil {
+		return nil, fmt.Errorf("wrap: convert event %s: %w", ev.Name, err)
+	}
+	got, err := e.cs.EventsV1().Events(e.ns).Create(ctx, in, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &kubeclient.Event{}
+	if err := convert(got, out); err != nil {
+		return nil, fmt.Errorf("wrap: convert event %s: %w", got.Name, err)
+	}
+	return out, nil
 }
