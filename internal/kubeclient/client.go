@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -80,8 +80,12 @@ func init() {
 }
 
 // Client is the real Interface. Its methods are safe for concurrent use.
+// Each call is one REST request built as client-go's generated clients
+// build it, without their package (k8s.io/client-go/gentype), which links
+// the server-side-apply machinery and the OpenAPI models for Apply calls
+// the agent never makes.
 type Client struct {
-	nodes  *gentype.ClientWithList[*Node, *NodeList]
+	core   rest.Interface
 	coord  rest.Interface
 	events rest.Interface
 	authn  rest.Interface
@@ -126,13 +130,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Client, er
 		return rc, nil
 	}
 	out := &Client{}
-	core, err := group(CoreGroupVersion, "/api")
-	if err != nil {
+	var err error
+	if out.core, err = group(CoreGroupVersion, "/api"); err != nil {
 		return nil, err
 	}
-	// Nodes and Events in JSON: the agent's types have no protobuf codec.
-	out.nodes = gentype.NewClientWithList[*Node, *NodeList]("nodes", core, ParameterCodec, "",
-		func() *Node { return &Node{} }, func() *NodeList { return &NodeList{} })
 	if out.coord, err = group(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
 		return nil, err
 	}
@@ -145,24 +146,89 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Client, er
 	return out, nil
 }
 
-// Nodes reaches the cluster's Nodes.
-func (c *Client) Nodes() NodeInterface { return c.nodes }
+// Nodes reaches the cluster's Nodes, in JSON: the agent's Node type has no
+// protobuf codec.
+func (c *Client) Nodes() NodeInterface { return nodes{c.core} }
 
-// Leases reaches the Leases of namespace.
-func (c *Client) Leases(namespace string) LeaseInterface {
-	return gentype.NewClient[*coordinationv1.Lease]("leases", c.coord, ParameterCodec, namespace,
-		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, gentype.PrefersProtobuf[*coordinationv1.Lease]())
-}
+// Leases reaches the Leases of namespace, in protobuf as client-go's typed
+// client prefers.
+func (c *Client) Leases(namespace string) LeaseInterface { return leases{c.coord, namespace} }
 
-// Events reaches the events.k8s.io/v1 Events of namespace.
-func (c *Client) Events(namespace string) EventInterface {
-	return gentype.NewClient[*Event]("events", c.events, ParameterCodec, namespace,
-		func() *Event { return &Event{} })
-}
+// Events reaches the events.k8s.io/v1 Events of namespace, in JSON.
+func (c *Client) Events(namespace string) EventInterface { return events{c.events, namespace} }
 
 // SelfSubjectReviews reaches authentication.k8s.io/v1 SelfSubjectReviews.
-func (c *Client) SelfSubjectReviews() SelfSubjectReviewInterface {
-	return gentype.NewClient[*authenticationv1.SelfSubjectReview]("selfsubjectreviews", c.authn, ParameterCodec, "",
-		func() *authenticationv1.SelfSubjectReview { return &authenticationv1.SelfSubjectReview{} },
-		gentype.PrefersProtobuf[*authenticationv1.SelfSubjectReview]())
+func (c *Client) SelfSubjectReviews() SelfSubjectReviewInterface { return reviews{c.authn} }
+
+// into finishes r into out; out is returned only when the call succeeded.
+func into[T runtime.Object](ctx context.Context, r *rest.Request, out T) (T, error) {
+	if err := r.Do(ctx).Into(out); err != nil {
+		var none T
+		return none, err
+	}
+	return out, nil
+}
+
+type nodes struct{ rc rest.Interface }
+
+func (n nodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*Node, error) {
+	return into(ctx, n.rc.Get().Resource("nodes").Name(name).VersionedParams(&opts, ParameterCodec), &Node{})
+}
+
+func (n nodes) List(ctx context.Context, opts metav1.ListOptions) (*NodeList, error) {
+	return into(ctx, n.rc.Get().Resource("nodes").VersionedParams(&opts, ParameterCodec).Timeout(timeout(opts)), &NodeList{})
+}
+
+func (n nodes) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return n.rc.Get().Resource("nodes").VersionedParams(&opts, ParameterCodec).Timeout(timeout(opts)).Watch(ctx)
+}
+
+func (n nodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*Node, error) {
+	return into(ctx, n.rc.Patch(pt).Resource("nodes").Name(name).SubResource(subresources...).
+		VersionedParams(&opts, ParameterCodec).Body(data), &Node{})
+}
+
+// timeout is the list or watch's own timeout, as generated clients set it.
+func timeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
+}
+
+type leases struct {
+	rc rest.Interface
+	ns string
+}
+
+func (l leases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	return into(ctx, l.rc.Get().UseProtobufAsDefaultIfPreferred(true).Namespace(l.ns).Resource("leases").Name(name).
+		VersionedParams(&opts, ParameterCodec), &coordinationv1.Lease{})
+}
+
+func (l leases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	return into(ctx, l.rc.Post().UseProtobufAsDefaultIfPreferred(true).Namespace(l.ns).Resource("leases").
+		VersionedParams(&opts, ParameterCodec).Body(lease), &coordinationv1.Lease{})
+}
+
+func (l leases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	return into(ctx, l.rc.Put().UseProtobufAsDefaultIfPreferred(true).Namespace(l.ns).Resource("leases").Name(lease.Name).
+		VersionedParams(&opts, ParameterCodec).Body(lease), &coordinationv1.Lease{})
+}
+
+type events struct {
+	rc rest.Interface
+	ns string
+}
+
+func (e events) Create(ctx context.Context, ev *Event, opts metav1.CreateOptions) (*Event, error) {
+	return into(ctx, e.rc.Post().Namespace(e.ns).Resource("events").VersionedParams(&opts, ParameterCodec).Body(ev), &Event{})
+}
+
+type reviews struct{ rc rest.Interface }
+
+func (r reviews) Create(ctx context.Context, review *authenticationv1.SelfSubjectReview, opts metav1.CreateOptions) (*authenticationv1.SelfSubjectReview, error) {
+	return into(ctx, r.rc.Post().UseProtobufAsDefaultIfPreferred(true).Resource("selfsubjectreviews").
+		VersionedParams(&opts, ParameterCodec).Body(review), &authenticationv1.SelfSubjectReview{})
 }

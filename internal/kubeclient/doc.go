@@ -1,7 +1,7 @@
 // Package kubeclient is the edge agent's narrow Kubernetes client: typed
 // access to the four resources an agent reads and writes — Nodes, Leases,
-// Events and SelfSubjectReviews — and a Node informer, on client-go's rest,
-// gentype and cache machinery with a scheme that holds only those types.
+// Events and SelfSubjectReviews — and a Node informer, on client-go's rest
+// and cache machinery with a scheme that holds only those types.
 // Nodes and Events are types of its own (Node, Event), the fields the agent
 // reads or writes with core/v1's JSON, spoken in JSON: importing
 // k8s.io/api/core/v1 at all links every core type's codecs.

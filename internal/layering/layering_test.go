@@ -47,6 +47,9 @@ func TestLayering(t *testing.T) {
 		{[]string{"internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
 			[]string{"k8s.io/api/core/", "k8s.io/api/events/", "k8s.io/client-go/listers/", module + "zone/zonek8s/corecond"},
 			"the narrow agent reads Nodes and writes Events in its own types: core/v1's init registers every core type, whose codecs are a tenth of its binary"},
+		{[]string{"internal/cli", "internal/agentcmd", "cmd/edgequorum-agent"},
+			[]string{"k8s.io/client-go/gentype", "k8s.io/client-go/util/apply", "github.com/google/gnostic-models"},
+			"the narrow agent builds its requests on client-go's rest alone: gentype links server-side apply and the OpenAPI models for calls it never makes"},
 	} {
 		for _, d := range deps(t, rule.pkgs...) {
 			for _, b := range rule.banned {
