@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/listers"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -38,34 +37,10 @@ func NewNodeInformer(c Interface, labelSelector string, resync time.Duration) (c
 			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		},
 	)
-	return inf, NodeLister{inf.GetIndexer()}
+	return inf, listers.New[*Node](inf.GetIndexer(), schema.GroupResource{Resource: "nodes"})
 }
 
-// NodeLister reads Nodes from an informer's cache, as client-go's listers
-// do (whose core/v1 package links every core type).
-type NodeLister struct{ indexer cache.Indexer }
-
-// List returns the cached Nodes that selector selects. They are the cache's
-// own: callers must not change them.
-func (l NodeLister) List(selector labels.Selector) ([]*Node, error) {
-	var out []*Node
-	err := cache.ListAll(l.indexer, selector, func(obj any) {
-		if n, ok := obj.(*Node); ok {
-			out = append(out, n)
-		}
-	})
-	return out, err
-}
-
-// Get returns the cached Node name, or a NotFound error.
-func (l NodeLister) Get(name string) (*Node, error) {
-	obj, ok, err := l.indexer.GetByKey(name)
-	if err != nil {
-		return nil, err
-	}
-	n, isNode := obj.(*Node)
-	if !ok || !isNode {
-		return nil, errors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
-	}
-	return n, nil
-}
+// NodeLister reads Nodes from an informer's cache: client-go's generic
+// lister (its core/v1 listers link every core type). The Nodes it returns
+// are the cache's own: callers must not change them.
+type NodeLister = listers.ResourceIndexer[*Node]
