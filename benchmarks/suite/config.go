@@ -56,6 +56,42 @@ const (
 	// TargetSpareRSS bounds a spare's peak resident memory: a spare keeps no
 	// Raft log, only a copy of the view.
 	TargetSpareRSS = 40 << 20
+
+	// The small-agent targets of issue 40 ("a small agent for small
+	// boxes"): an edge box of 1–2 GiB runs the real workload, and every
+	// MiB the agent holds is taken from it. WriteMarkdown's "Small agent"
+	// section judges them.
+
+	// SmallZoneMax is the largest zone size the small-agent memory targets
+	// apply to: small boxes sit in small zones, and at N ≤ 9 every member
+	// runs in real time on this host, so its RSS is comparable.
+	SmallZoneMax = 9
+	// SmallAgentBaselineRatio: at N = 3…SmallZoneMax in real time, every
+	// member's peak RSS at most this share of a baseline node's, so
+	// replacing edge-health frees memory for the workload rather than
+	// taking more of it.
+	SmallAgentBaselineRatio = 0.8
+	// SmallAgentRSS bounds every member's peak RSS at N ≤ SmallZoneMax:
+	// about 1 % of a 2 GiB box, 2.5 % of a 1 GiB one.
+	SmallAgentRSS = 25 << 20
+	// SmallAgentWorkingSet bounds the pages a member touches over the
+	// steady window at N = 3: what it needs resident while the kernel
+	// reclaims the rest under the workload's pressure.
+	SmallAgentWorkingSet = 12 << 20
+	// SmallAgentLeaderRSS bounds the leader's peak RSS at TargetSize in
+	// real time: the largest zone's leader still fits beside the workload.
+	SmallAgentLeaderRSS = 64 << 20
+	// SmallAgentSpareRSS bounds a spare's peak RSS at TargetSize in real
+	// time: most members of a large zone are spares on small boxes.
+	SmallAgentSpareRSS = 40 << 20
+	// SmallAgentSpareCPU bounds a spare's CPU share of one core at
+	// TargetSize in real time: a spare only probes and reports, and the
+	// box's cores belong to the workload.
+	SmallAgentSpareCPU = 0.02
+	// SmallAgentLeaderCPU bounds the leader's CPU share of one core at
+	// TargetSize in real time, so a small box can hold the lead.
+	SmallAgentLeaderCPU = 0.05
+
 	// TargetSpareBytesRatio: a spare sends and receives at most this share
 	// of one baseline node's bytes.
 	TargetSpareBytesRatio = 1.0 / 10
@@ -375,4 +411,10 @@ func (c *Config) killsFor(k float64) int {
 // liveAt reports whether the real-time leader phase runs at size n.
 func (c *Config) liveAt(n int) bool {
 	return !c.DetectOnly && n > Voters+Standbys && slices.Contains(c.LiveSizes, n)
+}
+
+// defaultsAt reports whether the baseline runs at SuperEdge's default
+// timings at size n, as Run decides it.
+func (c *Config) defaultsAt(n int) bool {
+	return c.DefaultsKills > 0 && !c.OnlyLossy && !c.DetectOnly && !c.OnlyOurs && (len(c.DefaultsSizes) == 0 || slices.Contains(c.DefaultsSizes, n))
 }

@@ -23,8 +23,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	cfg := rep.Config
 	mode := "full run (`make bench`)"
-	if cfg.Quick {
+	switch left := partialRun(rep); {
+	case cfg.Quick:
 		mode = "quick run (`make bench-quick`)"
+	case len(left) > 0:
+		mode = "partial run (" + strings.Join(left, "; ") + ")"
 	}
 	fmt.Fprintf(&b, "# edgequorum zone-size benchmark\n\n")
 	fmt.Fprintf(&b, "- **Date:** %s (took %s) — %s\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Took.Round(time.Second), mode)
@@ -69,6 +72,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	b.WriteString("\n## CPU, memory and Raft\n\n")
 	writeResources(&b, rep)
 	if hasMemory(rep) {
+		b.WriteString("\n## Small agent\n\n")
+		writeSmallAgent(&b, rep)
 		b.WriteString("\n## Where the memory goes\n\n")
 		writeMemory(&b, rep)
 	}
@@ -87,6 +92,54 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	writeNotes(&b, rep)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// partialRun says how a run differs from a full one (`make bench`): its
+// sizes when they are not AllSizes, the one phase an Only* run ran, and the
+// phases a run left out; nothing for a full run. A phase counts as run when
+// the configuration ran it or the report has its figures (merged in with
+// -render), so a merged report that has every phase reads as full.
+func partialRun(rep *Report) []string {
+	cfg := &rep.Config
+	var out []string
+	sizes := slices.Clone(cfg.Sizes)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
+	if !slices.Equal(sizes, AllSizes) {
+		ns := make([]string, len(cfg.Sizes))
+		for i, n := range cfg.Sizes {
+			ns[i] = strconv.Itoa(n)
+		}
+		out = append(out, "sizes "+strings.Join(ns, ", "))
+	}
+	switch {
+	case cfg.DetectOnly:
+		return append(out, "detection only, `-detect`")
+	case cfg.OnlyDefaults:
+		return append(out, "only the baseline at SuperEdge's default timings, `-only-defaults`")
+	case cfg.OnlyLossy:
+		return append(out, "only the lossy-link phase, `-only-lossy`")
+	case cfg.OnlyLive:
+		return append(out, "only the real-time leader phase, `-only-live`")
+	case cfg.OnlyOurs:
+		return append(out, "edgequorum alone, `-only-ours`")
+	}
+	has := func(f func(SizeResult) bool) bool { return slices.ContainsFunc(rep.Sizes, f) }
+	for _, p := range []struct {
+		ran  bool
+		what string
+	}{
+		{cfg.Failovers > 0 || has(func(r SizeResult) bool { return len(r.Ours.Failover) > 0 }), "no leader failovers"},
+		{slices.ContainsFunc(cfg.Sizes, cfg.liveAt) || hasLive(rep), "no real-time leader phase"},
+		{slices.ContainsFunc(cfg.Sizes, cfg.lossAt) || hasLossy(rep), "no lossy-link phase"},
+		{slices.ContainsFunc(cfg.Sizes, cfg.defaultsAt) || has(func(r SizeResult) bool { return r.Defaults != nil && r.Defaults.Ran }),
+			"no run at SuperEdge's default timings"},
+	} {
+		if !p.ran {
+			out = append(out, p.what)
+		}
+	}
+	return out
 }
 
 // SummaryTable is the summary table alone, for the README.
