@@ -70,7 +70,7 @@ type Member struct {
 	port      *zoneport.Port
 	client    *http.Client
 	raft      *raft.Raft
-	transport *zoneport.CountingTransport
+	transport *zoneport.RaftTransport
 	boltStore *raftboltdb.BoltStore
 	intake    *intake
 	// follow decides whom this member follows (set once raft runs); forced

@@ -10,7 +10,8 @@
 // not pinned yet, the key its own Node registers (peerbook.go). Only
 // addresses of members and candidates may start a handshake, a few at a time
 // each. After the proof every byte travels in frames (frames.go). Raft's
-// NetworkTransport runs over it (raftransport.go, counting the RPCs sent),
+// transport runs over it (raftransport.go: NetworkTransport's protocol with
+// buffers sized for a zone's RPCs, counting the RPCs sent),
 // and the peer API's HTTP server and client are made here (peerserver.go,
 // port.go), so that their idle timeouts agree.
 //

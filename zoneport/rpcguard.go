@@ -28,7 +28,7 @@ import (
 // decoder allocate gigabytes from a forged length prefix.
 //
 // GuardRaftConn therefore puts a checker between the authenticated connection
-// and raft's NetworkTransport. It reads each RPC off the wire exactly as raft
+// and the member's Raft transport. It reads each RPC off the wire exactly as raft
 // would, checks it against what the handshake proved and what this member
 // knows, and only then hands the very same bytes to raft through an in-memory
 // pipe. Raft's answers go back untouched. A refused RPC closes the connection:
@@ -38,7 +38,7 @@ import (
 // Raft's RPC type bytes. hashicorp/raft keeps them unexported
 // (net_transport.go: rpcAppendEntries = iota, ...); these are their values in
 // raft v1.7.3. RequestPreVote is not optional: raft 1.7 pre-votes by default
-// and a CountingTransport (which embeds *raft.NetworkTransport) supports it.
+// and the member's RaftTransport supports it.
 const (
 	RPCAppendEntries   byte = 0
 	RPCRequestVote     byte = 1
@@ -256,7 +256,7 @@ func (c *guardedConn) refused() error {
 	return c.refusal
 }
 
-// GuardRaftConn returns the connection raft's NetworkTransport should read
+// GuardRaftConn returns the connection the member's Raft transport should read
 // instead of conn: only RPCs that pass g's checks reach it, byte for byte as
 // the caller sent them, and raft's responses go back to conn unchanged. Two
 // goroutines pump the two directions; closing either connection (or a refused

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
@@ -664,7 +663,7 @@ func (s *guardTestStream) Dial(address raft.ServerAddress, timeout time.Duration
 	}
 }
 
-// TestGuardEndToEnd runs real NetworkTransports: a sender's good RPCs reach
+// TestGuardEndToEnd runs the members' real Raft transports: a sender's good RPCs reach
 // the receiver's consumer, bad ones are refused (the sender sees an error) and
 // never reach it, and the sender recovers with a new connection.
 func TestGuardEndToEnd(t *testing.T) {
@@ -679,9 +678,8 @@ func TestGuardEndToEnd(t *testing.T) {
 	recvStream := newGuardTestStream(guardTestLocalAddr, func(c net.Conn) net.Conn { return GuardRaftConn(c, g) })
 	sendStream := newGuardTestStream(guardTestCallerAddr, nil)
 	sendStream.peers[guardTestLocalAddr] = recvStream
-	quiet := hclog.NewNullLogger()
-	recv := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: recvStream, MaxPool: 2, Timeout: guardTestWait, Logger: quiet})
-	send := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sendStream, MaxPool: 2, Timeout: guardTestWait, Logger: quiet})
+	recv := NewRaftTransport(recvStream, RaftTransportConfig{Timeout: guardTestWait})
+	send := NewRaftTransport(sendStream, RaftTransportConfig{Timeout: guardTestWait})
 
 	// The consumer records what raft would process and answers it.
 	type seen struct {
@@ -719,7 +717,6 @@ func TestGuardEndToEnd(t *testing.T) {
 		}
 	}()
 	defer func() {
-		send.CloseStreams()
 		send.Close()
 		recv.Close()
 		close(stop)

@@ -1,0 +1,250 @@
+package zoneport
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// raftTestTransport is what both hashicorp/raft's NetworkTransport and ours
+// offer raft.
+type raftTestTransport interface {
+	raft.Transport
+	raft.WithPreVote
+	raft.WithClose
+}
+
+// raftTestKinds make each side of a connection: members of an earlier
+// release run raft's NetworkTransport, so both must speak to each other.
+var raftTestKinds = []struct {
+	name string
+	make func(raft.StreamLayer) raftTestTransport
+}{
+	{"ours", func(s raft.StreamLayer) raftTestTransport {
+		return NewRaftTransport(s, RaftTransportConfig{Timeout: guardTestWait})
+	}},
+	{"NetworkTransport", func(s raft.StreamLayer) raftTestTransport {
+		return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: s, MaxPool: 2, Timeout: guardTestWait, Logger: hclog.NewNullLogger()})
+	}},
+}
+
+// raftTestAnswer answers rpc as a follower would, with err when it is set,
+// and returns the snapshot data it read.
+func raftTestAnswer(rpc raft.RPC, err error) []byte {
+	var data []byte
+	var resp any
+	switch cmd := rpc.Command.(type) {
+	case *raft.AppendEntriesRequest:
+		resp = &raft.AppendEntriesResponse{Term: cmd.Term, LastLog: cmd.PrevLogEntry + uint64(len(cmd.Entries)), Success: true}
+	case *raft.RequestVoteRequest:
+		resp = &raft.RequestVoteResponse{Term: cmd.Term, Granted: true}
+	case *raft.RequestPreVoteRequest:
+		resp = &raft.RequestPreVoteResponse{Term: cmd.Term, Granted: true}
+	case *raft.InstallSnapshotRequest:
+		data, _ = io.ReadAll(rpc.Reader)
+		resp = &raft.InstallSnapshotResponse{Term: cmd.Term, Success: true}
+	case *raft.TimeoutNowRequest:
+		resp = &raft.TimeoutNowResponse{RPCHeader: cmd.RPCHeader}
+	}
+	rpc.Respond(resp, err)
+	return data
+}
+
+// countingStream counts the connections a stream layer dials.
+type countingStream struct {
+	*guardTestStream
+	dials atomic.Int32
+}
+
+func (s *countingStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	s.dials.Add(1)
+	return s.guardTestStream.Dial(address, timeout)
+}
+
+// TestRaftTransportSpeaksNetworkTransport sends every RPC between each pair
+// of transports, ours and raft's: each arrives as sent, the answer comes
+// back, an error answer reaches the caller as the error's text, and a
+// heartbeat goes to the heartbeat handler, not the consumer.
+func TestRaftTransportSpeaksNetworkTransport(t *testing.T) {
+	for _, sk := range raftTestKinds {
+		for _, rk := range raftTestKinds {
+			t.Run(sk.name+" to "+rk.name, func(t *testing.T) {
+				guardNoLeaks(t)
+				recvStream := newGuardTestStream(guardTestLocalAddr, nil)
+				sendStream := &countingStream{guardTestStream: newGuardTestStream(guardTestCallerAddr, nil)}
+				sendStream.peers[guardTestLocalAddr] = recvStream
+				recv, send := rk.make(recvStream), sk.make(sendStream)
+
+				type seen struct {
+					cmd  any
+					data []byte
+				}
+				got := make(chan seen, 1)
+				heartbeats := make(chan *raft.AppendEntriesRequest, 1)
+				recv.SetHeartbeatHandler(func(rpc raft.RPC) {
+					heartbeats <- rpc.Command.(*raft.AppendEntriesRequest)
+					raftTestAnswer(rpc, nil)
+				})
+				refuse := errors.New("refused: not the leader")
+				var failNext atomic.Bool
+				stop, done := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					for {
+						select {
+						case rpc := <-recv.Consumer():
+							var err error
+							if failNext.Swap(false) {
+								err = refuse
+							}
+							data := raftTestAnswer(rpc, err)
+							got <- seen{rpc.Command, data}
+						case <-stop:
+							return
+						}
+					}
+				}()
+				t.Cleanup(func() {
+					if nt, ok := send.(*raft.NetworkTransport); ok {
+						nt.CloseStreams() // its Close leaves pooled connections open
+					}
+					send.Close()
+					recv.Close()
+					close(stop)
+					<-done
+				})
+
+				const target = raft.ServerAddress(guardTestLocalAddr)
+				const id = raft.ServerID("member-2")
+				arrived := func(what string, sent any) seen {
+					t.Helper()
+					select {
+					case s := <-got:
+						if !reflect.DeepEqual(s.cmd, sent) {
+							t.Fatalf("%s arrived as %+v, sent %+v", what, s.cmd, sent)
+						}
+						return s
+					case <-time.After(guardTestWait):
+						t.Fatalf("%s: answered but the consumer saw nothing", what)
+					}
+					return seen{}
+				}
+
+				ae := guardTestAppend()
+				var aeResp raft.AppendEntriesResponse
+				if err := send.AppendEntries(id, target, ae, &aeResp); err != nil {
+					t.Fatalf("append entries: %v", err)
+				}
+				if s := arrived("append entries", ae); s.cmd.(*raft.AppendEntriesRequest).Entries[0].AppendedAt.UnixNano() != ae.Entries[0].AppendedAt.UnixNano() {
+					t.Fatalf("append time arrived as %v", s.cmd.(*raft.AppendEntriesRequest).Entries[0].AppendedAt)
+				}
+				if !aeResp.Success || aeResp.LastLog != 9 || aeResp.Term != ae.Term {
+					t.Fatalf("append entries answer %+v", aeResp)
+				}
+
+				hb := guardTestHeartbeat()
+				if err := send.AppendEntries(id, target, hb, &aeResp); err != nil {
+					t.Fatalf("heartbeat: %v", err)
+				}
+				select {
+				case h := <-heartbeats:
+					if !reflect.DeepEqual(h, hb) {
+						t.Fatalf("heartbeat arrived as %+v", h)
+					}
+				default:
+					t.Fatal("heartbeat answered without the heartbeat handler")
+				}
+
+				vote := guardTestVote()
+				var voteResp raft.RequestVoteResponse
+				if err := send.RequestVote(id, target, vote, &voteResp); err != nil || !voteResp.Granted {
+					t.Fatalf("request vote: %v, answer %+v", err, voteResp)
+				}
+				arrived("request vote", vote)
+
+				pre := guardTestPreVote()
+				var preResp raft.RequestPreVoteResponse
+				if err := send.RequestPreVote(id, target, pre, &preResp); err != nil || !preResp.Granted {
+					t.Fatalf("request pre-vote: %v, answer %+v", err, preResp)
+				}
+				arrived("request pre-vote", pre)
+
+				tn := guardTestTimeoutNow()
+				var tnResp raft.TimeoutNowResponse
+				if err := send.TimeoutNow(id, target, tn, &tnResp); err != nil || string(tnResp.ID) != guardTestCaller {
+					t.Fatalf("timeout now: %v, answer %+v", err, tnResp)
+				}
+				arrived("timeout now", tn)
+
+				// A snapshot larger than any buffer of either transport.
+				data := bytes.Repeat([]byte{1, 2, 3, 4, 5}, 100000)
+				snap := guardTestSnapshot(int64(len(data)))
+				var snapResp raft.InstallSnapshotResponse
+				if err := send.InstallSnapshot(id, target, snap, &snapResp, bytes.NewReader(data)); err != nil || !snapResp.Success {
+					t.Fatalf("install snapshot: %v, answer %+v", err, snapResp)
+				}
+				if s := arrived("install snapshot", snap); !bytes.Equal(s.data, data) {
+					t.Fatalf("snapshot data arrived as %d bytes, sent %d", len(s.data), len(data))
+				}
+
+				// An error answer is the error's text, and the connection
+				// that carried it stays in use.
+				failNext.Store(true)
+				err := send.AppendEntries(id, target, ae, &aeResp)
+				if err == nil || err.Error() != refuse.Error() {
+					t.Fatalf("append entries answered with an error: got %v, want %q", err, refuse)
+				}
+				arrived("refused append entries", ae)
+				dials := sendStream.dials.Load()
+				if err := send.AppendEntries(id, target, ae, &aeResp); err != nil {
+					t.Fatalf("append entries after an error answer: %v", err)
+				}
+				arrived("append entries after an error answer", ae)
+				if d := sendStream.dials.Load(); d != dials {
+					t.Fatalf("dialled %d more connections after an error answer, want the pooled one", d-dials)
+				}
+			})
+		}
+	}
+}
+
+// TestRaftTransportClose: after Close, RPCs fail at once, the connections
+// it served are closed (the caller sees it), and nothing is left running.
+func TestRaftTransportClose(t *testing.T) {
+	guardNoLeaks(t)
+	recvStream := newGuardTestStream(guardTestLocalAddr, nil)
+	sendStream := newGuardTestStream(guardTestCallerAddr, nil)
+	sendStream.peers[guardTestLocalAddr] = recvStream
+	recv := NewRaftTransport(recvStream, RaftTransportConfig{Timeout: guardTestWait})
+	send := NewRaftTransport(sendStream, RaftTransportConfig{Timeout: guardTestWait})
+	defer send.Close()
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) { raftTestAnswer(rpc, nil) })
+
+	const target = raft.ServerAddress(guardTestLocalAddr)
+	var resp raft.AppendEntriesResponse
+	if err := send.AppendEntries("member-2", target, guardTestHeartbeat(), &resp); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if err := recv.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := recv.AppendEntries("leader-1", guardTestCallerAddr, guardTestHeartbeat(), &resp); !errors.Is(err, errRaftTransportShutdown) {
+		t.Fatalf("rpc of a closed transport: %v, want %v", err, errRaftTransportShutdown)
+	}
+	// The pooled connection was closed by the receiver: the next RPC fails
+	// on it, and the one after cannot dial a closed stream.
+	if err := send.AppendEntries("member-2", target, guardTestHeartbeat(), &resp); err == nil {
+		t.Fatal("heartbeat on a connection its server closed succeeded")
+	}
+	if err := send.AppendEntries("member-2", target, guardTestHeartbeat(), &resp); err == nil {
+		t.Fatal("heartbeat to a closed transport succeeded")
+	}
+}
