@@ -131,7 +131,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"endpoint"}),
 		raftRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgequorum_raft_rpcs_refused_total",
-			Help: "Raft RPCs or connections dropped before hashicorp/raft saw them, by reason.",
+			Help: "Raft RPCs, their answers or connections dropped before hashicorp/raft saw them, by reason.",
 		}, []string{"reason"}),
 		viewsServed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgequorum_zone_views_served_total",

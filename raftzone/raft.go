@@ -76,7 +76,8 @@ func (s *Member) startRaft() error {
 		applied, _ := s.store.AppliedIndex()
 		rc.NoSnapshotRestoreOnStart = applied >= metas[0].Index
 	}
-	s.transport = s.port.RaftTransport(zoneport.RaftTransportConfig{Addresses: addressBook{s}, Logger: rc.Logger, RPCs: s.metrics.rpcs})
+	s.transport = s.port.RaftTransport(zoneport.RaftTransportConfig{Addresses: addressBook{s}, Logger: rc.Logger, RPCs: s.metrics.rpcs,
+		Refused: func(reason string) { s.metrics.raftRefused.WithLabelValues(reason).Inc() }})
 	r, err := raft.NewRaft(rc, s.store, logs, bs, snaps, s.transport)
 	if err != nil {
 		s.transport.Close()

@@ -46,6 +46,19 @@ const (
 	// raftSnapshotTimeoutScale: an InstallSnapshot may take the RPC timeout
 	// once per this many bytes (NetworkTransport's default).
 	raftSnapshotTimeoutScale = 256 << 10
+	// raftMaxAnswerBytes and raftMaxAnswerItems bound each of an answer's
+	// two values (the error string, the response): raft's responses are
+	// fixed structs of tens of bytes and a dozen items.
+	raftMaxAnswerBytes = 64 << 10
+	raftMaxAnswerItems = 1 << 10
+)
+
+// Reasons the caller's side drops a connection over its answer, counted
+// with the guard's reasons (RaftTransportConfig.Refused).
+const (
+	RejectAnswerSize   = "answer_size"   // an answer value larger than raftMaxAnswerBytes
+	RejectAnswerItems  = "answer_items"  // an answer value with more than raftMaxAnswerItems items
+	RejectAnswerDecode = "answer_decode" // not valid msgpack, or not decodable into the response
 )
 
 // errRaftTransportShutdown is returned by RPCs of a closed transport.
@@ -64,6 +77,11 @@ type RaftTransportConfig struct {
 	// Timeout bounds one RPC (a snapshot gets it once per 256 KiB); zero
 	// means 10 s.
 	Timeout time.Duration
+	// Refused counts an answer that was refused, by reason (the
+	// RejectAnswer* constants): a member that answers with a forged length
+	// or garbage costs its caller a connection, never a decoder's
+	// allocation. It must not block; nil counts nothing.
+	Refused func(reason string)
 }
 
 // RaftTransport is the member's raft.Transport over the port's RaftStream:
@@ -82,10 +100,12 @@ type RaftTransport struct {
 	addrs   raft.ServerAddressProvider
 	logger  hclog.Logger
 	rpcs    *prometheus.CounterVec
+	refused func(reason string)
 	timeout time.Duration
 
 	// encode is raft's wire handle for what is sent (its TimeNotBuiltin
-	// setting); decode is its handle for what is read. Handles are safe
+	// setting); decode is its handle for the requests it serves (answers
+	// are decoded with the guard's, the same settings). Handles are safe
 	// for concurrent use once configured, so every connection shares them.
 	encode, decode *codec.MsgpackHandle
 
@@ -121,6 +141,7 @@ func NewRaftTransport(stream raft.StreamLayer, c RaftTransportConfig) *RaftTrans
 		addrs:    c.Addresses,
 		logger:   c.Logger,
 		rpcs:     c.RPCs,
+		refused:  c.Refused,
 		timeout:  c.Timeout,
 		encode:   raftWire(),
 		decode:   &codec.MsgpackHandle{},
@@ -206,6 +227,7 @@ func (t *RaftTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddr
 		if errors.As(err, &remote) {
 			return remote
 		}
+		t.countRefusal(err)
 		return fmt.Errorf("install snapshot on %s: %w", c.target, err)
 	}
 	return nil
@@ -278,7 +300,16 @@ func (t *RaftTransport) call(id raft.ServerID, target raft.ServerAddress, typ by
 		return remote
 	}
 	c.close()
+	t.countRefusal(err)
 	return fmt.Errorf("raft rpc %d to %s: %w", typ, c.target, err)
+}
+
+// countRefusal counts err if it refused an answer.
+func (t *RaftTransport) countRefusal(err error) {
+	var r *Refusal
+	if t.refused != nil && errors.As(err, &r) {
+		t.refused(r.reason)
+	}
 }
 
 // conn takes an idle connection to id's address or dials one.
@@ -307,7 +338,7 @@ func (t *RaftTransport) conn(id raft.ServerID, target raft.ServerAddress) (*raft
 		conn:   conn,
 		w:      w,
 		enc:    codec.NewEncoder(w, t.encode),
-		dec:    codec.NewDecoder(bufio.NewReaderSize(conn, raftReadBuffer), t.decode),
+		r:      bufio.NewReaderSize(conn, raftReadBuffer),
 	}, nil
 }
 
@@ -331,7 +362,8 @@ type raftConn struct {
 	conn   net.Conn
 	w      *bufio.Writer
 	enc    *codec.Encoder
-	dec    *codec.Decoder
+	r      *bufio.Reader
+	answer []byte // the answer value being read, reused
 }
 
 func (c *raftConn) close() { c.conn.Close() }
@@ -359,17 +391,41 @@ type remoteError struct{ msg string }
 func (e remoteError) Error() string { return e.msg }
 
 // receive reads one answer into resp. The server always sends a response
-// after the error string, also when the string is not empty.
+// after the error string, also when the string is not empty. The answering
+// member is not trusted more than a caller: each value is delimited and
+// bounded by the guard's scanner before the codec sees it, so a forged
+// length is a *Refusal, not an allocation.
 func (c *raftConn) receive(resp any) error {
 	var msg string
-	if err := c.dec.Decode(&msg); err != nil {
-		return fmt.Errorf("read answer: %w", err)
+	if err := c.value(&msg); err != nil {
+		return fmt.Errorf("read answer's error: %w", err)
 	}
-	if err := c.dec.Decode(resp); err != nil {
+	if err := c.value(resp); err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
 	if msg != "" {
 		return remoteError{msg}
+	}
+	return nil
+}
+
+// value reads one bounded msgpack value of an answer into v.
+func (c *raftConn) value(v any) error {
+	sc := msgpackScanner{r: c.r, out: c.answer[:0], keep: true, budget: raftMaxAnswerBytes, items: raftMaxAnswerItems}
+	err := sc.scan()
+	c.answer = sc.out
+	switch {
+	case errors.Is(err, errMsgpackTooLarge):
+		return &Refusal{reason: RejectAnswerSize, err: err}
+	case errors.Is(err, errMsgpackTooManyItems):
+		return &Refusal{reason: RejectAnswerItems, err: err}
+	case errors.Is(err, errMsgpackInvalid):
+		return &Refusal{reason: RejectAnswerDecode, err: err}
+	case err != nil:
+		return err
+	}
+	if err := guardDecode(c.answer, v); err != nil {
+		return &Refusal{reason: RejectAnswerDecode, err: err}
 	}
 	return nil
 }

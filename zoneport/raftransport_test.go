@@ -1,11 +1,13 @@
 package zoneport
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -247,4 +249,106 @@ func TestRaftTransportClose(t *testing.T) {
 	if err := send.AppendEntries("member-2", target, guardTestHeartbeat(), &resp); err == nil {
 		t.Fatal("heartbeat to a closed transport succeeded")
 	}
+}
+
+// raftTestAnswerer accepts one connection on stream at a time and answers
+// every request read off it with answer's bytes.
+func raftTestAnswerer(t *testing.T, stream *guardTestStream, answer []byte) {
+	t.Helper()
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		stream.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := stream.Accept()
+			if err != nil {
+				return
+			}
+			r := bufio.NewReader(conn)
+			for {
+				if _, err := r.ReadByte(); err != nil {
+					break
+				}
+				sc := msgpackScanner{r: r, budget: 1 << 20, items: 1 << 10}
+				if sc.scan() != nil {
+					break
+				}
+				if _, err := conn.Write(answer); err != nil {
+					break
+				}
+			}
+			conn.Close()
+		}
+	}()
+}
+
+// TestRaftTransportRefusesHostileAnswers: an answer whose value declares
+// more bytes than an answer can have, more items, or is not msgpack costs
+// the caller the connection (counted by reason), not an allocation of what
+// the length declares or a panic; an honest answer after it works.
+func TestRaftTransportRefusesHostileAnswers(t *testing.T) {
+	emptyString := []byte{0xa0}
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		reason string
+	}{
+		{"a 4 GiB binary", append(slices.Clone(emptyString), 0xc6, 0xff, 0xff, 0xff, 0xf0), RejectAnswerSize},
+		{"a 4 GiB error string", []byte{0xdb, 0xff, 0xff, 0xff, 0xf0}, RejectAnswerSize},
+		{"an array of 1100 nils", append(append(slices.Clone(emptyString), 0xdc, 0x04, 0x4c), bytes.Repeat([]byte{0xc0}, 1100)...), RejectAnswerItems},
+		{"a byte msgpack never uses", append(slices.Clone(emptyString), 0xc1), RejectAnswerDecode},
+		{"a string where a struct goes", append(slices.Clone(emptyString), 0xa3, 'a', 'b', 'c'), RejectAnswerDecode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			guardNoLeaks(t)
+			recvStream := newGuardTestStream(guardTestLocalAddr, nil)
+			sendStream := newGuardTestStream(guardTestCallerAddr, nil)
+			sendStream.peers[guardTestLocalAddr] = recvStream
+			var refused []string
+			send := NewRaftTransport(sendStream, RaftTransportConfig{Timeout: guardTestWait, Refused: func(r string) { refused = append(refused, r) }})
+			defer send.Close()
+			raftTestAnswerer(t, recvStream, tc.answer)
+
+			var resp raft.AppendEntriesResponse
+			err := send.AppendEntries("member-2", guardTestLocalAddr, guardTestHeartbeat(), &resp)
+			var r *Refusal
+			if !errors.As(err, &r) || r.reason != tc.reason {
+				t.Fatalf("hostile answer: %v, want a refusal for %s", err, tc.reason)
+			}
+			if len(refused) != 1 || refused[0] != tc.reason {
+				t.Fatalf("counted %v, want [%s]", refused, tc.reason)
+			}
+		})
+	}
+}
+
+// FuzzRaftTransportAnswer feeds arbitrary bytes as a member's answer to
+// each kind of RPC: reading it must not panic, and whatever it accepts must
+// be whole values within the answer bounds.
+func FuzzRaftTransportAnswer(f *testing.F) {
+	for _, resp := range []any{
+		&raft.AppendEntriesResponse{RPCHeader: guardTestHeader(), Term: 11, LastLog: 9, Success: true},
+		&raft.RequestVoteResponse{Term: 11, Granted: true},
+		&raft.InstallSnapshotResponse{Term: 11, Success: true},
+		nil,
+	} {
+		f.Add(guardTestResponse(f, resp))
+	}
+	f.Add([]byte{0xa3, 'b', 'a', 'd', 0xc0})
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		for _, resp := range []any{&raft.AppendEntriesResponse{}, &raft.RequestVoteResponse{}, &raft.RequestPreVoteResponse{},
+			&raft.InstallSnapshotResponse{}, &raft.TimeoutNowResponse{}} {
+			c := &raftConn{r: bufio.NewReader(bytes.NewReader(answer))}
+			err := c.receive(resp)
+			var remote remoteError
+			if err == nil || errors.As(err, &remote) {
+				if read := len(answer) - c.r.Buffered(); read > 2*raftMaxAnswerBytes {
+					t.Fatalf("accepted an answer of %d bytes", read)
+				}
+			}
+		}
+	})
 }
