@@ -240,7 +240,7 @@ func run() error {
 	}
 	// The commit the binaries were built from: read before the run, which
 	// takes an hour or more while the tree may move on.
-	built := commit()
+	built := commit(filepath.Join(cfg.BinDir, "edgequorum-agent"))
 	rep, err := suite.Run(ctx, cfg)
 	if rep == nil {
 		return err
@@ -554,7 +554,15 @@ func resultsSection(path string) (text string, start, end int, err error) {
 }
 
 // commit names the source revision, marked dirty when the tree has changes.
-func commit() string {
+// commit names the commit agent (the binary the run measures) was built
+// from, as its --version says: the tree's HEAD may have moved on since the
+// build. Without a stamped revision it falls back to the tree's.
+func commit(agent string) string {
+	if out, err := exec.Command(agent, "--version").Output(); err == nil {
+		if c, ok := stampedRevision(string(out)); ok {
+			return c
+		}
+	}
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return ""
@@ -564,6 +572,28 @@ func commit() string {
 		c += " (uncommitted changes)"
 	}
 	return c
+}
+
+// stampedRevision reads the revision from a --version line such as
+// "edgequorum v0.4.0-dev (revision 0856accc6599-dirty, go1.26.8,
+// linux/amd64)", as a short commit; false when the build was not stamped.
+func stampedRevision(version string) (string, bool) {
+	_, rest, ok := strings.Cut(version, "(revision ")
+	if !ok {
+		return "", false
+	}
+	rev, _, _ := strings.Cut(rest, ",")
+	rev, dirty := strings.CutSuffix(strings.TrimSpace(rev), "-dirty")
+	if rev == "" || rev == "unknown" {
+		return "", false
+	}
+	if len(rev) > 7 {
+		rev = rev[:7]
+	}
+	if dirty {
+		rev += " (uncommitted changes)"
+	}
+	return rev, true
 }
 
 // flagNames maps the Config fields a flag sets to that flag.

@@ -346,3 +346,23 @@ func TestMergeTakesTheLatestBinaries(t *testing.T) {
 		t.Fatalf("merged binaries %+v from %q, want the measured run's", rep.Binaries, rep.BinariesFrom)
 	}
 }
+
+// TestStampedRevision: the report names the commit the agent binary says it
+// was built from, marking a build from a dirty tree, and falls back to the
+// tree's only for an unstamped build.
+func TestStampedRevision(t *testing.T) {
+	for _, tc := range []struct {
+		version, want string
+		ok            bool
+	}{
+		{"edgequorum v0.4.0-dev (revision 0856accc6599, go1.26.8, linux/amd64)\n", "0856acc", true},
+		{"edgequorum v0.4.0-dev (revision 0856accc6599-dirty, go1.26.8, linux/amd64)\n", "0856acc (uncommitted changes)", true},
+		{"edgequorum v0.4.0-dev (revision unknown, go1.26.8, linux/amd64)\n", "", false},
+		{"usage: edgequorum-agent [flags]\n", "", false},
+	} {
+		got, ok := stampedRevision(tc.version)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("stampedRevision(%q) = %q, %v; want %q, %v", tc.version, got, ok, tc.want, tc.ok)
+		}
+	}
+}
