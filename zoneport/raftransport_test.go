@@ -38,11 +38,9 @@ var raftTestKinds = []struct {
 	}},
 }
 
-// raftTestAnswer answers rpc as a follower would, with err when it is set,
-// and returns the snapshot data it read.
-func raftTestAnswer(rpc raft.RPC, err error) []byte {
-	var data []byte
-	var resp any
+// raftTestResponse is a follower's answer to rpc, and the snapshot data it
+// read.
+func raftTestResponse(rpc raft.RPC) (resp any, data []byte) {
 	switch cmd := rpc.Command.(type) {
 	case *raft.AppendEntriesRequest:
 		resp = &raft.AppendEntriesResponse{Term: cmd.Term, LastLog: cmd.PrevLogEntry + uint64(len(cmd.Entries)), Success: true}
@@ -56,8 +54,7 @@ func raftTestAnswer(rpc raft.RPC, err error) []byte {
 	case *raft.TimeoutNowRequest:
 		resp = &raft.TimeoutNowResponse{RPCHeader: cmd.RPCHeader}
 	}
-	rpc.Respond(resp, err)
-	return data
+	return resp, data
 }
 
 // countingStream counts the connections a stream layer dials.
@@ -93,7 +90,8 @@ func TestRaftTransportSpeaksNetworkTransport(t *testing.T) {
 				heartbeats := make(chan *raft.AppendEntriesRequest, 1)
 				recv.SetHeartbeatHandler(func(rpc raft.RPC) {
 					heartbeats <- rpc.Command.(*raft.AppendEntriesRequest)
-					raftTestAnswer(rpc, nil)
+					resp, _ := raftTestResponse(rpc)
+					rpc.Respond(resp, nil)
 				})
 				refuse := errors.New("refused: not the leader")
 				var failNext atomic.Bool
@@ -107,8 +105,9 @@ func TestRaftTransportSpeaksNetworkTransport(t *testing.T) {
 							if failNext.Swap(false) {
 								err = refuse
 							}
-							data := raftTestAnswer(rpc, err)
+							resp, data := raftTestResponse(rpc)
 							got <- seen{rpc.Command, data}
+							rpc.Respond(resp, err)
 						case <-stop:
 							return
 						}
@@ -228,7 +227,10 @@ func TestRaftTransportClose(t *testing.T) {
 	recv := NewRaftTransport(recvStream, RaftTransportConfig{Timeout: guardTestWait})
 	send := NewRaftTransport(sendStream, RaftTransportConfig{Timeout: guardTestWait})
 	defer send.Close()
-	recv.SetHeartbeatHandler(func(rpc raft.RPC) { raftTestAnswer(rpc, nil) })
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) {
+		resp, _ := raftTestResponse(rpc)
+		rpc.Respond(resp, nil)
+	})
 
 	const target = raft.ServerAddress(guardTestLocalAddr)
 	var resp raft.AppendEntriesResponse

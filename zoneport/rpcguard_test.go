@@ -694,21 +694,7 @@ func TestGuardEndToEnd(t *testing.T) {
 		for {
 			select {
 			case rpc := <-recv.Consumer():
-				var data []byte
-				var resp any
-				switch cmd := rpc.Command.(type) {
-				case *raft.AppendEntriesRequest:
-					resp = &raft.AppendEntriesResponse{Term: cmd.Term, LastLog: cmd.PrevLogEntry + uint64(len(cmd.Entries)), Success: true}
-				case *raft.RequestVoteRequest:
-					resp = &raft.RequestVoteResponse{Term: cmd.Term, Granted: true}
-				case *raft.RequestPreVoteRequest:
-					resp = &raft.RequestPreVoteResponse{Term: cmd.Term, Granted: true}
-				case *raft.InstallSnapshotRequest:
-					data, _ = io.ReadAll(rpc.Reader)
-					resp = &raft.InstallSnapshotResponse{Term: cmd.Term, Success: true}
-				case *raft.TimeoutNowRequest:
-					resp = &raft.TimeoutNowResponse{}
-				}
+				resp, data := raftTestResponse(rpc)
 				got <- seen{rpc.Command, data}
 				rpc.Respond(resp, nil)
 			case <-stop:
