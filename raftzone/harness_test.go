@@ -312,7 +312,9 @@ func (z *testZone) start(name string) *testNode {
 	select {
 	case <-srv.Started():
 	case err := <-n.done:
-		z.t.Fatalf("start %s: %v", name, err)
+		// Run has returned: stop must not wait for it again.
+		n.done <- nil
+		z.t.Fatalf("start %s: %v\n---- logs of %s ----\n%s", name, err, name, n.logs.String())
 	}
 	z.setDead(name, false)
 	return n
