@@ -287,7 +287,7 @@ func (t *RaftTransport) call(id raft.ServerID, target raft.ServerAddress, typ by
 	c.conn.SetDeadline(time.Now().Add(t.timeout))
 	if err := c.send(typ, args, nil); err != nil {
 		c.close()
-		return fmt.Errorf("raft rpc %d to %s: %w", typ, c.target, err)
+		return fmt.Errorf("raft %s to %s: %w", rpcName(typ), c.target, err)
 	}
 	err = c.receive(resp)
 	var remote remoteError
@@ -301,7 +301,7 @@ func (t *RaftTransport) call(id raft.ServerID, target raft.ServerAddress, typ by
 	}
 	c.close()
 	t.countRefusal(err)
-	return fmt.Errorf("raft rpc %d to %s: %w", typ, c.target, err)
+	return fmt.Errorf("raft %s to %s: %w", rpcName(typ), c.target, err)
 }
 
 // countRefusal counts err if it refused an answer.
@@ -590,4 +590,21 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 	}
 	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
 		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
+// rpcName names a Raft RPC type for an operator's log.
+func rpcName(typ byte) string {
+	switch typ {
+	case RPCAppendEntries:
+		return "append entries"
+	case RPCRequestVote:
+		return "request vote"
+	case RPCInstallSnapshot:
+		return "install snapshot"
+	case RPCTimeoutNow:
+		return "timeout now"
+	case RPCRequestPreVote:
+		return "request pre-vote"
+	}
+	return fmt.Sprintf("rpc type %d", typ)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -319,6 +320,9 @@ func TestRaftTransportRefusesHostileAnswers(t *testing.T) {
 			var r *Refusal
 			if !errors.As(err, &r) || r.reason != tc.reason {
 				t.Fatalf("hostile answer: %v, want a refusal for %s", err, tc.reason)
+			}
+			if want := "raft append entries to " + guardTestLocalAddr; !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not say %q", err, want)
 			}
 			if len(refused) != 1 || refused[0] != tc.reason {
 				t.Fatalf("counted %v, want [%s]", refused, tc.reason)
