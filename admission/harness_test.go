@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,10 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -314,7 +317,7 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 	dir := t.TempDir()
 	bundle := writeTestCerts(t, dir)
 	env := &testEnv{
-		client: fake.NewClientset(objs...),
+		client: optimisticLeases(fake.NewClientset(objs...)),
 		clock:  clocktesting.NewFakeClock(testNow),
 		reg:    prometheus.NewRegistry(),
 		caPool: bundle.CACert,
@@ -339,6 +342,62 @@ func newWebhook(t *testing.T, mod func(*Config), objs ...runtime.Object) *testEn
 	}
 	env.w = w
 	return env
+}
+
+// optimisticLeases makes the fake clientset refuse a stale Lease write as an
+// apiserver does: every Lease written gets a new resourceVersion, and an
+// update that names another than the stored one is a Conflict. The fake's
+// own tracker keeps whichever write comes last, so two replicas' Get-then-
+// Update of the reads Lease could overwrite each other in a test, which a
+// real apiserver never lets happen.
+func optimisticLeases(c *fake.Clientset) *fake.Clientset {
+	var (
+		mu   sync.Mutex
+		next int64
+	)
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	c.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var obj runtime.Object
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			obj = a.GetObject()
+		case k8stesting.UpdateAction:
+			obj = a.GetObject()
+		default:
+			return false, nil, nil
+		}
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok || a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		l = l.DeepCopy()
+		ns := a.GetNamespace()
+		if a.GetVerb() == "update" {
+			cur, err := c.Tracker().Get(gvr, ns, l.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if rv := l.ResourceVersion; rv != "" && rv != cur.(*coordinationv1.Lease).ResourceVersion {
+				return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name,
+					fmt.Errorf("resourceVersion %s is not the stored %s", rv, cur.(*coordinationv1.Lease).ResourceVersion))
+			}
+		}
+		next++
+		l.ResourceVersion = strconv.FormatInt(next, 10)
+		var err error
+		if a.GetVerb() == "create" {
+			err = c.Tracker().Create(gvr, l, ns)
+		} else {
+			err = c.Tracker().Update(gvr, l, ns)
+		}
+		if err != nil {
+			return true, nil, err
+		}
+		return true, l.DeepCopy(), nil
+	})
+	return c
 }
 
 func writeTestCerts(t *testing.T, dir string) *webhookcerts.Bundle {
