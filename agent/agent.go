@@ -162,6 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run called twice")
 	}
 	memlimit.Apply(a.cfg.MemoryLimit, "/sys/fs/cgroup", a.log)
+	memlimit.ApplyGCPercent(a.cfg.GCPercent, a.log)
 	statusLn, err := net.Listen("tcp", a.cfg.StatusAddress)
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)

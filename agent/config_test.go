@@ -106,3 +106,23 @@ func TestQuietZoneLease(t *testing.T) {
 		t.Errorf("quiet renewals off warn: %v", w)
 	}
 }
+
+// TestGCPercentOutsideItsRangeIsRefused: a percent so low that the collector
+// runs without pause, or so high that the heap is unbounded in practice, is
+// refused by name before anything starts.
+func TestGCPercentOutsideItsRangeIsRefused(t *testing.T) {
+	for _, p := range []int{-1, 0, 9, 1001} {
+		c := validConfig()
+		c.GCPercent = p
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--gc-percent") {
+			t.Errorf("--gc-percent %d: error %v, want one naming the flag", p, err)
+		}
+	}
+	for _, p := range []int{10, DefaultGCPercent, 100, 1000} {
+		c := validConfig()
+		c.GCPercent = p
+		if err := c.Validate(); err != nil {
+			t.Errorf("--gc-percent %d refused: %v", p, err)
+		}
+	}
+}

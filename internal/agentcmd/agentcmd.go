@@ -90,6 +90,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.ConfirmConnects, "confirm-connects", cfg.ConfirmConnects, "fresh connections to a peer's kubelet port that confirm its first failed probe; when none gets any answer the peer is judged failed at once (0: off, the thresholds alone judge)")
 	fs.DurationVar(&cfg.ConfirmGap, "confirm-gap", cfg.ConfirmGap, "time between the starts of the --confirm-connects connections")
 	fs.Var(cli.MemoryLimitFlag{V: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
+	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "how far the Go heap may grow over its live part before a collection, in percent (GOGC, when set, wins)")
 	logFlags := cli.AddLogFlags(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err

@@ -65,3 +65,22 @@ func TestApplyMemoryLimit(t *testing.T) {
 		t.Errorf("auto without a cgroup limit changed the limit to %d", got)
 	}
 }
+
+func TestApplyGCPercent(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOGC", "")
+	ApplyGCPercent(50, log)
+	if got := debug.SetGCPercent(100); got != 50 {
+		t.Errorf("--gc-percent 50 set %d", got)
+	}
+	// The runtime read GOGC at start; set, it is the operator's word and
+	// the flag changes nothing.
+	t.Setenv("GOGC", "200")
+	ApplyGCPercent(50, log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set, --gc-percent 50 changed the percent to %d", got)
+	}
+}
