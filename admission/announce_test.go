@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
@@ -144,5 +145,33 @@ func TestReplicasOfAReleaseWithoutEntriesHoldTheFormatsDown(t *testing.T) {
 	}
 	if l := zone.WebhookLevel(readsEntries(t, env)); l != skew.Current() {
 		t.Errorf("leaders read level %v once every replica reads %v", l, skew.Current())
+	}
+}
+
+// TestTheTestClientsetRefusesStaleLeaseWrites: the tests of the reads Lease
+// rely on optimisticLeases; two replicas that read the same version and both
+// write it must not both succeed, or a lost update would pass unseen.
+func TestTheTestClientsetRefusesStaleLeaseWrites(t *testing.T) {
+	ctx := context.Background()
+	env := newWebhook(t, nil)
+	leases := env.client.CoordinationV1().Leases(env.cfg.ElectionNamespace)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := leases.Get(ctx, "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a.DeepCopy()
+	a.Annotations = map[string]string{"by": "a"}
+	if _, err := leases.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	b.Annotations = map[string]string{"by": "b"}
+	if _, err := leases.Update(ctx, b, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("second write of the same version: %v, want a Conflict", err)
+	}
+	if l, err := leases.Get(ctx, "l", metav1.GetOptions{}); err != nil || l.Annotations["by"] != "a" {
+		t.Fatalf("stored %v (%v), want the first write's", l.Annotations, err)
 	}
 }

@@ -357,16 +357,12 @@ func optimisticLeases(c *fake.Clientset) *fake.Clientset {
 	)
 	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	c.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var obj runtime.Object
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
+		// Create and update actions are the same interface: tell them by verb.
+		w, ok := a.(k8stesting.CreateAction)
+		if !ok || (a.GetVerb() != "create" && a.GetVerb() != "update") {
 			return false, nil, nil
 		}
-		l, ok := obj.(*coordinationv1.Lease)
+		l, ok := w.GetObject().(*coordinationv1.Lease)
 		if !ok || a.GetSubresource() != "" {
 			return false, nil, nil
 		}
