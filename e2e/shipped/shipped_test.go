@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgequorum/edgequorum/agent"
 	"github.com/edgequorum/edgequorum/internal/poll"
 	"github.com/edgequorum/edgequorum/internal/realnode"
 	"github.com/edgequorum/edgequorum/internal/testcluster"
@@ -323,6 +324,11 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		got := agentMetric(t, ctx, e, "go_gc_gomemlimit_bytes")
 		if int64(got) != wantGoMemLimit {
 			t.Fatalf("go_gc_gomemlimit_bytes = %v, want %d (90%% of the container's 128Mi)", got, wantGoMemLimit)
+		}
+		// The shipped DaemonSet sets neither GOGC nor --gc-percent: the
+		// agent's own default, not Go's 100, must reach the process.
+		if got := agentMetric(t, ctx, e, "go_gc_gogc_percent"); int(got) != agent.DefaultGCPercent {
+			t.Errorf("go_gc_gogc_percent = %v, want the agent's default %d", got, agent.DefaultGCPercent)
 		}
 	})
 
