@@ -375,9 +375,10 @@ func optimisticLeases(c *fake.Clientset) *fake.Clientset {
 			if err != nil {
 				return true, nil, err
 			}
-			if rv := l.ResourceVersion; rv != "" && rv != cur.(*coordinationv1.Lease).ResourceVersion {
+			stored := cur.(*coordinationv1.Lease).ResourceVersion
+			if rv := l.ResourceVersion; rv != "" && rv != stored {
 				return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name,
-					fmt.Errorf("resourceVersion %s is not the stored %s", rv, cur.(*coordinationv1.Lease).ResourceVersion))
+					fmt.Errorf("resourceVersion %s is not the stored %s", rv, stored))
 			}
 		}
 		next++

@@ -89,7 +89,7 @@ type Config struct {
 // mostly long-lived state (connections to its peers, the zone's rows), so the
 // runtime's 100, which lets the heap reach twice that before collecting, was
 // a third of a large zone member's resident memory; at 50 a leader of 129
-// members peaked 10 MiB lower and a spare 6 MiB lower, with the same CPU
+// members peaked about 10 MiB lower and a spare about 5 MiB lower, with the same CPU
 // within what the benchmark resolves (DESIGN.md, "The collector's growth").
 const DefaultGCPercent = 50
 

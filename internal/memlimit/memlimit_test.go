@@ -76,8 +76,8 @@ func TestApplyGCPercent(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 50 {
 		t.Errorf("--gc-percent 50 set %d", got)
 	}
-	// The runtime read GOGC at start; set, it is the operator's word and
-	// the flag changes nothing.
+	// GOGC set in the environment is the operator's choice, which the
+	// runtime took at start: the flag must not override it.
 	t.Setenv("GOGC", "200")
 	ApplyGCPercent(50, log)
 	if got := debug.SetGCPercent(100); got != 100 {
