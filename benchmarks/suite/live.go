@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/edgequorum/edgequorum/benchmarks/internal/standin"
@@ -205,7 +206,7 @@ func (r *liveRun) run(ctx context.Context) {
 	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
 	before := takeSnapshot(ctx, members, "--status-address=", wsStart)
-	cpu := r.startCPUProfile(ctx)
+	cpu := r.startCPUProfile(ctx, agents[servers:servers+spares])
 	if err := sleep(ctx, s.cfg.Steady); err != nil {
 		return
 	}
@@ -235,43 +236,65 @@ func (r *liveRun) saveProfiles(ctx context.Context, name, role string) {
 	r.s.progress(r.n, "live", "%s %s's profiles: %v", role, name, files)
 }
 
-// startCPUProfile takes a CPU profile of the agent leading at the start of
-// the steady window, over its first cpuProfileSeconds, into the work
-// directory's profiles/ as N<n>-live-leader-cpu.pb.gz; the returned func
-// waits for it and reports the outcome. A failure is only reported.
-func (r *liveRun) startCPUProfile(ctx context.Context) (wait func()) {
-	var (
-		file string
-		err  error
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		a, lerr := r.z.Leader(lctx)
-		cancel()
-		if lerr != nil {
-			err = fmt.Errorf("no leader to profile: %w", lerr)
-			return
-		}
-		dir := filepath.Join(r.s.cfg.WorkDir, "profiles")
-		if err = os.MkdirAll(dir, 0o755); err != nil {
-			return
-		}
-		file = filepath.Join(dir, fmt.Sprintf("N%d-live-leader-cpu.pb.gz", r.n))
-		err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.StatusAddress(), cpuProfileSeconds), file)
-		if err == nil {
-			file = a.Name + ": " + file
-		}
-	}()
-	return func() {
-		<-done
-		if err != nil {
-			r.s.progress(r.n, "live", "leader's CPU profile: %v", err)
-			return
-		}
-		r.s.progress(r.n, "live", "leader's CPU profile (%d s): %s", cpuProfileSeconds, file)
+// startCPUProfile takes CPU profiles, over the first cpuProfileSeconds of
+// the steady window, of the agent leading at its start and of the first
+// spare agent (where a member's CPU goes with and without the leader's
+// work), into the work directory's profiles/ as N<n>-live-<role>-cpu.pb.gz;
+// the returned func waits for them and reports the outcome. A failure is
+// only reported.
+func (r *liveRun) startCPUProfile(ctx context.Context, spares []*zonerun.Agent) (wait func()) {
+	type profile struct {
+		role, file string
+		err        error
 	}
+	profiles := []*profile{{role: "leader"}}
+	if len(spares) > 0 {
+		profiles = append(profiles, &profile{role: "spare"})
+	}
+	var wg sync.WaitGroup
+	for _, p := range profiles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := r.profiled(ctx, p.role, spares)
+			if err != nil {
+				p.err = err
+				return
+			}
+			dir := filepath.Join(r.s.cfg.WorkDir, "profiles")
+			if p.err = os.MkdirAll(dir, 0o755); p.err != nil {
+				return
+			}
+			file := filepath.Join(dir, fmt.Sprintf("N%d-live-%s-cpu.pb.gz", r.n, p.role))
+			p.err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.StatusAddress(), cpuProfileSeconds), file)
+			p.file = a.Name + ": " + file
+		}()
+	}
+	return func() {
+		wg.Wait()
+		for _, p := range profiles {
+			if p.err != nil {
+				r.s.progress(r.n, "live", "%s's CPU profile: %v", p.role, p.err)
+				continue
+			}
+			r.s.progress(r.n, "live", "%s's CPU profile (%d s): %s", p.role, cpuProfileSeconds, p.file)
+		}
+	}
+}
+
+// profiled is the agent whose CPU profile role names: the zone's leader
+// now, or the first spare.
+func (r *liveRun) profiled(ctx context.Context, role string, spares []*zonerun.Agent) (*zonerun.Agent, error) {
+	if role == "spare" {
+		return spares[0], nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := r.z.Leader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("no leader to profile: %w", err)
+	}
+	return l, nil
 }
 
 // cpuProfileSeconds is the length of the live phase's CPU profile: the
