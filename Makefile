@@ -153,7 +153,7 @@ bench-tools: build $(CONTROLPLANE_BINS)
 	$(GO) build -o $(BIN)/fleet ./benchmarks/cmd/fleet
 	$(GO) build -o $(BIN)/soak ./benchmarks/cmd/soak
 
-bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 85 min)
+bench: bench-tools ## zone sizes 3-129, edgequorum vs the SuperEdge baseline, then the webhook's cost; results in benchmarks/results (about 2 hours: the full run of 2026-11-28 took 1 h 51 min)
 	$(BIN)/bench -out $(BENCH_OUT) -readme README.md,benchmarks/README.md $(BENCH_FLAGS)
 	$(BIN)/webhookload -out $(BENCH_OUT)
 
