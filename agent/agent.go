@@ -121,7 +121,7 @@ func newAgent(ctx context.Context, cfg Config, client kubeclient.Interface, log 
 		specs = DefaultProbes(cfg.Raft.PeerPort)
 	}
 	// Probes leave from the advertise address, like all zone traffic.
-	probeDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)}}
+	probeDialer := probe.Dialer(&net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)})
 	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: port.HTTPClient(),
 		Dial: probeDialer.DialContext, Confirm: cfg.ProbeConfirm(), Registerer: reg, Logger: log.With("component", "probe")})
 	if err != nil {

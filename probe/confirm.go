@@ -222,6 +222,5 @@ func (m *Manager) dial(ctx context.Context, network, address string) (net.Conn, 
 	if m.cfg.Dial != nil {
 		return m.cfg.Dial(ctx, network, address)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, address)
+	return Dialer(nil).DialContext(ctx, network, address)
 }

@@ -6,7 +6,9 @@
 // It owns:
 //   - the probe spec format operators write on the command line (ParseSpec,
 //     SpecList) and its defaults;
-//   - the probers, one per kind, and the Prober interface a caller can implement;
+//   - the probers, one per kind, and the Prober interface a caller can implement,
+//     and the dialer their connections use (Dialer: each lives for one probe,
+//     so it sets no TCP keep-alive);
 //   - the worker rule that a probe's state flips only after SuccessThreshold or
 //     FailureThreshold consecutive identical results, and stays Unknown until one
 //     of them is first met, and that an agent probe which misses its timeout

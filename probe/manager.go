@@ -32,8 +32,8 @@ type Config struct {
 	// AgentProber, if set, runs agent probes instead of an HTTP GET through
 	// AgentClient; set one of the two, not both.
 	AgentProber Prober
-	// Dial opens probe connections (see ProberOptions.Dial); nil means a
-	// plain net.Dialer.
+	// Dial opens probe connections (see ProberOptions.Dial); nil means
+	// Dialer(nil).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Registerer receives the probe metrics; nil registers nothing.
 	Registerer prometheus.Registerer

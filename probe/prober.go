@@ -83,7 +83,7 @@ type ProberOptions struct {
 	// AgentClient reaches peers' agents; required for kind agent.
 	AgentClient *http.Client
 	// Dial opens the probe connections of the tcp, kubelet, http(s) and grpc
-	// kinds. Nil means a plain net.Dialer. The agent binds it to its
+	// kinds. Nil means Dialer(nil). The agent binds it to its
 	// advertise address so a probe leaves from the node's own IP, as the
 	// zone's real traffic does (and firewall rules see it that way).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -96,7 +96,7 @@ func NewProber(s Spec, opts ProberOptions) (Prober, error) {
 	agentClient := opts.AgentClient
 	dial := opts.Dial
 	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
+		dial = Dialer(nil).DialContext
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

@@ -59,3 +59,86 @@ func TestTCPProberTimeout(t *testing.T) {
 		t.Fatalf("Probe = %v, %v; want Failure after the deadline", got, err)
 	}
 }
+
+// keepAliveOf reports whether TCP keep-alive is on for c's socket.
+func keepAliveOf(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		on, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return on != 0
+}
+
+// A probe connection lives for one probe, so the probe dialer sets no
+// keep-alive, which Go's default dialer turns on (four socket options on
+// every dial); the default dialer is the control that shows the test can
+// tell the two apart.
+func TestProbeDialerSetsNoKeepAlive(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		name      string
+		d         *net.Dialer
+		keepAlive bool
+	}{
+		{"probe.Dialer", Dialer(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}), false},
+		{"Go's default dialer", &net.Dialer{}, true},
+	} {
+		c, err := tc.d.DialContext(t.Context(), "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := keepAliveOf(t, c); got != tc.keepAlive {
+			t.Errorf("%s: keep-alive on = %v, want %v", tc.name, got, tc.keepAlive)
+		}
+		_ = c.Close()
+	}
+}
+
+// BenchmarkDial is the CPU of one probe connection on loopback (dial and
+// close, the listener accepting and closing too), with the probe dialer and
+// with Go's default one, which also sets keep-alive.
+func BenchmarkDial(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	for _, bc := range []struct {
+		name string
+		d    *net.Dialer
+	}{{"probe", Dialer(nil)}, {"default", &net.Dialer{}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				c, err := bc.d.DialContext(b.Context(), "tcp", l.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = c.Close()
+			}
+		})
+	}
+}
