@@ -67,55 +67,44 @@ func hedgedDial(ctx context.Context, dial func(ctx context.Context, network, add
 	if !ok {
 		return dial(ctx, "tcp", address)
 	}
+	// The first attempt runs in the caller's goroutine and the second, if
+	// any, in a timer's: a connect that is answered in time, which is
+	// nearly every connect, starts no goroutine (a probe's dial grows a new
+	// goroutine's stack several times, a cost a member of a large zone paid
+	// hundreds of times a second).
 	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	type attempt struct {
 		conn net.Conn
 		err  error
 	}
-	out := make(chan attempt, 2)
-	started, answered := 0, 0
-	try := func() {
-		started++
-		go func() {
-			c, err := dial(ctx, "tcp", address)
-			out <- attempt{c, err}
-		}()
-	}
-	try()
-	hedge := time.NewTimer(time.Until(deadline) / 2)
-	defer hedge.Stop()
-	var (
-		won   net.Conn
-		first error
-	)
-wait:
-	for won == nil && answered < started {
-		select {
-		case <-hedge.C:
-			try()
-		case a := <-out:
-			answered++
-			switch {
-			case a.err == nil:
-				won = a.conn
-			case first == nil:
-				first = a.err
-			}
-			if a.err != nil && connectOutcome(a.err) == confirmAnswered {
-				// Refused: the box answered; another SYN asks nothing new.
-				break wait
-			}
+	second := make(chan attempt, 1)
+	hedge := time.AfterFunc(time.Until(deadline)/2, func() {
+		c, err := dial(ctx, "tcp", address)
+		if connectOutcome(err) == confirmAnswered {
+			// Connected or refused, the box answered: the first attempt,
+			// still waiting, stops now.
+			cancel()
 		}
+		second <- attempt{c, err}
+	})
+	conn, err := dial(ctx, "tcp", address)
+	if hedge.Stop() {
+		return conn, err // answered, or failed, before the hedge was due
 	}
-	// What still dials stops now; a late winner is closed.
-	cancel()
-	for ; answered < started; answered++ {
-		if a := <-out; a.conn != nil {
-			_ = a.conn.Close()
+	if err == nil || connectOutcome(err) == confirmAnswered {
+		// The first attempt answered while the second was trying: that
+		// one stops now, and a late winner is closed.
+		cancel()
+		if late := <-second; late.conn != nil {
+			_ = late.conn.Close()
 		}
+		return conn, err
 	}
-	if won != nil {
-		return won, nil
+	late := <-second
+	if late.err == nil || connectOutcome(late.err) == confirmAnswered {
+		// The second answered; the first stopped then (or was silent).
+		return late.conn, late.err
 	}
-	return nil, first
+	return nil, err
 }

@@ -142,3 +142,39 @@ func BenchmarkDial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTCPProbe is one kubelet-style TCP probe on loopback, as a member
+// probes each peer's kubelet port every period: the dial with its hedge, and
+// the close.
+func BenchmarkTCPProbe(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	s, err := ParseSpec("tcp:port=" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewProber(s, ProberOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(b.Context(), time.Second)
+		if res, err := p.Probe(ctx, "127.0.0.1"); res != Success {
+			b.Fatalf("probe: %v (%v)", res, err)
+		}
+		cancel()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -123,11 +124,14 @@ func TestKubeletPortFollowsTheTarget(t *testing.T) {
 }
 
 // scriptedDial answers the n-th dial with script[n]: "silent" waits for the
-// dial's context, "refused" refuses, "open" connects.
+// dial's context, "refused" refuses, "open" connects, and "late" connects once
+// a second dial has started. It keeps the connections it opened.
 type scriptedDial struct {
 	mu     sync.Mutex
 	script []string
 	calls  int
+	opened []net.Conn
+	second chan struct{} // closed by the second dial
 }
 
 func (d *scriptedDial) dial(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -137,13 +141,26 @@ func (d *scriptedDial) dial(ctx context.Context, _, _ string) (net.Conn, error) 
 		what = d.script[d.calls]
 	}
 	d.calls++
+	if d.calls == 2 && d.second != nil {
+		close(d.second)
+	}
 	d.mu.Unlock()
 	switch what {
 	case "refused":
 		return nil, errRefused
+	case "late":
+		select {
+		case <-d.second:
+		case <-ctx.Done():
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
+		}
+		fallthrough
 	case "open":
 		c1, c2 := net.Pipe()
 		c2.Close()
+		d.mu.Lock()
+		d.opened = append(d.opened, c1)
+		d.mu.Unlock()
 		return c1, nil
 	}
 	<-ctx.Done()
@@ -167,12 +184,15 @@ func TestTCPProbeHedgesALostSYN(t *testing.T) {
 		dials  int
 	}{
 		{"first SYN lost, second answered", []string{"silent", "open"}, Success, 2},
+		{"first SYN lost, second refused", []string{"silent", "refused"}, Failure, 2},
+		{"first answered after the second started", []string{"late", "silent"}, Success, 2},
+		{"both answered", []string{"late", "open"}, Success, 2},
 		{"first answered", []string{"open"}, Success, 1},
 		{"refused", []string{"refused"}, Failure, 1},
 		{"silent", nil, Failure, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &scriptedDial{script: tt.script}
+			d := &scriptedDial{script: tt.script, second: make(chan struct{})}
 			p, err := NewProber(mustParse(t, "tcp:port=10250"), ProberOptions{Dial: d.dial})
 			if err != nil {
 				t.Fatal(err)
@@ -182,6 +202,13 @@ func TestTCPProbeHedgesALostSYN(t *testing.T) {
 			got, err := p.Probe(ctx, "10.0.0.1")
 			if got != tt.want || d.count() != tt.dials {
 				t.Fatalf("Probe = %v (%v) after %d dials, want %v after %d", got, err, d.count(), tt.want, tt.dials)
+			}
+			// Every connection a dial opened is closed by the time the
+			// probe returns: the probe's own, and a late winner's.
+			for i, c := range d.opened {
+				if _, err := c.Write([]byte{0}); !errors.Is(err, io.ErrClosedPipe) {
+					t.Errorf("connection %d still open after the probe (write: %v)", i, err)
+				}
 			}
 		})
 	}
