@@ -74,6 +74,8 @@ func newWiring(t *testing.T) *wiring {
 	cfg.TargetSyncPeriod = 50 * time.Millisecond
 	cfg.ZoneLeaseRenew = 200 * time.Millisecond
 	cfg.MemoryLimit = 0
+	// Run sets the process's parallelism; the test binary keeps its own.
+	cfg.MaxProcs = 0
 	w := &wiring{t: t, cfg: cfg, client: fake.NewClientset(), ip: prefix, logs: &syncbuf.Buffer{}}
 	// The health check asks who the agent is; the fake answers as an
 	// apiserver does, with a user. Without one every check counted the

@@ -83,6 +83,10 @@ type Config struct {
 	// the next collection, unless the GOGC environment variable sets it
 	// [--gc-percent]. DefaultGCPercent, not the runtime's 100: see there.
 	GCPercent int
+	// MaxProcs is how many goroutines the agent runs at once, unless the
+	// GOMAXPROCS environment variable sets it; 0 leaves the runtime's own
+	// default [--max-procs]. DefaultMaxProcs: see there.
+	MaxProcs int
 }
 
 // DefaultGCPercent is the agent's collector growth. An agent's live heap is
@@ -92,6 +96,19 @@ type Config struct {
 // members peaked about 10 MiB lower and a spare about 5 MiB lower, with the same CPU
 // within what the benchmark resolves (DESIGN.md, "The collector's growth").
 const DefaultGCPercent = 50
+
+// DefaultMaxProcs is the agent's parallelism: one. The runtime's default is the
+// container's CPU limit rounded up and at least two, but an agent uses a few
+// percent of a core in many short wakeups (probes, answers, reports), and
+// with two Ps the scheduler spent a sixth of a large zone member's CPU
+// parking and waking threads to run them side by side; the shipped DaemonSet
+// limits it to half a core anyway. At 129 members one P took a spare and a
+// leader about a point of a core lower each (DESIGN.md, "One P").
+const DefaultMaxProcs = 1
+
+// maxMaxProcs bounds --max-procs: more Ps than this is a typo, not a
+// setting for an agent.
+const maxMaxProcs = 256
 
 // DefaultConfig returns the agent defaults.
 func DefaultConfig() Config {
@@ -115,6 +132,7 @@ func DefaultConfig() Config {
 		TargetSyncPeriod:    2 * time.Second,
 		MemoryLimit:         MemoryLimitAuto,
 		GCPercent:           DefaultGCPercent,
+		MaxProcs:            DefaultMaxProcs,
 	}
 }
 
@@ -196,6 +214,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GCPercent < 10 || c.GCPercent > 1000 {
 		errs = append(errs, fmt.Errorf("--gc-percent %d must be between 10 and 1000", c.GCPercent))
+	}
+	if c.MaxProcs < 0 || c.MaxProcs > maxMaxProcs {
+		errs = append(errs, fmt.Errorf("--max-procs %d must be between 0 (the Go runtime's default) and %d", c.MaxProcs, maxMaxProcs))
 	}
 	if c.ScoreLine <= 0 || c.ScoreLine > 100 {
 		errs = append(errs, fmt.Errorf("--score-line %v must be in (0, 100]", c.ScoreLine))

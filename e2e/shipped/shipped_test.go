@@ -318,7 +318,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("memory limit from the container's cgroup", func(t *testing.T) {
+	t.Run("runtime settings: memory limit from the container's cgroup, collector growth, parallelism", func(t *testing.T) {
 		mem := float64(containerMemory)
 		wantGoMemLimit := int64(mem * 0.9)
 		got := agentMetric(t, ctx, e, "go_gc_gomemlimit_bytes")
@@ -329,6 +329,11 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		// agent's own default, not Go's 100, must reach the process.
 		if got := agentMetric(t, ctx, e, "go_gc_gogc_percent"); int(got) != agent.DefaultGCPercent {
 			t.Errorf("go_gc_gogc_percent = %v, want the agent's default %d", got, agent.DefaultGCPercent)
+		}
+		// Nor GOMAXPROCS or --max-procs: the agent's one P, not the
+		// runtime's container default of at least two.
+		if got := agentMetric(t, ctx, e, "go_sched_gomaxprocs_threads"); int(got) != agent.DefaultMaxProcs {
+			t.Errorf("go_sched_gomaxprocs_threads = %v, want the agent's default %d", got, agent.DefaultMaxProcs)
 		}
 	})
 

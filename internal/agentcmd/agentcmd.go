@@ -91,6 +91,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ConfirmGap, "confirm-gap", cfg.ConfirmGap, "time between the starts of the --confirm-connects connections")
 	fs.Var(cli.MemoryLimitFlag{V: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "how far the Go heap may grow over its live part before a collection, in percent (GOGC, when set, wins)")
+	fs.IntVar(&cfg.MaxProcs, "max-procs", cfg.MaxProcs, "how many goroutines the agent runs at once (0: the Go runtime's default, the container's CPU limit and at least 2; GOMAXPROCS, when set, wins)")
 	logFlags := cli.AddLogFlags(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
