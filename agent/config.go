@@ -102,8 +102,9 @@ const DefaultGCPercent = 50
 // percent of a core in many short wakeups (probes, answers, reports), and
 // with two Ps the scheduler spent a sixth of a large zone member's CPU
 // parking and waking threads to run them side by side; the shipped DaemonSet
-// limits it to half a core anyway. At 129 members one P took a spare and a
-// leader about a point of a core lower each (DESIGN.md, "One P").
+// limits it to half a core anyway. At 129 members one P took a leader about
+// a point of a core lower and a spare half a point to a point (DESIGN.md,
+// "One P").
 const DefaultMaxProcs = 1
 
 // maxMaxProcs bounds --max-procs: more Ps than this is a typo, not a
