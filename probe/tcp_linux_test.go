@@ -109,15 +109,15 @@ func TestProbeDialerSetsNoKeepAlive(t *testing.T) {
 	}
 }
 
-// BenchmarkDial is the CPU of one probe connection on loopback (dial and
-// close, the listener accepting and closing too), with the probe dialer and
-// with Go's default one, which also sets keep-alive.
-func BenchmarkDial(b *testing.B) {
+// closingListener is a loopback listener that accepts every connection and
+// closes it at once, as a probed port does for a TCP probe.
+func closingListener(tb testing.TB) net.Listener {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
+	tb.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -127,6 +127,14 @@ func BenchmarkDial(b *testing.B) {
 			_ = c.Close()
 		}
 	}()
+	return l
+}
+
+// BenchmarkDial is the CPU of one probe connection on loopback (dial and
+// close, the listener accepting and closing too), with the probe dialer and
+// with Go's default one, which also sets keep-alive.
+func BenchmarkDial(b *testing.B) {
+	l := closingListener(b)
 	for _, bc := range []struct {
 		name string
 		d    *net.Dialer
@@ -147,20 +155,7 @@ func BenchmarkDial(b *testing.B) {
 // probes each peer's kubelet port every period: the dial with its hedge, and
 // the close.
 func BenchmarkTCPProbe(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
+	l := closingListener(b)
 	s, err := ParseSpec("tcp:port=" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 	if err != nil {
 		b.Fatal(err)
