@@ -11,9 +11,10 @@
 // including taking over one whose founder is no node of the zone while no
 // node of the zone holds the zone Lease; the prober's results as
 // observations); the registration of this node's key on its own
-// Node; the reload of the zone key file; the Go memory limit; and the status
-// server. The parts that meet the cluster are exported (parts.go) so that the
-// benchmark's stand-ins join and see the zone exactly as an agent does.
+// Node; the reload of the zone key file; the Go runtime's settings (memory
+// limit, collector growth, parallelism); and the status server. The parts
+// that meet the cluster are exported (parts.go) so that the benchmark's
+// stand-ins join and see the zone exactly as an agent does.
 //
 // New builds every part from the parts made before it, and Agent.Run starts
 // them and stops them all. Two links are made after construction: New hands
