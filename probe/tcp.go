@@ -45,9 +45,10 @@ func (p *tcpProber) Probe(ctx context.Context, host string) (Result, error) {
 // Dialer is the dialer for probe connections, leaving from local when it is
 // not nil. Each connection lives for one probe (TCP, HTTP and gRPC probes, and
 // confirmations, all close theirs at once), so it turns TCP keep-alive off:
-// Go's default turns it on with four socket options on every connection, a
-// third of the system calls of a probe's dial, paid by a member of a large
-// zone hundreds of times a second for a timer that never fires.
+// Go's default turns it on with four socket options on every connection, for
+// a timer that never fires, and a member of a large zone dials hundreds of
+// times a second (BenchmarkDial: a loopback dial and close 62–71 µs without
+// them, 69–74 with).
 func Dialer(local net.Addr) *net.Dialer {
 	return &net.Dialer{LocalAddr: local, KeepAlive: -1}
 }

@@ -85,11 +85,7 @@ func keepAliveOf(t *testing.T, c net.Conn) bool {
 // every dial); the default dialer is the control that shows the test can
 // tell the two apart.
 func TestProbeDialerSetsNoKeepAlive(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := closingListener(t)
 	for _, tc := range []struct {
 		name      string
 		d         *net.Dialer
@@ -130,7 +126,7 @@ func closingListener(tb testing.TB) net.Listener {
 	return l
 }
 
-// BenchmarkDial is the CPU of one probe connection on loopback (dial and
+// BenchmarkDial is the time of one probe connection on loopback (dial and
 // close, the listener accepting and closing too), with the probe dialer and
 // with Go's default one, which also sets keep-alive.
 func BenchmarkDial(b *testing.B) {
