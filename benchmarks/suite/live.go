@@ -253,9 +253,7 @@ func (r *liveRun) startCPUProfile(ctx context.Context, spares []*zonerun.Agent) 
 	}
 	var wg sync.WaitGroup
 	for _, p := range profiles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			a, err := r.profiled(ctx, p.role, spares)
 			if err != nil {
 				p.err = err
@@ -268,7 +266,7 @@ func (r *liveRun) startCPUProfile(ctx context.Context, spares []*zonerun.Agent) 
 			file := filepath.Join(dir, fmt.Sprintf("N%d-live-%s-cpu.pb.gz", r.n, p.role))
 			p.err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.StatusAddress(), cpuProfileSeconds), file)
 			p.file = a.Name + ": " + file
-		}()
+		})
 	}
 	return func() {
 		wg.Wait()
