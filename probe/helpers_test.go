@@ -88,8 +88,15 @@ func (p countingProber) Probe(ctx context.Context, host string) (Result, error) 
 	return r, err
 }
 
-// harness runs a Manager on a fake clock with rand fixed at 0, so that every
-// worker's first probe is due the moment it starts and later ones every period.
+// gridStart is where the tests' fake clocks start: midnight UTC, a start of
+// slot 0 of every period that divides a day on the grid probes start on
+// (internal/slots), so that a worker started there with rand 0 probes at
+// once.
+var gridStart = time.Unix(1_699_920_000, 0)
+
+// harness runs a Manager on a fake clock from gridStart with rand fixed at 0,
+// so a worker started while the clock stands on a period boundary probes the
+// moment it starts, and later every period.
 type harness struct {
 	t       *testing.T
 	m       *Manager
@@ -102,7 +109,7 @@ type harness struct {
 // prober is replaced by a scriptProber.
 func startHarness(t *testing.T, cfg Config, scripted bool) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))}
+	h := &harness{t: t, clk: clocktesting.NewFakeClock(gridStart)}
 	cfg.Clock = ClockOf(h.clk)
 	cfg.Rand = func() float64 { return 0 }
 	if cfg.Confirm == (Confirm{}) {

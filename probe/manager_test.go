@@ -273,6 +273,31 @@ func TestManagerTargetsAtRuntime(t *testing.T) {
 	}
 }
 
+// Targets added at different times whose probes drew the same slot are
+// probed in the same instant, so a member wakes once for them: a target added
+// between two probes of another waits for the other's next one instead of
+// probing at once.
+func TestManagerProbesOfOneSlotRunTogether(t *testing.T) {
+	h := startHarness(t, Config{Specs: []Spec{{Kind: KindTCP, Port: 1, FailureThreshold: 1}}}, true)
+	h.scripts[0].set("10.0.0.1", Success)
+	h.scripts[0].set("10.0.0.2", Success)
+	h.m.AddTarget("a", Target{Host: "10.0.0.1"})
+	// The harness's clock starts on a period boundary and its rand is 0:
+	// a's slot starts at once.
+	h.round(0, 1, 1)
+	h.clk.Step(700 * time.Millisecond)
+	h.m.AddTarget("b", Target{Host: "10.0.0.2"})
+	h.round(0, 0, 2)
+	if n := h.scripts[0].callsTo("10.0.0.2"); n != 0 {
+		t.Fatalf("b was probed %d times on being added between two of a's probes; want none before a's next", n)
+	}
+	h.round(1300*time.Millisecond, 2, 2)
+	a, b := h.status("a").Probes[0], h.status("b").Probes[0]
+	if !a.At.Equal(b.At) || a.State != Success || b.State != Success {
+		t.Fatalf("a probed at %v (%v), b at %v (%v); want one instant, both succeeded", a.At, a.State, b.At, b.State)
+	}
+}
+
 // TestManagerReplacedTargetIgnoresOldHost checks that after a host change only
 // the new host is probed and judged.
 func TestManagerReplacedTargetIgnoresOldHost(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/edgequorum/edgequorum/internal/slots"
 )
 
 // threshold applies the kubelet's worker rule to a stream of raw results: the
@@ -99,16 +101,14 @@ func newWorker(index int, spec Spec, host string, p Prober, clk Clock, rand func
 	}
 }
 
-// firstDelay is when a new worker probes first: after the initial delay plus a
-// random fraction of one period, so that the workers of many targets added
-// together (an agent start, a zone re-listing) do not probe in lockstep. rand
-// values outside [0, 1) are treated as 0.
-func firstDelay(s Spec, rand func() float64) time.Duration {
-	f := rand()
-	if !(f >= 0 && f < 1) {
-		f = 0
-	}
-	return s.InitialDelay + time.Duration(f*float64(s.Period))
+// firstDelay is how long after now a new worker probes first: after the
+// initial delay, in a slot of the zone's grid (internal/slots) that rand
+// picks, so that the workers of many targets added together (an agent start,
+// a zone re-listing) spread over the period as kubelet's do, while the probes
+// that share a slot, whenever their targets came, start in one burst. It is
+// within [initial delay, initial delay + period).
+func firstDelay(s Spec, rand func() float64, now time.Time) time.Duration {
+	return slots.Delay(now, s.InitialDelay, s.Period, rand())
 }
 
 // nextStart returns the first period boundary after now, counting from the
@@ -129,9 +129,10 @@ func nextStart(prev, now time.Time, period time.Duration) time.Time {
 // goroutine behind.
 func (w *worker) start(ctx context.Context, done func()) {
 	w.ctx, w.done = ctx, done
-	delay := firstDelay(w.spec, w.rand)
+	now := w.clock.Now()
+	delay := firstDelay(w.spec, w.rand, now)
 	w.mu.Lock()
-	w.scheduled = w.clock.Now().Add(delay)
+	w.scheduled = now.Add(delay)
 	w.timer = w.clock.AfterFunc(delay, w.fire)
 	w.armed = true
 	w.mu.Unlock()

@@ -55,27 +55,27 @@ func TestThreshold(t *testing.T) {
 	}
 }
 
+// A worker's first probe comes after its initial delay, within one period
+// of it, on the slot of the zone's grid its rand value picks
+// (internal/slots): a whole number of periods after that of any other worker
+// with the same slot and period, whenever it was added, so that their probes
+// share a wakeup.
 func TestFirstDelay(t *testing.T) {
 	spec := Spec{Period: 4 * time.Second, InitialDelay: 10 * time.Second}
-	tests := []struct {
-		rand float64
-		want time.Duration
-	}{
-		{0, 10 * time.Second},
-		{0.25, 11 * time.Second},
-		{0.75, 13 * time.Second},
-		{0.5, 12 * time.Second},
-		{1, 10 * time.Second},  // out of range: no jitter rather than a full period
-		{-1, 10 * time.Second}, // likewise
-	}
-	for _, tt := range tests {
-		got := firstDelay(spec, func() float64 { return tt.rand })
-		if got != tt.want {
-			t.Errorf("firstDelay(rand=%v) = %v, want %v", tt.rand, got, tt.want)
-		}
+	now := time.Unix(1_700_000_000, 0)
+	for _, r := range []float64{0, 0.25, 0.5, 0.75, 0.99, 1, -1} {
+		rand := func() float64 { return r }
+		got := firstDelay(spec, rand, now)
 		if got < spec.InitialDelay || got >= spec.InitialDelay+spec.Period {
-			t.Errorf("firstDelay(rand=%v) = %v, outside [initial delay, initial delay + period)", tt.rand, got)
+			t.Errorf("firstDelay(rand=%v) = %v, outside [initial delay, initial delay + period)", r, got)
 		}
+		later := now.Add(1234567 * time.Microsecond)
+		if gap := later.Add(firstDelay(spec, rand, later)).Sub(now.Add(got)); gap%spec.Period != 0 {
+			t.Errorf("rand=%v: a worker added 1.23 s later first probes %v after the first one, not a whole number of periods", r, gap)
+		}
+	}
+	if a, b := now.Add(firstDelay(spec, func() float64 { return 0 }, now)), now.Add(firstDelay(spec, func() float64 { return 0.5 }, now)); a.Equal(b) {
+		t.Errorf("rand 0 and 0.5 both first probe at %v; slots should differ", a)
 	}
 }
 
@@ -132,7 +132,7 @@ func (p *gateProber) Probe(ctx context.Context, _ string) (Result, error) {
 // startWorker runs a worker on a fake clock and stops it at cleanup.
 func startWorker(t *testing.T, spec Spec, rand float64) (*clocktesting.FakeClock, *gateProber, func() []probeUpdate, context.CancelFunc) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	clk := clocktesting.NewFakeClock(gridStart)
 	p := &gateProber{clk: clk, calls: make(chan gateCall)}
 	updates, cancel := runWorker(t, spec, "peer", p, clk, rand)
 	return clk, p, updates, cancel
@@ -357,7 +357,7 @@ func TestAgentProbeKeepsItsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	clk := clocktesting.NewFakeClock(gridStart)
 	updates, _ := runWorker(t, spec, "127.0.0.1", p, clk, 0)
 	armed := func() bool { return clk.Waiters() == 1 }
 	poll.UntilTrue(t, waitTimeout, "worker armed", armed)
