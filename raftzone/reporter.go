@@ -8,69 +8,29 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/edgequorum/edgequorum/internal/slots"
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
 
 // reportLoop sends this member's report every ReportPeriod, and at once when an
 // observation flips so a dead peer is judged without waiting a whole period.
-// The periodic reports keep a random slot of the zone's grid (gridTicks), so
+// The periodic reports keep a random slot of the zone's grid (gridtick), so
 // that the leader takes the reports of a slot, and a member sends its report
 // with the probes of one, in one wakeup.
 func (s *Member) reportLoop(ctx context.Context) {
-	t := newGridTicks(s.clock, s.cfg.ReportPeriod, rand.Float64())
-	defer t.stop()
+	t := gridtick.New(s.clock, s.cfg.ReportPeriod, rand.Float64())
+	defer t.Stop()
 	changes := s.deps.Observations.Changes()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.c():
-			t.ticked()
+		case <-t.C():
+			t.Next()
 		case <-changes:
 		}
 		s.reportOnce(ctx)
-	}
-}
-
-// gridTicks ticks first at the next start of a slot of the zone's grid
-// (internal/slots), then every period from there, like a ticker. Receive from
-// c, then call ticked.
-type gridTicks struct {
-	clk    clock.WithTicker
-	period time.Duration
-	first  clock.Timer
-	every  clock.Ticker // nil until the first tick
-}
-
-// newGridTicks starts the ticks in the f-th slot of period (f in [0, 1)).
-func newGridTicks(clk clock.WithTicker, period time.Duration, f float64) *gridTicks {
-	return &gridTicks{clk: clk, period: period, first: clk.NewTimer(slots.Delay(clk.Now(), 0, period, f))}
-}
-
-// c is the channel the next tick comes on.
-func (g *gridTicks) c() <-chan time.Time {
-	if g.every != nil {
-		return g.every.C()
-	}
-	return g.first.C()
-}
-
-// ticked takes note of a tick received from c: after the first, the ticks
-// come every period.
-func (g *gridTicks) ticked() {
-	if g.every == nil {
-		g.every = g.clk.NewTicker(g.period)
-	}
-}
-
-func (g *gridTicks) stop() {
-	g.first.Stop()
-	if g.every != nil {
-		g.every.Stop()
 	}
 }
 

@@ -13,7 +13,9 @@
 // on the monotonic clock.
 //
 // It owns the grid (PerPeriod, Delay) and nothing else: it must not import any
-// package of this module, nor run anything itself.
+// package of this module or of Kubernetes (package probe uses it), nor run
+// anything itself. Its sub-package gridtick is a ticker on the grid for the
+// loops that run on k8s.io/utils/clock.
 package slots
 
 import "time"
