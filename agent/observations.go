@@ -3,8 +3,12 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
+	"k8s.io/utils/clock"
+
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -70,7 +74,8 @@ func syncTargets(ctx context.Context, m probeTargets, src peerSource, period tim
 	case <-src.Started():
 	}
 	current := map[string]probe.Target{}
-	t := time.NewTicker(period)
+	// In a slot of the zone's grid, to share a wakeup with the probes.
+	t := gridtick.New(clock.RealClock{}, period, rand.Float64())
 	defer t.Stop()
 	for {
 		want := map[string]probe.Target{}
@@ -96,7 +101,8 @@ func syncTargets(ctx context.Context, m probeTargets, src peerSource, period tim
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.Next()
 		}
 	}
 }

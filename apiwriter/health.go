@@ -3,6 +3,7 @@ package apiwriter
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 )
 
 // reachability is what this member knows of the apiserver: the outcome of the
@@ -159,9 +162,11 @@ func unreachableErr(err error) bool {
 }
 
 // healthLoop checks every HealthPeriod that the apiserver answers, so
-// followers, which never write, still know whether they reach it.
+// followers, which never write, still know whether they reach it. After the
+// first, the checks keep a random slot of the zone's grid (gridtick), to
+// share a wakeup with the member's probes.
 func (w *Writer) healthLoop(ctx context.Context) {
-	t := w.clock.NewTicker(w.cfg.HealthPeriod)
+	t := gridtick.New(w.clock, w.cfg.HealthPeriod, rand.Float64())
 	defer t.Stop()
 	for {
 		w.checkHealth(ctx)
@@ -169,6 +174,7 @@ func (w *Writer) healthLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.Next()
 		}
 	}
 }

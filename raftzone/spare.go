@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zoneport"
@@ -183,9 +184,10 @@ func clusterTag(shared [sha256.Size]byte, c viewCluster) string {
 }
 
 // spareLoop keeps the view of a spare fresh: every report period, while this
-// member is a spare, it copies the view from a server.
+// member is a spare, it copies the view from a server, in a random slot of the
+// zone's grid (gridtick) that the server's other wakeups may share.
 func (s *Member) spareLoop(ctx context.Context) {
-	t := s.clock.NewTicker(s.cfg.ReportPeriod)
+	t := gridtick.New(s.clock, s.cfg.ReportPeriod, rand.Float64())
 	defer t.Stop()
 	var lastWrite time.Time
 	for {
@@ -213,6 +215,7 @@ func (s *Member) spareLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.Next()
 		}
 	}
 }
