@@ -21,6 +21,7 @@ import (
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/internal/kubeclient"
 	"github.com/edgequorum/edgequorum/internal/memlimit"
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zonekeys"
@@ -123,7 +124,8 @@ func newAgent(ctx context.Context, cfg Config, client kubeclient.Interface, log 
 	// Probes leave from the advertise address, like all zone traffic.
 	probeDialer := probe.Dialer(&net.TCPAddr{IP: net.ParseIP(cfg.Raft.AdvertiseAddress)})
 	prober, err := probe.New(probe.Config{Specs: specs, ScoreLine: cfg.ScoreLine, AgentClient: port.HTTPClient(),
-		Dial: probeDialer.DialContext, Confirm: cfg.ProbeConfirm(), Registerer: reg, Logger: log.With("component", "probe")})
+		Dial: probeDialer.DialContext, Confirm: cfg.ProbeConfirm(), GridPhase: slots.ZoneGrid(zoneName).Phase,
+		Registerer: reg, Logger: log.With("component", "probe")})
 	if err != nil {
 		return nil, fmt.Errorf("--probe: %w", err)
 	}
@@ -203,7 +205,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("prober", a.prober.Run)
 	spawn("member list", func(ctx context.Context) error { a.members.run(ctx); return nil })
 	spawn("probe targets", func(ctx context.Context) error {
-		syncTargets(ctx, a.prober, a.zone, a.cfg.TargetSyncPeriod, nil, a.log)
+		syncTargets(ctx, a.prober, a.zone, a.cfg.Raft.Zone, a.cfg.TargetSyncPeriod, nil, a.log)
 		return nil
 	})
 	spawn("status server", func(ctx context.Context) error {

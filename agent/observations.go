@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/zone"
@@ -65,9 +66,10 @@ type probeTargets interface {
 
 // syncTargets keeps the probe targets equal to the zone's other members once
 // the zone member has opened its state (so a restart during a cloud outage
-// probes the replicated member list at once), then every period. keep, when
-// not nil, narrows the targets to the peers it accepts.
-func syncTargets(ctx context.Context, m probeTargets, src peerSource, period time.Duration, keep func(node string) bool, log *slog.Logger) {
+// probes the replicated member list at once), then every period, in a slot
+// of the zone's grid. keep, when not nil, narrows the targets to the peers it
+// accepts.
+func syncTargets(ctx context.Context, m probeTargets, src peerSource, zone string, period time.Duration, keep func(node string) bool, log *slog.Logger) {
 	select {
 	case <-ctx.Done():
 		return
@@ -75,7 +77,7 @@ func syncTargets(ctx context.Context, m probeTargets, src peerSource, period tim
 	}
 	current := map[string]probe.Target{}
 	// In a slot of the zone's grid, to share a wakeup with the probes.
-	t := gridtick.New(clock.RealClock{}, period, rand.Float64())
+	t := gridtick.New(clock.RealClock{}, slots.ZoneGrid(zone), period, rand.Float64())
 	defer t.Stop()
 	for {
 		want := map[string]probe.Target{}

@@ -69,7 +69,7 @@ func TestSyncTargetsFollowsPeers(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		syncTargets(ctx, dst, src, time.Millisecond, nil, slog.New(slog.DiscardHandler))
+		syncTargets(ctx, dst, src, "zone-a", time.Millisecond, nil, slog.New(slog.DiscardHandler))
 	}()
 	defer func() { cancel(); <-done }()
 

@@ -56,10 +56,10 @@ func RegisterNodeKey(ctx context.Context, client kubeclient.Interface, node stri
 // ProbeObservations are a prober's results as a member reports them.
 func ProbeObservations(m *probe.Manager) raftzone.Observations { return probeObservations{m} }
 
-// SyncProbeTargets keeps m probing the members of srv's zone that keep
-// accepts (nil: every other member), checking every period until ctx ends,
-// as an agent keeps its prober on its peers.
-func SyncProbeTargets(ctx context.Context, m *probe.Manager, srv *raftzone.Member, period time.Duration,
+// SyncProbeTargets keeps m probing the members of srv's zone (named zone)
+// that keep accepts (nil: every other member), checking every period until
+// ctx ends, as an agent keeps its prober on its peers.
+func SyncProbeTargets(ctx context.Context, m *probe.Manager, srv *raftzone.Member, zone string, period time.Duration,
 	keep func(node string) bool, log *slog.Logger) {
-	syncTargets(ctx, m, srv, period, keep, log)
+	syncTargets(ctx, m, srv, zone, period, keep, log)
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 )
 
@@ -166,7 +167,7 @@ func unreachableErr(err error) bool {
 // first, the checks keep a random slot of the zone's grid (gridtick), to
 // share a wakeup with the member's probes.
 func (w *Writer) healthLoop(ctx context.Context) {
-	t := gridtick.New(w.clock, w.cfg.HealthPeriod, rand.Float64())
+	t := gridtick.New(w.clock, slots.ZoneGrid(w.cfg.Zone), w.cfg.HealthPeriod, rand.Float64())
 	defer t.Stop()
 	for {
 		w.checkHealth(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgequorum/edgequorum/internal/peerctx"
+	"github.com/edgequorum/edgequorum/internal/slots"
 )
 
 // Config configures a Manager. Zero fields take the defaults documented on them.
@@ -41,9 +42,13 @@ type Config struct {
 	// clock; tests inject a fake one.
 	Clock Clock
 	// Rand returns a number in [0, 1) that places a new worker's first probe
-	// within its first period. Nil means math/rand/v2's Float64; tests inject
-	// a fixed value.
+	// within its first period: which slot of the grid it probes in. Nil means
+	// math/rand/v2's Float64; tests inject a fixed value.
 	Rand func() float64
+	// GridPhase is where in a slot the grid of probe start times begins, in
+	// [0, 1): the zone's (internal/slots.ZoneGrid), so that a zone's members
+	// share their slots and zones' slots differ. Zero is the epoch's grid.
+	GridPhase float64
 	// Logger receives state changes and probe errors. Nil means slog.Default().
 	Logger *slog.Logger
 	// Confirm is how a first failed probe is confirmed or refuted at once by
@@ -85,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.ScoreLine > 0 && c.ScoreLine <= 100) {
 		return fmt.Errorf("probe: Config.ScoreLine: %v is outside (0, 100]", c.ScoreLine)
+	}
+	if !(c.GridPhase >= 0 && c.GridPhase < 1) {
+		return fmt.Errorf("probe: Config.GridPhase: %v is outside [0, 1)", c.GridPhase)
 	}
 	if _, err := resolveWeights(c.Specs); err != nil {
 		return fmt.Errorf("probe: Config.Specs: %w", err)
@@ -390,7 +398,7 @@ func (m *Manager) startLocked(t *target) {
 	ctx, cancel := context.WithCancel(WithKubeletPort(peerctx.With(m.runCtx, t.name), t.KubeletPort))
 	t.ctx, t.cancel = ctx, cancel
 	for i, s := range m.specs {
-		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, m.cfg.Rand, m.metrics,
+		w := newWorker(i, s, t.Host, m.probers[i], m.cfg.Clock, slots.Grid{Phase: m.cfg.GridPhase}, m.cfg.Rand, m.metrics,
 			func(u probeUpdate) { m.record(t, u) })
 		if m.confirms() {
 			w.suspect = func() { m.suspect(t, i) }

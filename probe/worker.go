@@ -66,6 +66,7 @@ type worker struct {
 	host    string
 	prober  Prober
 	clock   Clock
+	grid    slots.Grid // the zone's, whose slots first probes start in
 	rand    func() float64
 	metrics *metrics
 	report  func(probeUpdate)
@@ -92,10 +93,10 @@ type worker struct {
 	scheduled time.Time // when the next (or running) probe was due
 }
 
-func newWorker(index int, spec Spec, host string, p Prober, clk Clock, rand func() float64,
+func newWorker(index int, spec Spec, host string, p Prober, clk Clock, grid slots.Grid, rand func() float64,
 	m *metrics, report func(probeUpdate)) *worker {
 	return &worker{
-		index: index, spec: spec, host: host, prober: p, clock: clk, rand: rand, metrics: m, report: report,
+		index: index, spec: spec, host: host, prober: p, clock: clk, grid: grid, rand: rand, metrics: m, report: report,
 		th:     threshold{success: spec.SuccessThreshold, failure: spec.FailureThreshold},
 		linger: spec.Kind == KindAgent,
 	}
@@ -107,8 +108,8 @@ func newWorker(index int, spec Spec, host string, p Prober, clk Clock, rand func
 // a zone re-listing) spread over the period as kubelet's do, while the probes
 // that share a slot, whenever their targets came, start in one burst. It is
 // within [initial delay, initial delay + period).
-func firstDelay(s Spec, rand func() float64, now time.Time) time.Duration {
-	return slots.Delay(now, s.InitialDelay, s.Period, rand())
+func firstDelay(s Spec, grid slots.Grid, rand func() float64, now time.Time) time.Duration {
+	return grid.Delay(now, s.InitialDelay, s.Period, rand())
 }
 
 // nextStart returns the first period boundary after now, counting from the
@@ -130,7 +131,7 @@ func nextStart(prev, now time.Time, period time.Duration) time.Time {
 func (w *worker) start(ctx context.Context, done func()) {
 	w.ctx, w.done = ctx, done
 	now := w.clock.Now()
-	delay := firstDelay(w.spec, w.rand, now)
+	delay := firstDelay(w.spec, w.grid, w.rand, now)
 	w.mu.Lock()
 	w.scheduled = now.Add(delay)
 	w.timer = w.clock.AfterFunc(delay, w.fire)

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/edgequorum/edgequorum/internal/poll"
+	"github.com/edgequorum/edgequorum/internal/slots"
 )
 
 func TestThreshold(t *testing.T) {
@@ -63,18 +64,19 @@ func TestThreshold(t *testing.T) {
 func TestFirstDelay(t *testing.T) {
 	spec := Spec{Period: 4 * time.Second, InitialDelay: 10 * time.Second}
 	now := time.Unix(1_700_000_000, 0)
+	grid := slots.ZoneGrid("zone-a")
 	for _, r := range []float64{0, 0.25, 0.5, 0.75, 0.99, 1, -1} {
 		rand := func() float64 { return r }
-		got := firstDelay(spec, rand, now)
+		got := firstDelay(spec, grid, rand, now)
 		if got < spec.InitialDelay || got >= spec.InitialDelay+spec.Period {
 			t.Errorf("firstDelay(rand=%v) = %v, outside [initial delay, initial delay + period)", r, got)
 		}
 		later := now.Add(1234567 * time.Microsecond)
-		if gap := later.Add(firstDelay(spec, rand, later)).Sub(now.Add(got)); gap%spec.Period != 0 {
+		if gap := later.Add(firstDelay(spec, grid, rand, later)).Sub(now.Add(got)); gap%spec.Period != 0 {
 			t.Errorf("rand=%v: a worker added 1.23 s later first probes %v after the first one, not a whole number of periods", r, gap)
 		}
 	}
-	if a, b := now.Add(firstDelay(spec, func() float64 { return 0 }, now)), now.Add(firstDelay(spec, func() float64 { return 0.5 }, now)); a.Equal(b) {
+	if a, b := now.Add(firstDelay(spec, grid, func() float64 { return 0 }, now)), now.Add(firstDelay(spec, grid, func() float64 { return 0.5 }, now)); a.Equal(b) {
 		t.Errorf("rand 0 and 0.5 both first probe at %v; slots should differ", a)
 	}
 }
@@ -150,7 +152,7 @@ func runWorker(t *testing.T, spec Spec, host string, p Prober, clk *clocktesting
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorker(0, spec.withDefaults(), host, p, ClockOf(clk), func() float64 { return rand }, m,
+	w := newWorker(0, spec.withDefaults(), host, p, ClockOf(clk), slots.Grid{}, func() float64 { return rand }, m,
 		func(u probeUpdate) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -400,7 +402,7 @@ func TestWorkerProbeOnce(t *testing.T) {
 			}
 			clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 			spec := Spec{Kind: KindTCP, Port: 1}.withDefaults()
-			w := newWorker(3, spec, "peer", tt.prober, ClockOf(clk), func() float64 { return 0 }, m, nil)
+			w := newWorker(3, spec, "peer", tt.prober, ClockOf(clk), slots.Grid{}, func() float64 { return 0 }, m, nil)
 			u, ok := w.probeOnce(context.Background())
 			if !ok {
 				t.Fatal("probeOnce reported a shutdown")

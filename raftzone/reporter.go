@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
@@ -19,7 +20,7 @@ import (
 // that the leader takes the reports of a slot, and a member sends its report
 // with the probes of one, in one wakeup.
 func (s *Member) reportLoop(ctx context.Context) {
-	t := gridtick.New(s.clock, s.cfg.ReportPeriod, rand.Float64())
+	t := gridtick.New(s.clock, slots.ZoneGrid(s.cfg.Zone), s.cfg.ReportPeriod, rand.Float64())
 	defer t.Stop()
 	changes := s.deps.Observations.Changes()
 	for {

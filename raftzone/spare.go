@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
@@ -187,7 +188,7 @@ func clusterTag(shared [sha256.Size]byte, c viewCluster) string {
 // member is a spare, it copies the view from a server, in a random slot of the
 // zone's grid (gridtick) that the server's other wakeups may share.
 func (s *Member) spareLoop(ctx context.Context) {
-	t := gridtick.New(s.clock, s.cfg.ReportPeriod, rand.Float64())
+	t := gridtick.New(s.clock, slots.ZoneGrid(s.cfg.Zone), s.cfg.ReportPeriod, rand.Float64())
 	defer t.Stop()
 	var lastWrite time.Time
 	for {

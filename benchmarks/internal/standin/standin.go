@@ -30,6 +30,7 @@ import (
 	"github.com/edgequorum/edgequorum/agent"
 	"github.com/edgequorum/edgequorum/internal/buildinfo"
 	"github.com/edgequorum/edgequorum/internal/kubeclient"
+	"github.com/edgequorum/edgequorum/internal/slots"
 	"github.com/edgequorum/edgequorum/probe"
 	"github.com/edgequorum/edgequorum/raftzone"
 	"github.com/edgequorum/edgequorum/zone"
@@ -215,6 +216,7 @@ func clientFor(m Member) (kubeclient.Interface, error) {
 // standIn is one member.
 type standIn struct {
 	m      Member
+	zone   string
 	client kubeclient.Interface
 	port   *zoneport.Port
 	prober *probe.Manager
@@ -251,7 +253,8 @@ func newStandIn(cfg Config, m Member, list *agent.MemberList, probed map[string]
 		return nil, err
 	}
 	prober, err := probe.New(probe.Config{Specs: specs, AgentClient: port.HTTPClient(),
-		Dial: dialer.DialContext, Registerer: own, Logger: log.With("node", m.Name, "component", "probe")})
+		Dial: dialer.DialContext, GridPhase: slots.ZoneGrid(cfg.Zone).Phase, Registerer: own,
+		Logger: log.With("node", m.Name, "component", "probe")})
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
 	}
@@ -262,7 +265,7 @@ func newStandIn(cfg Config, m Member, list *agent.MemberList, probed map[string]
 		return nil, fmt.Errorf("member %s: %w", m.Name, err)
 	}
 	obs.srv = srv
-	return &standIn{m: m, client: client, port: port, prober: prober, srv: srv, obs: obs, log: log.With("node", m.Name)}, nil
+	return &standIn{m: m, zone: cfg.Zone, client: client, port: port, prober: prober, srv: srv, obs: obs, log: log.With("node", m.Name)}, nil
 }
 
 // run registers the node key, then runs the member and its prober until ctx
@@ -279,7 +282,7 @@ func (s *standIn) run(ctx context.Context) error {
 	})
 	wg.Go(func() { s.prober.Run(ctx) })
 	wg.Go(func() {
-		agent.SyncProbeTargets(ctx, s.prober, s.srv, 2*time.Second, func(n string) bool { return s.obs.keep[n] }, s.log)
+		agent.SyncProbeTargets(ctx, s.prober, s.srv, s.zone, 2*time.Second, func(n string) bool { return s.obs.keep[n] }, s.log)
 	})
 	return s.srv.Run(ctx)
 }

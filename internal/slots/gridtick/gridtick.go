@@ -29,11 +29,12 @@ type Ticker struct {
 	due    time.Time // when the latest tick armed was due
 }
 
-// New starts a Ticker of the given period in the f-th slot of it (f in
-// [0, 1): at random or from a hash, to spread a zone's loops over the slots).
-func New(clk clock.Clock, period time.Duration, f float64) *Ticker {
+// New starts a Ticker of the given period in the f-th slot of it on the
+// zone's grid (f in [0, 1): at random or from a hash, to spread a zone's loops
+// over the slots).
+func New(clk clock.Clock, grid slots.Grid, period time.Duration, f float64) *Ticker {
 	now := clk.Now()
-	d := slots.Delay(now, 0, period, f)
+	d := grid.Delay(now, 0, period, f)
 	return &Ticker{clk: clk, period: period, timer: clk.NewTimer(d), due: now.Add(d)}
 }
 

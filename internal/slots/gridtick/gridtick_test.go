@@ -5,6 +5,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/edgequorum/edgequorum/internal/slots"
 )
 
 // midnight is a start of slot 0 of a 2 s period on the grid.
@@ -17,7 +19,7 @@ var midnight = time.Unix(1_699_920_000, 0)
 func TestTickerKeepsItsSlot(t *testing.T) {
 	const period = 2 * time.Second
 	clk := clocktesting.NewFakeClock(midnight.Add(300 * time.Millisecond))
-	tk := New(clk, period, 0.5) // slot 4 of 8: 1 s into each period
+	tk := New(clk, slots.Grid{}, period, 0.5) // slot 4 of 8: 1 s into each period
 	defer tk.Stop()
 	for _, step := range []struct {
 		to   time.Duration // since midnight
@@ -50,7 +52,7 @@ func TestTickerKeepsItsSlot(t *testing.T) {
 
 func TestStoppedTickerDoesNotTick(t *testing.T) {
 	clk := clocktesting.NewFakeClock(midnight)
-	tk := New(clk, 2*time.Second, 0.9)
+	tk := New(clk, slots.ZoneGrid("zone-a"), 2*time.Second, 0.9)
 	tk.Stop()
 	clk.SetTime(midnight.Add(10 * time.Second))
 	select {
