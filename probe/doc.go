@@ -23,7 +23,9 @@
 //     every TCP connection of a probe or a confirmation sends when the first
 //     has no answer (hedgedDial);
 //   - the Manager that runs one worker per (peer, probe) — a timer between
-//     probes, and a goroutine only while one runs — lets peers come and go,
+//     probes, and a goroutine only while one runs; its first probe in a
+//     random slot of the zone's grid (internal/slots), so that the probes of
+//     one slot start together — lets peers come and go,
 //     names in each probe's context the peer it is for (internal/peerctx, so
 //     that the agent probe's client can check who answered) and the kubelet
 //     port that peer's Node publishes, and signals the agent when a peer's

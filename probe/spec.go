@@ -150,7 +150,8 @@ type Spec struct {
 	// Period is the time between the starts of two probes.
 	Period time.Duration
 	// InitialDelay postpones the first probe after a target is added; the
-	// first probe is further jittered by up to one Period.
+	// first probe then waits, by less than one Period, for the start of a
+	// slot of the zone's grid drawn at random (Config.GridPhase).
 	InitialDelay time.Duration
 	// SuccessThreshold and FailureThreshold are the numbers of consecutive
 	// successes and failures that flip the probe's state.
