@@ -31,7 +31,8 @@ type Ticker struct {
 
 // New starts a Ticker of the given period in the f-th slot of it on the
 // zone's grid (f in [0, 1): at random or from a hash, to spread a zone's loops
-// over the slots).
+// over the slots). The period must be positive, as a time.Ticker's: every
+// caller's configuration refuses any other, naming its flag.
 func New(clk clock.Clock, grid slots.Grid, period time.Duration, f float64) *Ticker {
 	now := clk.Now()
 	d := grid.Delay(now, 0, period, f)
