@@ -46,8 +46,9 @@ type Config struct {
 	// math/rand/v2's Float64; tests inject a fixed value.
 	Rand func() float64
 	// GridPhase is where in a slot the grid of probe start times begins, in
-	// [0, 1): the zone's (internal/slots.ZoneGrid), so that a zone's members
-	// share their slots and zones' slots differ. Zero is the epoch's grid.
+	// [0, 1): the zone's, which the agent derives from the zone's name, so
+	// that a zone's members share their slots and zones' slots differ. Zero
+	// is the epoch's grid.
 	GridPhase float64
 	// Logger receives state changes and probe errors. Nil means slog.Default().
 	Logger *slog.Logger
