@@ -61,3 +61,48 @@ func TestStoppedTickerDoesNotTick(t *testing.T) {
 	default:
 	}
 }
+
+// A loop of a shorter period than the grid's ticks at the grid's slot starts,
+// the zone's phase included, a whole number of slots apart, and first within
+// its own period, as a plain ticker would.
+func TestNewOnTicksAtSlotStarts(t *testing.T) {
+	const gridPeriod = 2 * time.Second
+	grid := slots.Grid{Phase: 0.5} // slot starts 125 ms past each quarter second
+	for _, tc := range []struct {
+		name   string
+		period time.Duration
+		f      float64
+		start  time.Duration // since midnight
+		ticks  []time.Duration
+	}{
+		{"every slot", 250 * time.Millisecond, 0.9, 300 * time.Millisecond,
+			[]time.Duration{375 * time.Millisecond, 625 * time.Millisecond, 875 * time.Millisecond}},
+		{"every fourth slot", time.Second, 0.125, 300 * time.Millisecond, // slot 1: 375 ms
+			[]time.Duration{375 * time.Millisecond, 1375 * time.Millisecond, 2375 * time.Millisecond}},
+		{"every fourth slot, made past it", time.Second, 0.125, 400 * time.Millisecond,
+			[]time.Duration{1375 * time.Millisecond, 2375 * time.Millisecond}},
+		{"longer than the grid's", 5 * time.Second, 0.5, 300 * time.Millisecond, // slot 4: 1125 ms
+			[]time.Duration{1125 * time.Millisecond, 6125 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(midnight.Add(tc.start))
+			tk := NewOn(clk, grid, gridPeriod, tc.period, tc.f)
+			defer tk.Stop()
+			for _, at := range tc.ticks {
+				clk.SetTime(midnight.Add(at - 1))
+				select {
+				case <-tk.C():
+					t.Fatalf("ticked before %v", at)
+				default:
+				}
+				clk.SetTime(midnight.Add(at))
+				select {
+				case <-tk.C():
+					tk.Next()
+				default:
+					t.Fatalf("no tick at %v", at)
+				}
+			}
+		})
+	}
+}
