@@ -3,6 +3,7 @@ package apiwriter
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/edgequorum/edgequorum/internal/kubeclient"
+	"github.com/edgequorum/edgequorum/internal/slots"
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/skew"
 	"github.com/edgequorum/edgequorum/zone"
 	"github.com/edgequorum/edgequorum/zone/zonek8s"
@@ -63,7 +66,7 @@ const evidenceCheck = time.Second
 func (w *Writer) leaseLoop(ctx context.Context) {
 	t := w.clock.NewTicker(w.cfg.LeaseRenew)
 	defer t.Stop()
-	check := w.clock.NewTicker(evidenceCheck)
+	check := gridtick.NewOn(w.clock, slots.ZoneGrid(w.cfg.Zone), w.cfg.HealthPeriod, evidenceCheck, rand.Float64())
 	defer check.Stop()
 	for {
 		select {
@@ -75,6 +78,7 @@ func (w *Writer) leaseLoop(ctx context.Context) {
 			}
 		case <-w.renewNow:
 		case <-check.C():
+			check.Next()
 			if !w.newlyWanted() && !w.votesSoon() {
 				continue
 			}

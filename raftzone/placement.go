@@ -3,10 +3,14 @@ package raftzone
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/edgequorum/edgequorum/internal/slots"
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 )
 
 // placementTick is how often the leader looks at its own apiserver reach.
@@ -31,7 +35,7 @@ func (c *Config) HandoverBound() time.Duration {
 // apiserver (the whole zone is cut off) leadership stays put and verdicts keep
 // being committed.
 func (s *Member) placementLoop(ctx context.Context, term uint64) {
-	t := s.clock.NewTicker(placementTick)
+	t := gridtick.NewOn(s.clock, slots.ZoneGrid(s.cfg.Zone), s.cfg.ReportPeriod, placementTick, rand.Float64())
 	defer t.Stop()
 	var downSince, lastTry time.Time
 	for {
@@ -39,6 +43,7 @@ func (s *Member) placementLoop(ctx context.Context, term uint64) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.Next()
 		}
 		now := s.clock.Now()
 		reachable, lastContact := s.apiReach(now)

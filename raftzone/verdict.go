@@ -2,9 +2,12 @@ package raftzone
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -32,13 +35,14 @@ func verdictChanges(tally, committed map[string]zone.Verdict) []zone.Verdict {
 // written to the API is always one the zone has agreed on. The ticker stays
 // for what no report brings: a member whose reports stopped goes stale.
 func (s *Member) voteLoop(ctx context.Context, term uint64) {
-	t := s.clock.NewTicker(s.cfg.VotePeriod)
+	t := gridtick.NewOn(s.clock, slots.ZoneGrid(s.cfg.Zone), s.cfg.ReportPeriod, s.cfg.VotePeriod, rand.Float64())
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.Next()
 		case <-s.voteKick:
 		}
 		if err := s.vote(ctx, term); err != nil && ctx.Err() == nil {

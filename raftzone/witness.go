@@ -2,9 +2,12 @@ package raftzone
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/edgequorum/edgequorum/internal/slots"
+	"github.com/edgequorum/edgequorum/internal/slots/gridtick"
 	"github.com/edgequorum/edgequorum/store"
 	"github.com/edgequorum/edgequorum/zone"
 )
@@ -72,7 +75,7 @@ const settlePeriod = 2 * time.Second
 // restores pinned keys that differ from the ones the Nodes register
 // (store.Settle).
 func (s *Member) settleLoop(ctx context.Context) {
-	t := s.clock.NewTicker(settlePeriod)
+	t := gridtick.NewOn(s.clock, slots.ZoneGrid(s.cfg.Zone), s.cfg.ReportPeriod, settlePeriod, rand.Float64())
 	defer t.Stop()
 	for {
 		s.settle()
@@ -80,6 +83,7 @@ func (s *Member) settleLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.Next()
 		}
 	}
 }
