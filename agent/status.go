@@ -16,9 +16,9 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgequorum/edgequorum/internal/matrixsvg"
+	"github.com/edgequorum/edgequorum/internal/promutil"
 	"github.com/edgequorum/edgequorum/raftzone"
 )
 
@@ -55,7 +55,7 @@ func newStatusRouter(src statusSource, gatherer prometheus.Gatherer, allow []net
 		w.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet)
 	local := localOnly(allow)
-	r.Handle("/metrics", local(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))).Methods(http.MethodGet)
+	r.Handle("/metrics", local(promutil.Handler(gatherer))).Methods(http.MethodGet)
 	r.Handle("/v1/status", local(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.Status())
 	}))).Methods(http.MethodGet)
