@@ -78,6 +78,8 @@ var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // acceptsGzip reports whether an Accept-Encoding header value admits gzip
 // (RFC 9110): listed by name with a q above 0, or not listed and "*" so.
+// net/http parses no Accept-Encoding, promhttp's negotiation is internal to
+// it, and goautoneg (linked through expfmt) skips names without a "/".
 func acceptsGzip(header string) bool {
 	gzipQ, starQ := -1.0, -1.0
 	for part := range strings.SplitSeq(header, ",") {
@@ -122,7 +124,10 @@ func (r *recorder) WriteHeader(status int)      { r.status = status }
 
 // writeGzip writes data to w as one gzip member (RFC 1952): a header without
 // name, time or extra fields, data deflated without state kept between
-// calls, and the CRC-32 and length of data.
+// calls, and the CRC-32 and length of data. The framing is ours because
+// klauspost/compress/gzip's writer reaches every compression level's encoder
+// and would link them all into the agent; compress/gzip's cannot take
+// another deflate.
 func writeGzip(w *bytes.Buffer, data []byte) error {
 	// ID1, ID2, CM = deflate, FLG = 0, MTIME = 0, XFL = 0, OS = unknown.
 	w.Write([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255})
