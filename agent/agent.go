@@ -166,6 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	memlimit.Apply(a.cfg.MemoryLimit, "/sys/fs/cgroup", a.log)
 	memlimit.ApplyGCPercent(a.cfg.GCPercent, a.log)
 	applyMaxProcs(a.cfg.MaxProcs, a.log)
+	applyMemProfiling(a.cfg.Profiling)
 	statusLn, err := net.Listen("tcp", a.cfg.StatusAddress)
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)

@@ -57,7 +57,8 @@ type Config struct {
 	// profiles under /debug/pprof/ on the status server, to this node and
 	// the StatusAllowCIDRs only [--profiling]. Off by default: a profile
 	// names every function the agent runs, which an operator asks for when
-	// sizing a box, not on every node always.
+	// sizing a box, not on every node always. Without it the runtime
+	// samples no allocation (applyMemProfiling).
 	Profiling bool
 	// Probes are the probe specs run against every peer [--probe]; empty means
 	// DefaultProbes.

@@ -57,7 +57,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			return nil
 		})
-	fs.BoolVar(&cfg.Profiling, "profiling", false, "serve the Go runtime's goroutine, heap and allocs profiles on the status server at /debug/pprof/<name> (?debug=1 for text), and a CPU profile at /debug/pprof/profile?seconds=N (N ≤ 10), to the same clients as /metrics")
+	fs.BoolVar(&cfg.Profiling, "profiling", false, "serve the Go runtime's goroutine, heap and allocs profiles on the status server at /debug/pprof/<name> (?debug=1 for text), and a CPU profile at /debug/pprof/profile?seconds=N (N ≤ 10), to the same clients as /metrics; without it the runtime samples no allocation")
 	fs.StringVar(&cfg.StatusAddress, "status-address", cli.EnvOr(cli.StatusAddressEnv, cfg.StatusAddress), "host:port of the status server (/healthz, /readyz, /metrics, /v1/status); default $"+cli.StatusAddressEnv+" if set")
 	fs.IntVar(&r.Voters, "voters", r.Voters, "most Raft voters in a zone; odd")
 	fs.IntVar(&r.Standbys, "standbys", r.Standbys, "members beyond the voters kept as Raft nonvoters, ready to take a lost voter's seat; every other member is a spare outside Raft")
