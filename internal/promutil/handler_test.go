@@ -3,12 +3,14 @@ package promutil
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +96,72 @@ func TestHandlerServesSmallResponsesPlain(t *testing.T) {
 	if !bytes.Contains(rec.Body.Bytes(), []byte("test_up 0")) {
 		t.Errorf("body %q", rec.Body)
 	}
+}
+
+// failing is a collector whose every collection fails, as a broken
+// collector in a registry does.
+type failing struct{ desc *prometheus.Desc }
+
+func (f failing) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+func (f failing) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.NewInvalidMetric(f.desc, errors.New("disk gone"))
+}
+
+// A scrape that fails reaches a gzip-accepting scraper as promhttp's error,
+// with its status and in plain text, not as a gzipped 200.
+func TestHandlerPassesAFailedScrapeThroughPlain(t *testing.T) {
+	reg := registry(t, 300)
+	reg.MustRegister(failing{prometheus.NewDesc("test_broken", "Broken.", nil, nil)})
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	rec := httptest.NewRecorder()
+	Handler(reg).ServeHTTP(rec, req)
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("status %d, want 500", rec.Code)
+	}
+	if ce := rec.Header().Get("Content-Encoding"); ce != "" {
+		t.Errorf("a failed scrape has Content-Encoding %q", ce)
+	}
+	if !bytes.Contains(rec.Body.Bytes(), []byte("disk gone")) {
+		t.Errorf("body %q does not name the collector's error", rec.Body)
+	}
+}
+
+// Scrapes at once share the handler's buffer pool and size hint; each still
+// gets its own whole response.
+func TestHandlerConcurrentScrapes(t *testing.T) {
+	h := Handler(registry(t, 300))
+	want := scrape(t, h, "").Body.Bytes()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				if i%2 == 0 {
+					req.Header.Set("Accept-Encoding", "gzip")
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				body := rec.Body.Bytes()
+				if rec.Header().Get("Content-Encoding") == "gzip" {
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if body, err = io.ReadAll(zr); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if !bytes.Equal(body, want) {
+					t.Errorf("a concurrent scrape got %d bytes, not the %d of one alone", len(body), len(want))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestAcceptsGzip(t *testing.T) {
