@@ -150,9 +150,7 @@ func newAgent(ctx context.Context, cfg Config, client kubeclient.Interface, log 
 	if err != nil {
 		return nil, err
 	}
-	if err := members.restoreVerdicts(srv, writer); err != nil {
-		return nil, err
-	}
+	members.restoreVerdicts(srv, writer)
 	return &Agent{cfg: cfg, log: log, reg: reg, members: members, prober: prober, writer: writer, zone: srv,
 		client: client, nodeKey: port.PublicKey(), keys: keyReload}, nil
 }

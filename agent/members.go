@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,20 +71,30 @@ func discoverZone(ctx context.Context, client kubeclient.Interface, node, label,
 // nodeMembers is the zone's member list from a Node informer restricted to the
 // zone's label value.
 type nodeMembers struct {
-	informer cache.SharedIndexInformer
+	informer cache.Controller
 	lister   kubeclient.NodeLister
 	peerPort int
+	// onNode, set before run (restoreVerdicts), sees every Node the informer
+	// delivers and its periodic resync.
+	onNode atomic.Pointer[func(*kubeclient.Node)]
 }
 
 func newNodeMembers(client kubeclient.Interface, label, zoneName string, peerPort int) *nodeMembers {
-	informer, lister := kubeclient.NewNodeInformer(client, labels.Set{label: zoneName}.String(), 10*time.Minute)
+	m := &nodeMembers{peerPort: peerPort}
+	deliver := func(obj any) {
+		if n, ok := obj.(*kubeclient.Node); ok {
+			if f := m.onNode.Load(); f != nil {
+				(*f)(n)
+			}
+		}
+	}
 	// Keep only what the member list and the leader need: a Node's managed
 	// fields and conditions are most of what its slim type decodes (its
 	// images are not decoded at all), multiplied by the zone's size on every
 	// member. Of the conditions, Ready tells the leader which members the
 	// cloud cannot hear (the quorum's evidence is wanted for them), and
 	// EdgeQuorum whether a Node shows its verdict.
-	informer.SetTransform(func(obj any) (any, error) {
+	slim := func(obj any) (any, error) {
 		if n, ok := obj.(*kubeclient.Node); ok {
 			n.ManagedFields = nil
 			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c zonek8s.NodeCondition) bool {
@@ -91,11 +102,13 @@ func newNodeMembers(client kubeclient.Interface, label, zoneName string, peerPor
 			})
 		}
 		return obj, nil
-	})
-	return &nodeMembers{informer: informer, lister: lister, peerPort: peerPort}
+	}
+	m.informer, m.lister = kubeclient.NewNodeInformer(client, labels.Set{label: zoneName}.String(), 10*time.Minute,
+		cache.ResourceEventHandlerFuncs{AddFunc: deliver, UpdateFunc: func(_, obj any) { deliver(obj) }}, slim)
+	return m
 }
 
-func (m *nodeMembers) run(ctx context.Context) { m.informer.Run(ctx.Done()) }
+func (m *nodeMembers) run(ctx context.Context) { m.informer.RunWithContext(ctx) }
 
 // zoneVerdicts shows the API writer the zone's Nodes and committed verdicts
 // (apiwriter.NodeVerdicts).
@@ -121,26 +134,15 @@ func (z zoneVerdicts) CommittedVerdict(node string) (zone.Verdict, bool) {
 // registered anew or lost its annotation gets it written again. The writer
 // also reads the zone's Nodes to vouch, in the zone Lease, for the verdicts
 // its predecessors signed.
-func (m *nodeMembers) restoreVerdicts(srv *raftzone.Member, w *apiwriter.Writer) error {
+func (m *nodeMembers) restoreVerdicts(srv *raftzone.Member, w *apiwriter.Writer) {
 	w.Follow(zoneVerdicts{members: m, srv: srv})
 	w.Gather(srv)
-	check := func(obj any) {
-		n, ok := obj.(*kubeclient.Node)
-		if !ok {
-			return
-		}
+	check := func(n *kubeclient.Node) {
 		if v, ok := srv.CommittedVerdict(n.Name); ok {
 			w.Restore(n, v)
 		}
 	}
-	_, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    check,
-		UpdateFunc: func(_, obj any) { check(obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("follow zone nodes for lost verdicts: %w", err)
-	}
-	return nil
+	m.onNode.Store(&check)
 }
 
 // Candidates implements zoneport.MemberSource. Until the informer has synced it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,11 +52,28 @@ func TestNodeCacheKeepsWhatTheLeaderChecks(t *testing.T) {
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cloud-1", Labels: map[string]string{"zone": "cloud"}}}
 	client := fake.NewClientset(node, other)
 	m := newNodeMembers(wrap.Clientset(client), "zone", "z", 9470)
+	delivered := make(chan *kubeclient.Node, 1)
+	onNode := func(n *kubeclient.Node) {
+		select {
+		case delivered <- n:
+		default:
+		}
+	}
+	m.onNode.Store(&onNode)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go m.run(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced) {
 		t.Fatal("node cache did not sync")
+	}
+	// The leader's check (restoreVerdicts) is told of the Node as cached.
+	select {
+	case n := <-delivered:
+		if n.Name != "edge-1" || n.ManagedFields != nil {
+			t.Errorf("delivered %s with managed fields %v, want edge-1 without", n.Name, n.ManagedFields)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no Node delivered within 30 s")
 	}
 	nodes, err := m.lister.List(labels.Everything())
 	if err != nil || len(nodes) != 1 || nodes[0].Name != "edge-1" {

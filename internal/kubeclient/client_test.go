@@ -144,9 +144,26 @@ func TestClientOnRealAPIServer(t *testing.T) {
 		t.Fatalf("status patch = %v, %v", patched, err)
 	}
 
-	// The informer sees the selected Nodes only, and their changes.
-	inf, lister := NewNodeInformer(cl, "zone=z1", time.Minute)
-	go inf.Run(ctx.Done())
+	// The informer sees the selected Nodes only, and their changes, and
+	// hands its handler each Node as the transform left it.
+	seen := make(chan string, 16)
+	tell := func(obj any) {
+		if n, ok := obj.(*Node); ok && n.Annotations["transformed"] == "yes" {
+			select {
+			case seen <- n.Name:
+			default: // a resync's repeat; the test has what it needs
+			}
+		}
+	}
+	inf, lister := NewNodeInformer(cl, "zone=z1", time.Minute,
+		cache.ResourceEventHandlerFuncs{AddFunc: tell, UpdateFunc: func(_, obj any) { tell(obj) }},
+		func(obj any) (any, error) {
+			if n, ok := obj.(*Node); ok {
+				n.Annotations = map[string]string{"transformed": "yes"}
+			}
+			return obj, nil
+		})
+	go inf.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("informer never synced")
 	}
@@ -167,6 +184,14 @@ func TestClientOnRealAPIServer(t *testing.T) {
 			t.Fatal("kc-b, relabelled into the zone, never reached the informer")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for want := map[string]bool{"kc-a": true, "kc-b": true}; len(want) > 0; {
+		select {
+		case n := <-seen:
+			delete(want, n)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the handler was never told of %v after the transform", want)
+		}
 	}
 
 	// Leases: create, get, update with the version read, and a stale

@@ -13,10 +13,14 @@ import (
 )
 
 // NewNodeInformer returns an informer over the Nodes that labelSelector
-// selects, resynced every resync, and a lister over its cache: what
-// client-go's informer factory builds for one resource, without linking the
-// factory (which reaches every API group).
-func NewNodeInformer(c Interface, labelSelector string, resync time.Duration) (cache.SharedIndexInformer, NodeLister) {
+// selects, resynced every resync, with h told of every Node it delivers (on
+// the informer's own goroutine) after transform, and a lister over its cache:
+// what client-go's informer factory builds for one resource, without linking
+// the factory (which reaches every API group). It is client-go's plain
+// informer, not a shared one: a process with one handler has no use for the
+// shared informer's fan-out, which parks three more goroutines (its processor
+// and a listener's two) whose stacks every garbage collection scans.
+func NewNodeInformer(c Interface, labelSelector string, resync time.Duration, h cache.ResourceEventHandler, transform cache.TransformFunc) (cache.Controller, NodeLister) {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = labelSelector }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -28,16 +32,16 @@ func NewNodeInformer(c Interface, labelSelector string, resync time.Duration) (c
 			return c.Nodes().Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		// c says whether it can stream the initial list (a fake cannot).
-		cache.ToListWatcherWithWatchListSemantics(lw, c),
-		&Node{},
-		cache.SharedIndexInformerOptions{
-			ResyncPeriod: resync,
-			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		},
-	)
-	return inf, listers.New[*Node](inf.GetIndexer(), schema.GroupResource{Resource: "nodes"})
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, c),
+		ObjectType:    &Node{},
+		Handler:       h,
+		ResyncPeriod:  resync,
+		Indexers:      cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		Transform:     transform,
+	})
+	return ctrl, listers.New[*Node](store.(cache.Indexer), schema.GroupResource{Resource: "nodes"})
 }
 
 // NodeLister reads Nodes from an informer's cache: client-go's generic
