@@ -248,11 +248,10 @@ func (r *baselineRun) steady(ctx context.Context) error {
 	}
 	r.s.progress(r.n, r.v.label, "steady state: sampling %d daemons for %s", r.n, r.v.steady)
 	members := r.members()
-	before := takeSnapshot(ctx, members, "--metrics-address=", wsStart)
-	if err := sleep(ctx, r.v.steady); err != nil {
+	before, after, err := steadyWindow(ctx, members, "--metrics-address=", r.v.steady, nil)
+	if err != nil {
 		return err
 	}
-	after := takeSnapshot(ctx, members, "--metrics-address=", wsEnd)
 	st := summarize(before, after, baselineCounters, "")
 	if err := r.s.audit.poll(); err != nil {
 		return err

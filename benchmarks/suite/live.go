@@ -205,12 +205,13 @@ func (r *liveRun) run(ctx context.Context) {
 			pidArg: "--status-address=" + standinsAddr})
 	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
-	before := takeSnapshot(ctx, members, "--status-address=", wsStart)
-	cpu := r.startCPUProfile(ctx, agents[servers:servers+spares])
-	if err := sleep(ctx, s.cfg.Steady); err != nil {
+	var cpu func()
+	before, after, err := steadyWindow(ctx, members, "--status-address=", s.cfg.Steady, func() {
+		cpu = r.startCPUProfile(ctx, agents[servers:servers+spares])
+	})
+	if err != nil {
 		return
 	}
-	after := takeSnapshot(ctx, members, "--status-address=", wsEnd)
 	cpu()
 	r.measure(ctx, before, after, real[:servers], real[servers:], standinsMember)
 	l := r.res

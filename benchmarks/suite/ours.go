@@ -175,11 +175,10 @@ func (r *oursRun) steady(ctx context.Context) error {
 	}
 	r.s.progress(r.n, "ours", "steady state: sampling %d agents for %s", r.n, r.p.steady)
 	members := r.members()
-	before := takeSnapshot(ctx, members, "--status-address=", wsStart)
-	if err := sleep(ctx, r.p.steady); err != nil {
+	before, after, err := steadyWindow(ctx, members, "--status-address=", r.p.steady, nil)
+	if err != nil {
 		return err
 	}
-	after := takeSnapshot(ctx, members, "--status-address=", wsEnd)
 	leader := ""
 	for name, ms := range after.members {
 		if ms.err == nil && ms.metrics.Sum(isLeaderMetric, nil) == 1 {

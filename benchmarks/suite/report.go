@@ -627,7 +627,7 @@ func writeMemory(b *strings.Builder, rep *Report) {
 	}
 	b.WriteString("\nFrom /proc/<pid>/status (peak is VmHWM, start-up included; anon and file split the RSS at the end of the steady window: " +
 		"the process's own pages, and mapped files — its binary — which the kernel drops under pressure and reads back) and " +
-		"/proc/<pid>/smaps_rollup (the working set is the pages referenced between the window's two snapshots, after clear_refs at the first; " +
+		"/proc/<pid>/smaps_rollup (the working set is the pages referenced in the first 20 s of the steady window, after clear_refs at its first snapshot and read before anything scrapes the member; " +
 		"the binaries are read as `go build` wrote them, in 4 KiB page-cache folios while they stay cached; the same binary in large folios, as a copy leaves it, read over 2 MiB higher at N = 3); " +
 		"the Go heap and goroutines from each process's own /metrics (go_memstats_heap_inuse_bytes, go_memstats_next_gc_bytes, go_goroutines), " +
 		"the same collector in both systems. \"Largest\" is the member with the largest peak RSS.\n")

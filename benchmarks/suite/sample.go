@@ -27,22 +27,30 @@ type memberSample struct {
 	rss     uint64
 	rssFile uint64 // RssFile now
 	mem     procstat.Mem
-	// ws is the working set since the window's first snapshot cleared the
-	// referenced bits (wsEnd only); wsErr why it is missing.
-	ws    uint64
-	wsErr error
-	err   error
+	// ws is the working set, the bytes of pages touched since the window's
+	// first snapshot cleared the referenced bits (readWorkingSets), over
+	// wsWindow; wsErr says why it is missing. clearedAt is when that
+	// snapshot cleared them (wsStart only).
+	ws        uint64
+	wsWindow  time.Duration
+	wsErr     error
+	clearedAt time.Time
+	err       error
 }
 
+// WorkingSetWindow is how long the working set is measured: issue 40's
+// definition, the pages a member touches in 20 s, whatever the length of the
+// steady window around it (the full run's is 30 s), so that every run reads
+// the same figure.
+const WorkingSetWindow = 20 * time.Second
+
 // wsStep is a snapshot's part in the working-set measurement: the window's
-// first snapshot clears every member's referenced bits, its last reads the
-// pages touched since.
+// first snapshot clears every member's referenced bits.
 type wsStep int
 
 const (
 	wsNone  wsStep = iota
 	wsStart        // clear the referenced bits after sampling
-	wsEnd          // read the working set before sampling (the scrape touches pages)
 )
 
 type snapshot struct {
@@ -65,17 +73,14 @@ func takeSnapshot(ctx context.Context, members []member, pidPrefix string, step 
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			ms := memberSample{pid: pids[m.pidArg]}
-			if ms.pid != 0 && step == wsEnd {
-				ms.ws, ms.wsErr = procstat.WorkingSet(ms.pid)
-			}
 			ms.metrics, ms.err = scrape.Fetch(ctx, m.metricsURL)
 			if ms.pid != 0 {
 				ms.cpu, _ = procstat.CPU(ms.pid)
 				ms.rss, _ = procstat.PeakRSS(ms.pid)
 				ms.rssFile, _ = procstat.FileRSS(ms.pid)
 				ms.mem, _ = procstat.Memory(ms.pid)
-				if step == wsStart {
-					_ = procstat.ClearRefs(ms.pid)
+				if step == wsStart && procstat.ClearRefs(ms.pid) == nil {
+					ms.clearedAt = time.Now()
 				}
 			}
 			mu.Lock()
@@ -85,6 +90,50 @@ func takeSnapshot(ctx context.Context, members []member, pidPrefix string, step 
 	}
 	wg.Wait()
 	return s
+}
+
+// steadyWindow samples members over a steady window of length d: a snapshot
+// that clears their referenced bits, their working sets WorkingSetWindow
+// later (or at the end of a shorter window) read before anything scrapes
+// them, and a snapshot at the end. during runs right after the first.
+func steadyWindow(ctx context.Context, members []member, pidPrefix string, d time.Duration, during func()) (before, after snapshot, err error) {
+	before = takeSnapshot(ctx, members, pidPrefix, wsStart)
+	if during != nil {
+		during()
+	}
+	ws := min(d, WorkingSetWindow)
+	if err := sleep(ctx, ws); err != nil {
+		return before, after, err
+	}
+	sets := readWorkingSets(before)
+	if err := sleep(ctx, d-ws); err != nil {
+		return before, after, err
+	}
+	after = takeSnapshot(ctx, members, pidPrefix, wsNone)
+	for name, r := range sets {
+		if ms, ok := after.members[name]; ok && ms.pid == r.pid {
+			ms.ws, ms.wsWindow, ms.wsErr = r.ws, r.wsWindow, r.wsErr
+			after.members[name] = ms
+		}
+	}
+	return before, after, nil
+}
+
+// readWorkingSets reads the working set of every member whose referenced
+// bits before cleared, by the process it cleared: reading smaps touches
+// none of the member's pages, so they are read before any scrape.
+func readWorkingSets(before snapshot) map[string]memberSample {
+	out := map[string]memberSample{}
+	for name, ms := range before.members {
+		if ms.pid == 0 || ms.clearedAt.IsZero() {
+			continue
+		}
+		r := memberSample{pid: ms.pid}
+		r.ws, r.wsErr = procstat.WorkingSet(ms.pid)
+		r.wsWindow = time.Since(ms.clearedAt)
+		out[name] = r
+	}
+	return out
 }
 
 // rates is one member's cost between two snapshots.
@@ -138,7 +187,7 @@ func memberRates(before, after snapshot, cs counterSet) map[string]rates {
 		if a.pid != 0 && a.pid == b.pid {
 			r.cpuPerMin = (a.cpu - b.cpu).Seconds() / after.at.Sub(before.at).Minutes()
 		}
-		r.mem = memFigures(b, a, after.at.Sub(before.at))
+		r.mem = memFigures(b, a)
 		out[name] = r
 	}
 	return out
@@ -160,13 +209,13 @@ const (
 
 // memFigures is one member's memory at the end of a window from its two
 // snapshots; the working set only when the same process was cleared at the
-// start and read at the end.
-func memFigures(before, after memberSample, window time.Duration) MemFigures {
+// start and read WorkingSetWindow later.
+func memFigures(before, after memberSample) MemFigures {
 	f := MemFigures{Peak: float64(after.mem.Peak), Anon: float64(after.mem.Anon), File: float64(after.mem.File),
 		HeapInuse: after.metrics.Sum(heapInuseMetric, nil), HeapGoal: after.metrics.Sum(heapGoalMetric, nil),
 		Goroutines: after.metrics.Sum(goroutinesMetric, nil)}
-	if after.pid != 0 && after.pid == before.pid && after.wsErr == nil && after.ws > 0 {
-		f.WorkingSet, f.WindowSeconds = float64(after.ws), window.Seconds()
+	if after.pid != 0 && after.pid == before.pid && !before.clearedAt.IsZero() && after.wsErr == nil && after.ws > 0 {
+		f.WorkingSet, f.WindowSeconds = float64(after.ws), after.wsWindow.Seconds()
 	}
 	return f
 }

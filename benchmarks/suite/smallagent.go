@@ -30,7 +30,7 @@ func writeSmallAgent(b *strings.Builder, rep *Report) {
 		"✅ met, ❌ missed, (…) measured where the target does not apply, — not measured. "+
 		"The first three columns are from the full-zone run and take the larger of edgequorum's leader and largest follower: "+
 		"peak RSS (VmHWM, start-up included) against the baseline's largest node at N = 3…%d in real time and in MiB at N ≤ %d, "+
-		"and the working set, the pages touched over the steady window, at N = 3. "+
+		"and the working set, the pages touched in 20 s of the steady window, at N = 3. "+
 		"The others are from the real-time leader phase at N = %d (\"Leader in real time\"): the peak RSS of the leader and "+
 		"the largest spare, and CPU as a share of one core, the leader's and the spares' mean.", SmallZoneMax, SmallZoneMax, TargetSize)
 	if len(rep.Binaries) > 0 {
