@@ -2,8 +2,6 @@ package apiwriter
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/edgequorum/edgequorum/internal/promutil"
 )
 
 type metrics struct {
@@ -76,9 +74,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes, m.leaseQuiet, m.formatLevel, m.webhookReads,
-			// The name v0.2.0 exported, until v0.4.
-			promutil.Alias(m.reachable, "edgequorum_apiserver_reachable", "edgequorum_apiwriter_apiserver_reachable"))
+		reg.MustRegister(m.writes, m.skipped, m.restored, m.forged, m.pending, m.reachable, m.events, m.evidence, m.leaderVotes, m.leaseQuiet, m.formatLevel, m.webhookReads)
 	}
 	return m
 }

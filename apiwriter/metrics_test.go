@@ -8,16 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestMetricsKeepOldName checks that edgequorum_apiserver_reachable, the name
-// v0.2.0 exported, follows the renamed gauge until v0.4.
-func TestMetricsKeepOldName(t *testing.T) {
+// TestMetricsDropOldName checks that the apiserver's reachability is exported
+// as edgequorum_apiwriter_apiserver_reachable alone: the name v0.2.0 used,
+// edgequorum_apiserver_reachable, was removed in v0.4 (CHANGELOG).
+func TestMetricsDropOldName(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 	m.reachable.Set(1)
 	want := `
-# HELP edgequorum_apiserver_reachable Deprecated: use edgequorum_apiwriter_apiserver_reachable; removed in v0.4. 1 while the last apiserver call or health check succeeded.
-# TYPE edgequorum_apiserver_reachable gauge
-edgequorum_apiserver_reachable 1
 # HELP edgequorum_apiwriter_apiserver_reachable 1 while the last apiserver call or health check succeeded.
 # TYPE edgequorum_apiwriter_apiserver_reachable gauge
 edgequorum_apiwriter_apiserver_reachable 1

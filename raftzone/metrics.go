@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgequorum/edgequorum/internal/promutil"
 	"github.com/edgequorum/edgequorum/store"
 )
 
@@ -188,15 +187,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.isLeader, m.term, m.members, m.callerRefused, m.raftRefused, m.viewsServed, m.viewSyncs, m.isSpare,
 			m.forcedElections, m.leaderStalls, m.reportsUncommitted, m.zoneLevel, m.unreadable("newer_release"), m.unreadable("other"),
 			refused(store.RefuseSignature), refused(store.RefuseSeqJump))
-		// The names v0.2.0 exported, until v0.4.
-		reg.MustRegister(
-			promutil.Alias(m.peerRequests, "edgequorum_peer_requests_total", "edgequorum_transport_peer_requests_total"),
-			promutil.Alias(m.reportsRejected, "edgequorum_reports_rejected_total", "edgequorum_intake_reports_rejected_total"),
-			promutil.Alias(m.reportsAccepted, "edgequorum_reports_accepted_total", "edgequorum_intake_reports_accepted_total"),
-			promutil.Alias(m.reportsSent, "edgequorum_reports_sent_total", "edgequorum_zone_reports_sent_total"),
-			promutil.Alias(m.verdictChanges, "edgequorum_verdict_changes_total", "edgequorum_zone_verdict_changes_total"),
-			promutil.Alias(m.transfers, "edgequorum_leadership_transfers_total", "edgequorum_raft_leadership_transfers_total"),
-			promutil.Alias(m.membershipChanges, "edgequorum_membership_changes_total", "edgequorum_raft_membership_changes_total"))
 	}
 	return m
 }

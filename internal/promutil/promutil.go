@@ -1,6 +1,5 @@
 // Package promutil holds the Prometheus helpers several packages need:
-// registering a collector once, exporting a renamed metric under its old name
-// for a deprecation period, counting the bytes a connection carries, and
+// registering a collector once, counting the bytes a connection carries, and
 // serving a registry gzipped at a small agent's memory cost (Handler).
 package promutil
 
