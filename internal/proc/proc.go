@@ -19,8 +19,16 @@ type Process struct {
 	done chan struct{}
 }
 
-// Start runs binary with args, appending its stdout and stderr to logPath.
+// Start runs binary with args in this process's environment, appending its
+// stdout and stderr to logPath.
 func Start(binary string, args []string, logPath string) (*Process, error) {
+	return StartEnv(binary, args, nil, logPath)
+}
+
+// StartEnv is Start with the child's whole environment given (nil inherits
+// this process's): a benchmark sets a runtime knob for the processes it
+// measures, not for the others it starts.
+func StartEnv(binary string, args, env []string, logPath string) (*Process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -31,6 +39,7 @@ func Start(binary string, args []string, logPath string) (*Process, error) {
 	fmt.Fprintf(logFile, "# %s %s\n", binary, strings.Join(args, " "))
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = env
 	// Its own process group, so signals reach whatever it forks; SIGKILL
 	// from the kernel if we die, so nothing outlives a crashed test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

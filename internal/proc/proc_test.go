@@ -49,3 +49,38 @@ func TestStartStopKill(t *testing.T) {
 		t.Fatal("started a missing binary")
 	}
 }
+
+// TestStartEnvSetsTheChildsEnvironment checks that StartEnv gives the child
+// the environment asked for, and Start this process's.
+func TestStartEnvSetsTheChildsEnvironment(t *testing.T) {
+	t.Setenv("PROC_TEST_INHERITED", "inherited")
+	dir := t.TempDir()
+	read := func(log string) string {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile(log)
+			if strings.Contains(string(b), "finished") { // not in the logged command line
+				return string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("child never finished: %q", b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	script := []string{"-c", `echo "given=$PROC_TEST_GIVEN inherited=$PROC_TEST_INHERITED"; echo fin""ished`}
+	given := filepath.Join(dir, "given.log")
+	if _, err := StartEnv("/bin/sh", script, []string{"PROC_TEST_GIVEN=given"}, given); err != nil {
+		t.Fatal(err)
+	}
+	if out := read(given); !strings.Contains(out, "given=given inherited=\n") {
+		t.Errorf("StartEnv with an environment: child saw %q, want only PROC_TEST_GIVEN", out)
+	}
+	inherited := filepath.Join(dir, "inherited.log")
+	if _, err := Start("/bin/sh", script, inherited); err != nil {
+		t.Fatal(err)
+	}
+	if out := read(inherited); !strings.Contains(out, "given= inherited=inherited\n") {
+		t.Errorf("Start: child saw %q, want this process's environment", out)
+	}
+}

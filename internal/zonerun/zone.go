@@ -50,6 +50,9 @@ type Options struct {
 	Dir string
 	// AgentArgs are extra flags for every agent (e.g. shorter timers).
 	AgentArgs []string
+	// AgentEnv are NAME=value pairs every agent gets on top of this
+	// process's environment (a later pair wins over an earlier one).
+	AgentEnv []string
 	// IPs, when set, are the nodes' addresses in order (one per node);
 	// otherwise each node gets the next loopback address of the cluster.
 	IPs []netip.Addr
@@ -329,7 +332,11 @@ func (a *Agent) Start() error {
 	if a.binary != "" {
 		binary = a.binary
 	}
-	p, err := proc.Start(binary, a.Args(), a.LogPath)
+	var env []string
+	if len(a.zone.opts.AgentEnv) > 0 {
+		env = append(os.Environ(), a.zone.opts.AgentEnv...)
+	}
+	p, err := proc.StartEnv(binary, a.Args(), env, a.LogPath)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
