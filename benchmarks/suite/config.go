@@ -163,6 +163,12 @@ type Config struct {
 	// starts (e.g. --memory-limit=48Mi), to measure a setting; the report
 	// names them, since they change what it measures.
 	AgentArgs []string
+	// HeapProfiles turns allocation sampling on in every measured agent, as
+	// `--profiling` alone does, and keeps the leaders' heap profiles. Off,
+	// the agents sample nothing (GODEBUG=memprofilerate=0), as a shipped
+	// agent does without --profiling: sampling and its hash table cost a
+	// nine-member leader about 0.1 MiB of RSS (benchmarks/results/issue40).
+	HeapProfiles bool
 	// OnlyOurs runs edgequorum alone at every size: a change to it is
 	// measured again without the baseline's half of the time, and merged
 	// (-render) into a run whose baseline figures stay. Without a baseline

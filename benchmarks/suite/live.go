@@ -134,6 +134,7 @@ func (r *liveRun) run(ctx context.Context) {
 		Zone: r.zone, Nodes: n, NodePrefix: fmt.Sprintf("l%d", n), StartAgents: servers,
 		Binary: filepath.Join(s.cfg.BinDir, "edgequorum"), Dir: filepath.Join(dataDir, "agents"),
 		AgentArgs: append([]string{"--log-level=info", profileArg}, s.cfg.AgentArgs...),
+		AgentEnv:  agentEnv(s.cfg.HeapProfiles),
 	})
 	cancel()
 	if err != nil {
@@ -222,14 +223,14 @@ func (r *liveRun) run(ctx context.Context) {
 		l.SpareRSS/(1<<20), humanBytes(l.StandInSent+l.StandInRecv), 100*l.HostBusy)
 }
 
-// saveProfiles keeps agent name's goroutine and heap profiles in the work
+// saveProfiles keeps agent name's goroutine (and heap) profiles in the work
 // directory's profiles/ as N<n>-live-<role>-*; a failure is only reported.
 func (r *liveRun) saveProfiles(ctx context.Context, name, role string) {
 	a := r.z.Agent(name)
 	if name == "" || a == nil {
 		return
 	}
-	files, err := saveProfiles(ctx, a.StatusAddress(), filepath.Join(r.s.cfg.WorkDir, "profiles"), fmt.Sprintf("N%d-live-%s", r.n, role))
+	files, err := saveProfiles(ctx, a.StatusAddress(), filepath.Join(r.s.cfg.WorkDir, "profiles"), fmt.Sprintf("N%d-live-%s", r.n, role), r.s.cfg.HeapProfiles)
 	if err != nil {
 		r.s.progress(r.n, "live", "%s %s's profiles: %v", role, name, err)
 		return

@@ -85,6 +85,7 @@ func (r *oursRun) run(ctx context.Context, dataDir string) *zonerun.Zone {
 		// Info, not zonerun's debug: a hundred agents logging every probe
 		// would measure the log writer.
 		AgentArgs: append(append([]string{"--log-level=info", profileArg}, agentTimers(p.k)...), s.cfg.AgentArgs...),
+		AgentEnv:  agentEnv(s.cfg.HeapProfiles),
 	})
 	cancel()
 	if err != nil {
@@ -207,7 +208,7 @@ func (r *oursRun) steady(ctx context.Context) error {
 	r.res.Steady = st
 	if a := r.z.Agent(leader); a != nil {
 		dir := filepath.Join(r.s.cfg.WorkDir, "profiles")
-		if _, err := saveProfiles(ctx, a.StatusAddress(), dir, fmt.Sprintf("N%d-leader", r.n)); err != nil {
+		if _, err := saveProfiles(ctx, a.StatusAddress(), dir, fmt.Sprintf("N%d-leader", r.n), r.s.cfg.HeapProfiles); err != nil {
 			r.s.progress(r.n, "ours", "leader's profiles: %v", err)
 		}
 	}

@@ -44,6 +44,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if len(cfg.AgentArgs) > 0 {
 		fmt.Fprintf(&b, "; every edgequorum agent also ran with `%s`", strings.Join(cfg.AgentArgs, " "))
 	}
+	if cfg.HeapProfiles {
+		b.WriteString("; every edgequorum agent sampled its allocations for heap profiles (`-heap-profiles`), which a shipped agent does not")
+	}
 	b.WriteString("; time-dilated sizes (⏱) get fewer kills (kills ÷ √factor, at least 2) and at most 1 failover\n\n")
 
 	b.WriteString("## Summary\n\n")
