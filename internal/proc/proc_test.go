@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgequorum/edgequorum/internal/poll"
 )
 
 func TestStartStopKill(t *testing.T) {
@@ -56,17 +58,13 @@ func TestStartEnvSetsTheChildsEnvironment(t *testing.T) {
 	t.Setenv("PROC_TEST_INHERITED", "inherited")
 	dir := t.TempDir()
 	read := func(log string) string {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var out string
+		poll.Until(t, 10*time.Second, "the child to finish", func() (bool, string) {
 			b, _ := os.ReadFile(log)
-			if strings.Contains(string(b), "finished") { // not in the logged command line
-				return string(b)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("child never finished: %q", b)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			out = string(b)
+			return strings.Contains(out, "finished"), out // not in the logged command line
+		})
+		return out
 	}
 	script := []string{"-c", `echo "given=$PROC_TEST_GIVEN inherited=$PROC_TEST_INHERITED"; echo fin""ished`}
 	given := filepath.Join(dir, "given.log")
