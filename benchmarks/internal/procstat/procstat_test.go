@@ -1,7 +1,9 @@
 package procstat
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,12 @@ func TestParseMem(t *testing.T) {
 
 // The working set counts the pages touched since ClearRefs, not every
 // resident page: a buffer resident but untouched is not in it until touched.
+//
+// The kernel clears referenced bits on its own too (reclaim, compaction and
+// page aging on a busy host), so one clear-touch-read cycle may read the
+// buffer out after it was touched; the test allows a few cycles. A ClearRefs
+// that cleared nothing reads the buffer in before every touch, and a
+// WorkingSet that missed it reads it out after every one.
 func TestWorkingSetCountsOnlyPagesTouchedSinceClear(t *testing.T) {
 	pid := os.Getpid()
 	const size = 64 << 20
@@ -102,19 +110,26 @@ func TestWorkingSetCountsOnlyPagesTouchedSinceClear(t *testing.T) {
 	if m.Anon < size || m.Peak < m.RSS || m.RSS < m.Anon+m.File {
 		t.Fatalf("memory %+v: want the %d MiB buffer in Anon, Peak ≥ RSS ≥ Anon+File", m, size>>20)
 	}
-	if err := ClearRefs(pid); err != nil {
-		t.Fatal(err)
+	var cycles []string
+	for range 5 {
+		if err := ClearRefs(pid); err != nil {
+			t.Fatal(err)
+		}
+		before, err := WorkingSet(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		touch()
+		after, err := WorkingSet(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before < size && after >= before+size*9/10 {
+			runtime.KeepAlive(buf)
+			return
+		}
+		cycles = append(cycles, fmt.Sprintf("%d → %d MiB", before>>20, after>>20))
 	}
-	before, err := WorkingSet(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	touch()
-	after, err := WorkingSet(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if before >= size || after < before+size*9/10 {
-		t.Fatalf("working set %d MiB after the clear and %d MiB after touching the %d MiB buffer: want it out, then in", before>>20, after>>20, size>>20)
-	}
+	t.Fatalf("working set after the clear → after touching the %d MiB buffer, in each cycle: %s; want it out, then in",
+		size>>20, strings.Join(cycles, ", "))
 }
