@@ -128,14 +128,23 @@ func TestClientOnRealAPIServer(t *testing.T) {
 		metav1.PatchOptions{FieldManager: "kubeclient-test"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case ev := <-w.ResultChan():
-		got, ok := ev.Object.(*Node)
-		if ev.Type != watch.Modified || !ok || got.Annotations["k"] != "v1" {
-			t.Fatalf("watch event = %s %T %v, want the patched kc-a", ev.Type, ev.Object, ev.Object)
+	// Other writers change kc-a too (the controller-manager's TTL
+	// annotation): their MODIFIED events may come first, and are decoded
+	// Nodes as well; the patch's own event must follow.
+	for timeout := time.After(30 * time.Second); ; {
+		select {
+		case ev := <-w.ResultChan():
+			got, ok := ev.Object.(*Node)
+			if ev.Type != watch.Modified || !ok || got.Name != "kc-a" {
+				t.Fatalf("watch event = %s %T %v, want kc-a MODIFIED", ev.Type, ev.Object, ev.Object)
+			}
+			if got.Annotations["k"] != "v1" {
+				continue
+			}
+		case <-timeout:
+			t.Fatal("no watch event for the patch within 30 s")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no watch event for the patch within 30 s")
+		break
 	}
 	patched, err := cl.Nodes().Patch(ctx, "kc-a", types.JSONPatchType,
 		[]byte(`[{"op":"add","path":"/status/conditions","value":[{"type":"Probe","status":"True","reason":"R","message":"m"}]}]`),
