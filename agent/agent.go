@@ -165,6 +165,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	memlimit.ApplyGCPercent(a.cfg.GCPercent, a.log)
 	applyMaxProcs(a.cfg.MaxProcs, a.log)
 	applyMemProfiling(a.cfg.Profiling)
+	var pages *startupPages
+	if a.cfg.ReleaseStartupPages {
+		pages = newStartupPages(a.log, a.reg)
+		pages.release("start")
+	}
 	statusLn, err := net.Listen("tcp", a.cfg.StatusAddress)
 	if err != nil {
 		return fmt.Errorf("--status-address %s: %w", a.cfg.StatusAddress, err)
@@ -198,6 +203,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	if pages != nil {
+		spawn("start-up pages", func(ctx context.Context) error {
+			releaseWhenReady(ctx, func() bool { return a.zone.Status().Ready }, time.Second,
+				func() { pages.release("ready") })
+			return nil
+		})
+	}
 	spawn("key reload", a.keys.Run)
 	spawn("zone member", a.zone.Run)
 	spawn("api writer", a.writer.Run)

@@ -88,6 +88,11 @@ type Config struct {
 	// GOMAXPROCS environment variable sets it; 0 leaves the runtime's own
 	// default [--max-procs]. DefaultMaxProcs: see there.
 	MaxProcs int
+	// ReleaseStartupPages drops the binary's pages that only start-up
+	// touched from the agent's resident set, at start and once ready
+	// (releaseStartupPages) [--release-startup-pages]. On by default;
+	// off leaves the kernel alone to age them.
+	ReleaseStartupPages bool
 }
 
 // DefaultGCPercent is the agent's collector growth. An agent's live heap is
@@ -135,6 +140,7 @@ func DefaultConfig() Config {
 		MemoryLimit:         MemoryLimitAuto,
 		GCPercent:           DefaultGCPercent,
 		MaxProcs:            DefaultMaxProcs,
+		ReleaseStartupPages: true,
 	}
 }
 

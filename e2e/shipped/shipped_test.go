@@ -318,7 +318,7 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("runtime settings: memory limit from the container's cgroup, collector growth, parallelism", func(t *testing.T) {
+	t.Run("runtime settings: memory limit from the container's cgroup, collector growth, parallelism, start-up pages", func(t *testing.T) {
 		mem := float64(containerMemory)
 		wantGoMemLimit := int64(mem * 0.9)
 		got := agentMetric(t, ctx, e, "go_gc_gomemlimit_bytes")
@@ -334,6 +334,11 @@ func TestShippedManifestsOnARealKubelet(t *testing.T) {
 		// runtime's container default of at least two.
 		if got := agentMetric(t, ctx, e, "go_sched_gomaxprocs_threads"); int(got) != agent.DefaultMaxProcs {
 			t.Errorf("go_sched_gomaxprocs_threads = %v, want the agent's default %d", got, agent.DefaultMaxProcs)
+		}
+		// The image's agent finds its own binary under the container's root
+		// and gives back the pages only its start-up touched.
+		if got := agentMetric(t, ctx, e, `edgequorum_agent_binary_pages_released_bytes{stage="start"}`); got <= 0 {
+			t.Errorf("the agent in its container released %v bytes of its binary's pages at start, want some", got)
 		}
 	})
 

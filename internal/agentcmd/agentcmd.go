@@ -92,6 +92,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Var(cli.MemoryLimitFlag{V: &cfg.MemoryLimit}, "memory-limit", "Go soft memory limit: auto (90% of the container's memory limit, none outside one), 0 for none, or e.g. 96Mi; GOMEMLIMIT, when set, wins")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "how far the Go heap may grow over its live part before a collection, in percent (GOGC, when set, wins)")
 	fs.IntVar(&cfg.MaxProcs, "max-procs", cfg.MaxProcs, "how many goroutines the agent runs at once (0: the Go runtime's default, the container's CPU limit and at least 2; GOMAXPROCS, when set, wins)")
+	fs.BoolVar(&cfg.ReleaseStartupPages, "release-startup-pages", cfg.ReleaseStartupPages, "give back the binary's pages that only start-up touched, at start and once the member is ready (the page cache keeps them; what the agent still runs faults back in)")
 	logFlags := cli.AddLogFlags(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
