@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -22,11 +23,7 @@ func Release() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("find the executable: %w", err)
 	}
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		return Stats{}, fmt.Errorf("read the process's mappings: %w", err)
-	}
-	maps, err := parseSmaps(smaps)
+	maps, err := readSmaps()
 	if err != nil {
 		return Stats{}, err
 	}
@@ -48,11 +45,7 @@ func Release() (Stats, error) {
 	if st.Mappings == 0 {
 		return st, nil
 	}
-	after, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		return st, fmt.Errorf("read the process's mappings: %w", err)
-	}
-	maps, err = parseSmaps(after)
+	maps, err = readSmaps()
 	if err != nil {
 		return st, err
 	}
@@ -64,6 +57,19 @@ func Release() (Stats, error) {
 	return st, nil
 }
 
+func readSmaps() ([]mapping, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, fmt.Errorf("read the process's mappings: %w", err)
+	}
+	defer f.Close()
+	maps, err := parseSmaps(f)
+	if err != nil {
+		return nil, fmt.Errorf("read the process's mappings: %w", err)
+	}
+	return maps, nil
+}
+
 type mapping struct {
 	start, end        uintptr
 	writable, private bool
@@ -72,38 +78,44 @@ type mapping struct {
 }
 
 // parseSmaps reads the mappings of /proc/<pid>/smaps: a header line per
-// mapping ("start-end perms offset dev inode path"), then "Key: n kB" lines.
-func parseSmaps(b []byte) ([]mapping, error) {
+// mapping ("start-end perms offset dev inode path"), then "Key: n kB" lines,
+// of which it keeps Rss and Anonymous. An agent's smaps is some hundred
+// kilobytes, so lines are looked at as bytes and only headers and the two
+// kept keys are split.
+func parseSmaps(r io.Reader) ([]mapping, error) {
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
+		line := sc.Bytes()
+		first, _, _ := bytes.Cut(line, []byte(" "))
+		if len(first) == 0 {
 			continue
 		}
-		if !strings.HasSuffix(f[0], ":") && strings.Contains(f[0], "-") {
-			m, err := parseHeader(f)
+		if first[len(first)-1] != ':' {
+			m, err := parseHeader(strings.Fields(string(line)))
 			if err != nil {
 				return nil, fmt.Errorf("smaps line %q: %w", line, err)
 			}
 			out = append(out, m)
 			continue
 		}
-		if len(out) == 0 || len(f) != 3 || f[2] != "kB" {
-			continue
-		}
 		var dst *uint64
-		switch f[0] {
-		case "Rss:":
+		switch {
+		case len(out) == 0:
+			continue
+		case bytes.Equal(first, []byte("Rss:")):
 			dst = &out[len(out)-1].rss
-		case "Anonymous:":
+		case bytes.Equal(first, []byte("Anonymous:")):
 			dst = &out[len(out)-1].anonymous
 		default:
 			continue
 		}
-		kb, err := strconv.ParseUint(f[1], 10, 64)
+		f := bytes.Fields(line)
+		if len(f) != 3 || !bytes.Equal(f[2], []byte("kB")) {
+			return nil, fmt.Errorf("smaps line %q: want \"Key: n kB\"", line)
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("smaps line %q: %w", line, err)
 		}

@@ -51,11 +51,7 @@ func mapWholeExecutable(t *testing.T) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	maps, err := parseSmaps(b)
+	maps, err := readSmaps()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +93,7 @@ Anonymous:          1024 kB
 7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
 Rss:                   8 kB
 `
-	got, err := parseSmaps([]byte(smaps))
+	got, err := parseSmaps(strings.NewReader(smaps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +119,7 @@ Rss:                   8 kB
 		"00400000-00c00000 r-x 0 fd:01 1 /x\n",
 		"00400000-00c00000 r-xp 0 fd:01 1 /x\nRss: many kB\n",
 	} {
-		if _, err := parseSmaps([]byte(bad)); err == nil {
+		if _, err := parseSmaps(strings.NewReader(bad)); err == nil {
 			t.Errorf("parseSmaps(%q) accepted", bad)
 		}
 	}
