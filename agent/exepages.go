@@ -39,7 +39,8 @@ func newStartupPages(log *slog.Logger, reg prometheus.Registerer) *startupPages 
 func (p *startupPages) release(stage string) {
 	st, err := exepages.Release()
 	if err != nil {
-		p.log.Warn("start-up pages of the binary not released", "stage", stage, "err", err)
+		p.log.Warn("start-up pages of the binary not released; the agent runs on, holding them (--release-startup-pages=false stops trying)",
+			"stage", stage, "err", err)
 		return
 	}
 	p.released.WithLabelValues(stage).Set(float64(st.ResidentBefore - min(st.ResidentAfter, st.ResidentBefore)))

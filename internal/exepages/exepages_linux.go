@@ -17,19 +17,26 @@ import (
 
 // Release drops this process's mappings of its executable's read-only,
 // never-written pages. It reads /proc/self/smaps; a kernel without it
-// returns an error and leaves everything as it was.
+// returns an error and leaves everything as it was. A madvise refused
+// part-way returns an error too; the mappings dropped before it stay
+// dropped, which is harmless: their pages fault back in when used.
 func Release() (Stats, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return Stats{}, fmt.Errorf("find the executable: %w", err)
 	}
+	return release(exe)
+}
+
+// release is Release for the mappings of the file at path exe.
+func release(exe string) (Stats, error) {
 	maps, err := readSmaps()
 	if err != nil {
 		return Stats{}, err
 	}
 	var st Stats
 	for _, m := range maps {
-		if m.path != exe || m.writable || !m.private {
+		if !m.readOnlyOf(exe) {
 			continue
 		}
 		if m.anonymous > 0 {
@@ -50,7 +57,7 @@ func Release() (Stats, error) {
 		return st, err
 	}
 	for _, m := range maps {
-		if m.path == exe && !m.writable && m.private && m.anonymous == 0 {
+		if m.readOnlyOf(exe) && m.anonymous == 0 {
 			st.ResidentAfter += m.rss
 		}
 	}
@@ -77,11 +84,19 @@ type mapping struct {
 	rss, anonymous    uint64 // bytes
 }
 
+// readOnlyOf says whether m is a private, read-only mapping of the file at
+// path exe; one of them is safe to drop when none of its pages was copied
+// on write (anonymous is 0).
+func (m mapping) readOnlyOf(exe string) bool {
+	return m.path == exe && !m.writable && m.private
+}
+
 // parseSmaps reads the mappings of /proc/<pid>/smaps: a header line per
 // mapping ("start-end perms offset dev inode path"), then "Key: n kB" lines,
 // of which it keeps Rss and Anonymous. An agent's smaps is some hundred
 // kilobytes, so lines are looked at as bytes and only headers and the two
-// kept keys are split.
+// kept keys are split. (prometheus/procfs, which the agent links, parses
+// /proc/<pid>/maps and smaps_rollup, but not smaps mapping by mapping.)
 func parseSmaps(r io.Reader) ([]mapping, error) {
 	var out []mapping
 	sc := bufio.NewScanner(r)

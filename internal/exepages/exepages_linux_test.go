@@ -3,11 +3,15 @@
 package exepages
 
 import (
+	"bytes"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // written is in the binary's writable data: Release must leave it as set.
@@ -122,5 +126,54 @@ Rss:                   8 kB
 		if _, err := parseSmaps(strings.NewReader(bad)); err == nil {
 			t.Errorf("parseSmaps(%q) accepted", bad)
 		}
+	}
+}
+
+// A read-only mapping with a page written before it was made read-only (as
+// a position-independent binary's relocated data is) keeps its pages: only
+// a clean one is dropped.
+func TestReleaseLeavesWrittenMappings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "image")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{'f'}, 4*4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	clean, err := unix.Mmap(int(f.Fd()), 0, 4*4096, unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(clean)
+	f2, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	written, err := unix.Mmap(int(f2.Fd()), 0, 4*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(written)
+	var sum byte
+	for i := 0; i < len(clean); i += 4096 {
+		sum += clean[i] // map every page of the clean one
+	}
+	written[0] = 'w' // copied on write: this process's page now
+	if err := unix.Mprotect(written, unix.PROT_READ); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := release(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mappings != 1 || st.Skipped != 1 || st.ResidentBefore != 4*4096 || st.ResidentAfter != 0 {
+		t.Errorf("release = %+v (sum %d): want the clean mapping's 4 pages dropped and the written one skipped", st, sum)
+	}
+	if written[0] != 'w' {
+		t.Errorf("the written page reads %q after release, want the 'w' written to it", written[0])
 	}
 }
