@@ -68,24 +68,10 @@ const (
 	WebhookFailoverInstall = "webhook-failover"
 )
 
-// StartWebhook installs deploy/webhook's namespace and RBAC, makes
-// certificates with `edgequorum certs`, starts the webhook, waits until it is
-// ready and registers it. extraArgs are added to its flags.
-func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir string, extraArgs ...string) (*Webhook, error) {
-	return StartWebhookFrom(ctx, c, WebhookInstall, binary, dir, extraArgs...)
-}
-
-// StartWebhookFrom is StartWebhook with the namespace, RBAC and webhook
-// configuration of deploy/install/<install>.yaml (WebhookInstall,
-// WebhookFailoverInstall), so a test runs the webhook with exactly the rights
-// that install grants. Objects already on the cluster stay as they are, so an
-// install after another adds what it grants beyond it. The flags the install's
-// Deployment adds (such as --dead-node-action) are the caller's to pass in
-// extraArgs.
-func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, binary, dir string, extraArgs ...string) (*Webhook, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
+// installWebhookRBAC applies deploy/install/<install>.yaml's webhook
+// namespace and RBAC (and deploy/agent's, which holds the zone Leases'
+// namespace) and returns its MutatingWebhookConfiguration, not applied.
+func installWebhookRBAC(ctx context.Context, c *testcluster.Cluster, install string) (*unstructured.Unstructured, error) {
 	objs, err := deploy.Objects(install)
 	if err != nil {
 		return nil, fmt.Errorf("zonerun: webhook install %q: %w", install, err)
@@ -119,6 +105,31 @@ func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, bina
 	}
 	if err := deploy.Apply(ctx, c.RESTConfig(), append([]*unstructured.Unstructured{namespace}, rbac...), false); err != nil {
 		return nil, fmt.Errorf("install deploy/install/%s.yaml: %w", install, err)
+	}
+	return mwc, nil
+}
+
+// StartWebhook installs deploy/webhook's namespace and RBAC, makes
+// certificates with `edgequorum certs`, starts the webhook, waits until it is
+// ready and registers it. extraArgs are added to its flags.
+func StartWebhook(ctx context.Context, c *testcluster.Cluster, binary, dir string, extraArgs ...string) (*Webhook, error) {
+	return StartWebhookFrom(ctx, c, WebhookInstall, binary, dir, extraArgs...)
+}
+
+// StartWebhookFrom is StartWebhook with the namespace, RBAC and webhook
+// configuration of deploy/install/<install>.yaml (WebhookInstall,
+// WebhookFailoverInstall), so a test runs the webhook with exactly the rights
+// that install grants. Objects already on the cluster stay as they are, so an
+// install after another adds what it grants beyond it. The flags the install's
+// Deployment adds (such as --dead-node-action) are the caller's to pass in
+// extraArgs.
+func StartWebhookFrom(ctx context.Context, c *testcluster.Cluster, install, binary, dir string, extraArgs ...string) (*Webhook, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	mwc, err := installWebhookRBAC(ctx, c, install)
+	if err != nil {
+		return nil, err
 	}
 	userCfg, err := c.UserConfig(WebhookUser, "system:serviceaccounts", "system:serviceaccounts:"+webhookNamespace, "system:authenticated")
 	if err != nil {
