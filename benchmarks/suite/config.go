@@ -169,6 +169,13 @@ type Config struct {
 	// agent does without --profiling: sampling and its hash table cost a
 	// nine-member leader about 0.1 MiB of RSS (benchmarks/results/issue40).
 	HeapProfiles bool
+	// NoWebhook leaves out the webhook's reads Lease, which the suite
+	// otherwise writes as a webhook replica of this build does
+	// (zonerun.AnnounceWebhookReads): without it leaders write the oldest
+	// formats, as for a webhook of the oldest release, and renew the zone
+	// Lease every 5 s however quiet their zone, which no zone of a shipped
+	// cloud does. The report says so; runs before 2026-12-02 ran so.
+	NoWebhook bool
 	// OnlyOurs runs edgequorum alone at every size: a change to it is
 	// measured again without the baseline's half of the time, and merged
 	// (-render) into a run whose baseline figures stay. Without a baseline

@@ -44,6 +44,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if len(cfg.AgentArgs) > 0 {
 		fmt.Fprintf(&b, "; every edgequorum agent also ran with `%s`", strings.Join(cfg.AgentArgs, " "))
 	}
+	if cfg.NoWebhook {
+		b.WriteString("; no webhook was announced (`-no-webhook`), so every leader wrote the oldest formats and renewed its zone Lease every 5 s, as a shipped zone does only while busy")
+	} else {
+		b.WriteString("; the webhook's reads Lease said a webhook of this build serves the cloud, as in a shipped install, so quiet zones renewed their Lease every 40 s (no webhook process ran)")
+	}
 	if cfg.HeapProfiles {
 		b.WriteString("; every edgequorum agent sampled its allocations for heap profiles (`-heap-profiles`), which a shipped agent does not")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgequorum/edgequorum/internal/testcluster"
 	"github.com/edgequorum/edgequorum/internal/zonerun"
+	"github.com/edgequorum/edgequorum/skew"
 )
 
 // suite is one run: a control plane shared by every size, the audit log of
@@ -97,6 +98,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if s.baselineKubeconfig, err = s.installBaseline(startCtx); err != nil {
 		return nil, err
+	}
+	if !cfg.NoWebhook {
+		if err := zonerun.AnnounceWebhookReads(startCtx, c, skew.Current()); err != nil {
+			return nil, fmt.Errorf("announce the webhook: %w", err)
+		}
 	}
 	s.progress(0, "setup", "control plane ready at %s", c.APIServerURL())
 

@@ -69,6 +69,7 @@ func run() error {
 		onlyLive      = flag.Bool("only-live", false, "run only the real-time leader phase, e.g. to merge into a full run with -render")
 		agentArgs     = flag.String("agent-args", "", "space-separated extra flags for every edgequorum agent, e.g. --memory-limit=48Mi (named in the report)")
 		heapProfiles  = flag.Bool("heap-profiles", false, "sample allocations in every edgequorum agent and keep the leaders' heap profiles (a shipped agent samples none; the report says so)")
+		noWebhook     = flag.Bool("no-webhook", false, "announce no webhook to the zones: leaders write the oldest formats and renew the zone Lease every 5 s even when quiet, as every run before 2026-12-02 did (named in the report)")
 		onlyOurs      = flag.Bool("only-ours", false, "run edgequorum alone (no baseline, lossy-link or SuperEdge-defaults phase), e.g. to measure a change and merge it into a full run with -render, which keeps that run's baseline")
 		detect        = flag.Bool("detect", false, fmt.Sprintf("detection run: at each size (default %s) only formation and the kill phase, both systems, -detect-kills reset and as many silent deaths each; writes detect.md and detect.json into -out", joinInts(det.Sizes)))
 		detectKills   = flag.Int("detect-kills", det.DetectKills, "with -detect: deaths of each kind (reset, silent) per system and size")
@@ -174,6 +175,7 @@ func run() error {
 	cfg.Seed = *seed
 	cfg.AgentArgs = strings.Fields(*agentArgs)
 	cfg.HeapProfiles = *heapProfiles
+	cfg.NoWebhook = *noWebhook
 	cfg.OnlyDefaults = *onlyDefaults
 	cfg.OnlyOurs = *onlyOurs
 	if cfg.OnlyOurs {
