@@ -205,6 +205,18 @@ func (r *liveRun) run(ctx context.Context) {
 		members = append(members, member{name: standinsMember, metricsURL: "http://" + standinsAddr + "/metrics",
 			pidArg: "--status-address=" + standinsAddr})
 	}
+	if !s.cfg.NoWebhook {
+		waited, err := waitQuiet(ctx, members[:len(real)], QuietTimeout)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.res.Errors = append(r.res.Errors, "steady: "+err.Error())
+			s.progress(n, "live", "%v; sampling it busy", err)
+		default:
+			s.progress(n, "live", "zone quiet (the leader renews its Lease every %s) after %s more", LeaseQuietRenew, waited.Round(time.Second))
+		}
+	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
 	var cpu func()
 	before, after, err := steadyWindow(ctx, members, "--status-address=", s.cfg.Steady, func() {
