@@ -191,9 +191,6 @@ func (r *liveRun) run(ctx context.Context) {
 	}
 	r.res.FormSeconds = time.Since(started).Seconds()
 	s.progress(n, "live", "zone formed: %d healthy verdicts %.1fs after the stand-ins started", n, r.res.FormSeconds)
-	if err := sleep(ctx, s.cfg.Settle); err != nil {
-		return
-	}
 
 	members := make([]member, 0, len(real)+1)
 	for _, a := range real {
@@ -205,17 +202,12 @@ func (r *liveRun) run(ctx context.Context) {
 		members = append(members, member{name: standinsMember, metricsURL: "http://" + standinsAddr + "/metrics",
 			pidArg: "--status-address=" + standinsAddr})
 	}
-	if !s.cfg.NoWebhook {
-		waited, err := waitQuiet(ctx, members[:len(real)], QuietTimeout)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			r.res.Errors = append(r.res.Errors, "steady: "+err.Error())
-			s.progress(n, "live", "%v; sampling it busy", err)
-		default:
-			s.progress(n, "live", "zone quiet (the leader renews its Lease every %s) after %s more", LeaseQuietRenew, waited.Round(time.Second))
-		}
+	notQuiet, err := s.settle(ctx, n, "live", members[:len(real)], s.cfg.Settle, QuietTimeout, LeaseQuietRenew)
+	if err != nil {
+		return
+	}
+	if notQuiet != nil {
+		r.res.Errors = append(r.res.Errors, "steady: "+notQuiet.Error())
 	}
 	s.progress(n, "live", "steady state: sampling %d agents and %d %s for %s", len(real), len(cfg.Members), plural(len(cfg.Members), "stand-in", "stand-ins"), s.cfg.Steady)
 	var cpu func()

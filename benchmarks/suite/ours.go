@@ -171,22 +171,14 @@ func (r *oursRun) members() []member {
 
 // steady samples every agent over the steady window.
 func (r *oursRun) steady(ctx context.Context) error {
-	if err := sleep(ctx, r.p.settle); err != nil {
+	members := r.members()
+	notQuiet, err := r.s.settle(ctx, r.n, "ours", members, r.p.settle, scaled(QuietTimeout, r.p.k), scaled(LeaseQuietRenew, r.p.k))
+	if err != nil {
 		return err
 	}
-	members := r.members()
-	if !r.s.cfg.NoWebhook {
-		waited, err := waitQuiet(ctx, members, scaled(QuietTimeout, r.p.k))
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			// Measured all the same, busy: the report names the error.
-			r.res.Errors = append(r.res.Errors, "steady: "+err.Error())
-			r.s.progress(r.n, "ours", "%v; sampling it busy", err)
-		default:
-			r.s.progress(r.n, "ours", "zone quiet (the leader renews its Lease every %s) after %s more", scaled(LeaseQuietRenew, r.p.k), waited.Round(time.Second))
-		}
+	if notQuiet != nil {
+		// Measured all the same, busy: the report names the error.
+		r.res.Errors = append(r.res.Errors, "steady: "+notQuiet.Error())
 	}
 	r.s.progress(r.n, "ours", "steady state: sampling %d agents for %s", r.n, r.p.steady)
 	before, after, err := steadyWindow(ctx, members, "--status-address=", r.p.steady, nil)

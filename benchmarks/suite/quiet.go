@@ -50,3 +50,25 @@ func waitQuiet(ctx context.Context, members []member, timeout time.Duration) (ti
 		}
 	}
 }
+
+// settle waits before a steady window: settle, the pause that lets start-up
+// work pass, and, with a webhook announced, until the zone is also quiet
+// (waitQuiet, timeout), whichever comes later. It reports progress for
+// size n's phase and returns the wait's error, if the zone did not turn
+// quiet (the caller reports it and measures the zone all the same), or
+// ctx's.
+func (s *suite) settle(ctx context.Context, n int, phase string, members []member, settle, timeout, quietRenew time.Duration) (notQuiet, err error) {
+	start := time.Now()
+	if !s.cfg.NoWebhook {
+		_, notQuiet = waitQuiet(ctx, members, timeout)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if notQuiet != nil {
+			s.progress(n, phase, "%v; sampling it busy", notQuiet)
+		} else {
+			s.progress(n, phase, "zone quiet (the leader renews its Lease every %s) after %s of settling", quietRenew, time.Since(start).Round(time.Second))
+		}
+	}
+	return notQuiet, sleep(ctx, settle-time.Since(start))
+}
