@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -73,5 +74,29 @@ func TestWaitQuietNamesTheBusyLeaderWhenItTimesOut(t *testing.T) {
 	_, err = waitQuiet(context.Background(), []member{metricsServer(t, false, &busy)}, 100*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "no member reported") {
 		t.Fatalf("err = %v, want no leader named", err)
+	}
+}
+
+// TestReportSaysWhetherTheWebhookWasAnnounced checks the settings line, for
+// a run of today and for a results.json written before the field existed,
+// which wrote no reads Lease and must not be rendered as if it had.
+func TestReportSaysWhetherTheWebhookWasAnnounced(t *testing.T) {
+	render := func(rep *Report) string {
+		t.Helper()
+		var b strings.Builder
+		if err := WriteMarkdown(&b, rep); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if out := render(&Report{Config: QuickConfig(), WebhookAnnounced: true}); !strings.Contains(out, "calm zones renewed their Lease every 40s") {
+		t.Errorf("announced run: settings do not say so:\n%s", out)
+	}
+	var old Report
+	if err := json.Unmarshal([]byte(`{"Config":{"Steady":30000000000}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if out := render(&old); !strings.Contains(out, "no webhook was announced") {
+		t.Errorf("run from before the field: settings claim a webhook:\n%s", out)
 	}
 }

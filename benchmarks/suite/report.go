@@ -44,10 +44,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if len(cfg.AgentArgs) > 0 {
 		fmt.Fprintf(&b, "; every edgequorum agent also ran with `%s`", strings.Join(cfg.AgentArgs, " "))
 	}
-	if cfg.NoWebhook {
-		b.WriteString("; no webhook was announced (`-no-webhook`), so every leader wrote the oldest formats and renewed its zone Lease every 5 s, as a shipped zone does only while busy")
+	if rep.WebhookAnnounced {
+		fmt.Fprintf(&b, "; the webhook's reads Lease said a webhook of this build serves the cloud, as in a shipped install, so calm zones renewed their Lease every %s (no webhook process ran)", LeaseQuietRenew)
 	} else {
-		b.WriteString("; the webhook's reads Lease said a webhook of this build serves the cloud, as in a shipped install, so quiet zones renewed their Lease every 40 s (no webhook process ran)")
+		fmt.Fprintf(&b, "; no webhook was announced (`-no-webhook`, or a run from before 2026-12-02), so every leader wrote the oldest formats and renewed its zone Lease every %s, as a shipped zone does only while busy", LeaseRenew)
 	}
 	if cfg.HeapProfiles {
 		b.WriteString("; every edgequorum agent sampled its allocations for heap profiles (`-heap-profiles`), which a shipped agent does not")

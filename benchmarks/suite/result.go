@@ -16,7 +16,11 @@ type Report struct {
 	Started time.Time
 	Took    time.Duration
 	Config  Config
-	Sizes   []SizeResult
+	// WebhookAnnounced says the suite wrote the webhook's reads Lease
+	// (Config.NoWebhook unset), so calm zones renewed quietly; false in
+	// reports of runs from before 2026-12-02, which wrote none.
+	WebhookAnnounced bool `json:",omitempty"`
+	Sizes            []SizeResult
 	// Signing is the cost of the node signatures on this machine.
 	Signing SigningCost
 	// Binaries is what each program costs before it does anything; empty

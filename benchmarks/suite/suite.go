@@ -103,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := zonerun.AnnounceWebhookReads(startCtx, c, skew.Current()); err != nil {
 			return nil, fmt.Errorf("announce the webhook: %w", err)
 		}
+		rep.WebhookAnnounced = true
 	}
 	s.progress(0, "setup", "control plane ready at %s", c.APIServerURL())
 
