@@ -54,7 +54,7 @@ func TestAFullReportOnlyWhenTheLeaderCannotSay(t *testing.T) {
 	members := func(p string) bool { return p != "stranger" }
 	step := func(at time.Duration, wantFull bool, wantLacks string) {
 		t.Helper()
-		full, lacks := r.plan(start.Add(at))
+		full, lacks := r.plan(start.Add(at), 2*time.Second)
 		var names []string
 		for p := range lacks {
 			names = append(names, p)
@@ -75,6 +75,38 @@ func TestAFullReportOnlyWhenTheLeaderCannotSay(t *testing.T) {
 	r.answered(reportAnswer{Queued: true}, members)
 	step(fullCheckedPeriod+fullUncheckedPeriod-time.Millisecond, false, "[]")
 	step(fullCheckedPeriod+fullUncheckedPeriod, true, "[]")
+}
+
+// TestFullReportsKeepTheirShareAtSlowReportPeriods: a member that reports
+// every 32 s (a zone whose timers a bench stretched 16 times) sends a full
+// report every 300 of its reports while the leader checks, and every 15 while
+// it cannot, as a member at the default 2 s does; at periods shorter than the
+// default the wall-clock periods hold.
+func TestFullReportsKeepTheirShareAtSlowReportPeriods(t *testing.T) {
+	for _, c := range []struct {
+		report, unchecked, checked time.Duration
+	}{
+		{2 * time.Second, fullUncheckedPeriod, fullCheckedPeriod},
+		{100 * time.Millisecond, fullUncheckedPeriod, fullCheckedPeriod},
+		{32 * time.Second, 8 * time.Minute, 160 * time.Minute},
+	} {
+		if u, ch := fullPeriods(c.report); u != c.unchecked || ch != c.checked {
+			t.Errorf("report period %s: full reports every %s unchecked, %s checked; want %s, %s", c.report, u, ch, c.unchecked, c.checked)
+		}
+	}
+	var r reportRepair
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const period = 32 * time.Second
+	if full, _ := r.plan(start, period); !full {
+		t.Fatal("the first report is not full")
+	}
+	r.answered(reportAnswer{Checked: true}, func(string) bool { return true })
+	if full, _ := r.plan(start.Add(fullCheckedPeriod), period); full {
+		t.Error("a full report after 10 min at a 32 s report period: 19 reports, not 300")
+	}
+	if full, _ := r.plan(start.Add(300*period), period); !full {
+		t.Error("no full report after 300 reports of 32 s")
+	}
 }
 
 // TestALeaderGetsWhatItsReplicaDropped: a follower that cannot see the

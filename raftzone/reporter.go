@@ -51,10 +51,23 @@ func (s *Member) reportLoop(ctx context.Context) {
 // report every fullCheckedPeriod still bounds how long any divergence the
 // gaps cannot show (a spare's view restored from before a change) can last,
 // at a twentieth of the cost.
+//
+// Both are at least so many report periods: a zone that reports more slowly
+// (a time-dilated bench, a long --report-period) keeps the same share of full
+// reports among its reports, instead of sending one every few periods.
 const (
 	fullUncheckedPeriod = 30 * time.Second
 	fullCheckedPeriod   = 10 * time.Minute
+	// At the default 2 s report period, the two periods above.
+	fullUncheckedReports = 15
+	fullCheckedReports   = 300
 )
+
+// fullPeriods are the periods of full reports for a member that reports
+// every reportPeriod.
+func fullPeriods(reportPeriod time.Duration) (unchecked, checked time.Duration) {
+	return max(fullUncheckedPeriod, fullUncheckedReports*reportPeriod), max(fullCheckedPeriod, fullCheckedReports*reportPeriod)
+}
 
 // reportRepair is what the leader's last answer said of this member's row in
 // its replica, and when this member last sent every result.
@@ -65,15 +78,17 @@ type reportRepair struct {
 	lacks   map[string]bool
 }
 
-// plan says what a report built at now carries beyond the differences from
-// this member's row: every result (full, which counts it as sent), or the
-// results about the peers the leader's replica lacks.
-func (r *reportRepair) plan(now time.Time) (full bool, lacks map[string]bool) {
+// plan says what a report built at now, by a member that reports every
+// reportPeriod, carries beyond the differences from this member's row: every
+// result (full, which counts it as sent), or the results about the peers the
+// leader's replica lacks.
+func (r *reportRepair) plan(now time.Time, reportPeriod time.Duration) (full bool, lacks map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	period := fullUncheckedPeriod
+	unchecked, checked := fullPeriods(reportPeriod)
+	period := unchecked
 	if r.checked {
-		period = fullCheckedPeriod
+		period = checked
 	}
 	if r.fullAt.IsZero() || now.Sub(r.fullAt) >= period {
 		r.fullAt = now
@@ -110,7 +125,7 @@ func (s *Member) buildReport() (zone.Report, error) {
 	if err != nil {
 		return zone.Report{}, err
 	}
-	full, lacks := s.repair.plan(s.clock.Now())
+	full, lacks := s.repair.plan(s.clock.Now(), s.cfg.ReportPeriod)
 	if full {
 		s.metrics.reportsFull.Inc()
 	}
