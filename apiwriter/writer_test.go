@@ -463,7 +463,7 @@ func TestOutageCoalescesAndFlushesOnReconnect(t *testing.T) {
 	// One write per node, and the zone Lease renewed at once: the webhook
 	// counts the zone led again from that renewal on. The renewal is the
 	// lease loop's, beside the flush, so it may land just after it; the
-	// test clock does not move, so no periodic renewal can follow it.
+	// test clock moves no further, so no periodic renewal can follow it.
 	var nodes, leases int
 	count := func() {
 		nodes, leases = 0, 0

@@ -48,8 +48,14 @@ func (p testPeer) candidate(ip string) Candidate {
 // members.
 func peerNet(t testing.TB, host *faultnet.Host, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
 	t.Helper()
-	sn, err := newSecureNet(host, keys, p.key, p.node, p.serverID, &peerBook{candidates: members},
-		host.IP()+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
+	return peerNetOn(t, host, host.IP(), keys, p, members)
+}
+
+// peerNetOn is peerNet on any network, advertising ip's zone port.
+func peerNetOn(t testing.TB, nw Network, ip string, keys *zonekeys.Ring, p testPeer, members MemberSource) *secureNet {
+	t.Helper()
+	sn, err := newSecureNet(nw, keys, p.key, p.node, p.serverID, &peerBook{candidates: members},
+		ip+":9470", 2*time.Second, slog.New(slog.DiscardHandler), newPortMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
